@@ -1,0 +1,1 @@
+"""`sleuth ask` (owned by the strategies work; replaced there)."""

@@ -1,0 +1,92 @@
+"""A small persistent key-value store on SQLite, shared by the LLM response
+cache and the search cache.
+
+* Safe under concurrent writers (threads and processes): WAL journal, a busy
+  timeout, one connection per thread, short transactions.
+* Keys are SHA-256 digests of a canonical JSON rendering of whatever the caller
+  passes, so callers key on *everything* that changes an answer (backend,
+  model, prompt, sampling parameters, search scope...).
+* Values are JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def default_cache_dir() -> Path:
+    """``$SLEUTH_CACHE_DIR`` or ``~/.cache/sleuth``."""
+    env = os.environ.get("SLEUTH_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sleuth"
+
+
+def make_key(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class KVCache:
+    """``get``/``set`` of JSON values in a named table of an SQLite file."""
+
+    def __init__(self, path: str | Path, table: str = "kv") -> None:
+        if not table.isidentifier():
+            raise ValueError(f"bad table name {table!r}")
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.table = table
+        self._local = threading.local()
+        with self._conn() as c:
+            c.execute(
+                f"CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, v TEXT NOT NULL, t REAL NOT NULL)"
+            )
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+            self._local.pid = os.getpid()
+        return conn
+
+    def get(self, key: str) -> Any | None:
+        row = self._conn().execute(f"SELECT v FROM {self.table} WHERE k=?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return json.loads(row[0])
+        except json.JSONDecodeError:  # a damaged row is a miss, never an error
+            return None
+
+    def set(self, key: str, value: Any) -> None:
+        blob = json.dumps(value, ensure_ascii=False, default=str)
+        self._conn().execute(
+            f"INSERT OR REPLACE INTO {self.table} (k, v, t) VALUES (?, ?, ?)", (key, blob, time.time())
+        )
+
+    def delete(self, key: str) -> None:
+        self._conn().execute(f"DELETE FROM {self.table} WHERE k=?", (key,))
+
+    def clear(self) -> int:
+        cur = self._conn().execute(f"DELETE FROM {self.table}")
+        return cur.rowcount
+
+    def __len__(self) -> int:
+        return int(self._conn().execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

@@ -1,0 +1,327 @@
+"""What every strategy returns (a :class:`Result` with a structured :class:`Trace`)
+and the :class:`Strategy` base class that records LLM calls and searches.
+
+A strategy only talks to the outside world through :meth:`Strategy.generate`,
+:meth:`Strategy.chat` and :meth:`Strategy.retrieve`; those record each step in
+the trace, emit it to listeners (CLI, SSE) and turn backend failures into
+finish reasons instead of tracebacks.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sleuth.llm.base import LLM, Completion, LLMError, Message, Usage
+from sleuth.search.base import Filters, Passage, Retriever, SearchError
+
+#: finish reasons shared by all strategies
+FINISHED = "finished"  # the scaffold produced a final answer
+STEP_LIMIT = "step_limit"  # ran out of steps, answer forced
+LLM_UNAVAILABLE = "llm_unavailable"
+SEARCH_UNAVAILABLE = "search_unavailable"
+BAD_INPUT = "bad_input"
+ERROR = "error"
+
+Listener = Callable[["Event"], None]
+
+
+@dataclass
+class Event:
+    """One step of a run, as recorded in the trace and streamed to listeners.
+
+    ``kind`` is one of: ``start``, ``llm``, ``search``, ``follow_up``,
+    ``intermediate_answer``, ``draft``, ``revision``, ``step_back``,
+    ``reason_in_documents``, ``note``, ``answer``, ``error``.
+    """
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+    t: float = 0.0  # seconds since the run started
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Trace:
+    events: list[Event] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[Event]:
+        return [e for e in self.events if e.kind == kind]
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [e.to_dict() for e in self.events]
+
+
+@dataclass
+class Result:
+    """The same shape for every strategy."""
+
+    question: str
+    strategy: str
+    answer: str = ""  # the full final answer (may be long-form)
+    short_answer: str = ""  # a short span suitable for EM/F1
+    citations: list[Passage] = field(default_factory=list)
+    trace: Trace = field(default_factory=Trace)
+    finish_reason: str = FINISHED
+    usage: Usage = field(default_factory=Usage)
+    llm_calls: int = 0
+    searches: int = 0
+    llm_seconds: float = 0.0
+    search_seconds: float = 0.0
+    elapsed_s: float = 0.0
+    model: str = ""
+    lang: str = "en"
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "question": self.question,
+            "strategy": self.strategy,
+            "answer": self.answer,
+            "short_answer": self.short_answer,
+            "citations": [p.to_dict() for p in self.citations],
+            "finish_reason": self.finish_reason,
+            "usage": self.usage.to_dict(),
+            "llm_calls": self.llm_calls,
+            "searches": self.searches,
+            "llm_seconds": round(self.llm_seconds, 4),
+            "search_seconds": round(self.search_seconds, 4),
+            "elapsed_s": round(self.elapsed_s, 4),
+            "model": self.model,
+            "lang": self.lang,
+            "error": self.error,
+            "trace": self.trace.to_list(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Result:
+        r = cls(question=d["question"], strategy=d["strategy"])
+        for k in (
+            "id", "answer", "short_answer", "finish_reason", "llm_calls", "searches",
+            "llm_seconds", "search_seconds", "elapsed_s", "model", "lang", "error",
+        ):
+            if k in d:
+                setattr(r, k, d[k])
+        r.citations = [Passage.from_dict(p) for p in d.get("citations", [])]
+        r.usage = Usage(**d.get("usage", {}))
+        r.trace = Trace([Event(**e) for e in d.get("trace", [])])
+        return r
+
+
+class StrategyAbort(Exception):
+    """Raised inside a run to stop it with a finish reason (caught by :meth:`Strategy.run`)."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+
+
+@dataclass
+class RunState:
+    """Mutable per-run bookkeeping (one per question; strategies stay stateless)."""
+
+    result: Result
+    filters: Filters
+    listeners: list[Listener]
+    t0: float = field(default_factory=time.perf_counter)
+    cited: dict[tuple[str, str], Passage] = field(default_factory=dict)
+
+    def emit(self, kind: str, duration_s: float = 0.0, **data: Any) -> Event:
+        ev = Event(kind, data, round(time.perf_counter() - self.t0, 4), round(duration_s, 4))
+        self.result.trace.events.append(ev)
+        for fn in self.listeners:
+            try:
+                fn(ev)
+            except Exception:  # a broken listener must never break a run
+                pass
+        return ev
+
+    def cite(self, passages: Sequence[Passage]) -> None:
+        for p in passages:
+            self.cited.setdefault(p.key, p)
+
+
+class Strategy:
+    """Base class: subclasses implement :meth:`solve`.
+
+    ``llm`` is any :class:`~sleuth.llm.base.LLM`; ``retriever`` is any
+    :class:`~sleuth.search.base.Retriever` (or ``None`` for strategies that do
+    not search).  ``lang`` is ``"en"``, ``"zh"`` or ``"auto"`` (by the question).
+    """
+
+    name = "base"
+    needs_retriever = False
+
+    def __init__(
+        self,
+        llm: LLM,
+        retriever: Retriever | None = None,
+        *,
+        lang: str = "auto",
+        k: int = 5,
+        max_steps: int = 6,
+        max_tokens: int = 256,
+        **options: Any,
+    ) -> None:
+        self.llm = llm
+        self.retriever = retriever
+        self.lang = lang
+        self.k = k
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.options = options
+
+    # -- public API ---------------------------------------------------------
+    def run(
+        self,
+        question: str,
+        *,
+        filters: Filters | None = None,
+        listeners: Sequence[Listener] = (),
+    ) -> Result:
+        from sleuth.strategies.lang import detect_lang  # local: avoid cycles
+
+        question = validate_question(question)
+        lang = detect_lang(question) if self.lang == "auto" else self.lang
+        result = Result(question=question, strategy=self.name, model=getattr(self.llm, "model", ""), lang=lang)
+        st = RunState(result, filters or Filters(), list(listeners))
+        st.emit("start", question=question, strategy=self.name, lang=lang, filters=st.filters.to_dict())
+        try:
+            self.solve(question, st)
+        except StrategyAbort as e:
+            result.finish_reason = e.reason
+            result.error = str(e) if str(e) != e.reason else result.error
+        except LLMError as e:
+            result.finish_reason = e.reason if e.reason.startswith("llm_") else LLM_UNAVAILABLE
+            result.error = str(e)
+        except SearchError as e:
+            result.finish_reason = SEARCH_UNAVAILABLE
+            result.error = str(e)
+        if result.error:
+            st.emit("error", reason=result.finish_reason, message=result.error)
+        if not result.citations and st.cited:
+            result.citations = list(st.cited.values())
+        result.elapsed_s = time.perf_counter() - st.t0
+        st.emit(
+            "answer",
+            answer=result.answer,
+            short_answer=result.short_answer,
+            finish_reason=result.finish_reason,
+            citations=[p.id for p in result.citations],
+        )
+        return result
+
+    def solve(self, question: str, st: RunState) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- recorded primitives -------------------------------------------------
+    def generate(
+        self,
+        st: RunState,
+        prompt: str,
+        *,
+        step: str,
+        stop: Sequence[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Raw completion, recorded as an ``llm`` event."""
+        t = time.perf_counter()
+        c = self.llm.complete(prompt, stop=list(stop or []), max_tokens=max_tokens or self.max_tokens)
+        self._record(st, c, step, time.perf_counter() - t, prompt_chars=len(prompt))
+        return c
+
+    def chat(
+        self,
+        st: RunState,
+        messages: Sequence[Message],
+        *,
+        step: str,
+        stop: Sequence[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        t = time.perf_counter()
+        c = self.llm.chat(messages, stop=list(stop or []), max_tokens=max_tokens or self.max_tokens)
+        self._record(st, c, step, time.perf_counter() - t, prompt_chars=sum(len(m["content"]) for m in messages))
+        return c
+
+    def retrieve(
+        self, st: RunState, query: str, *, k: int | None = None, route: str = "query"
+    ) -> list[Passage]:
+        """Search within the run's filters (never widened), recorded as a ``search`` event."""
+        if self.retriever is None:
+            return []
+        t = time.perf_counter()
+        passages = self.retriever.search(query, k or self.k, st.filters)
+        passages = [p for p in passages if st.filters.matches(p)]  # defence in depth
+        for p in passages:
+            if route not in p.found_by:
+                p.found_by = [*p.found_by, route]
+        dt = time.perf_counter() - t
+        st.result.searches += 1
+        st.result.search_seconds += dt
+        st.emit(
+            "search",
+            dt,
+            query=query,
+            route=route,
+            passages=[_brief(p) for p in passages],
+        )
+        return passages
+
+    def _record(self, st: RunState, c: Completion, step: str, dt: float, prompt_chars: int) -> None:
+        r = st.result
+        r.llm_calls += 1
+        r.llm_seconds += dt
+        r.usage = r.usage + c.usage
+        st.emit(
+            "llm",
+            dt,
+            step=step,
+            completion=c.text,
+            finish_reason=c.finish_reason,
+            usage=c.usage.to_dict(),
+            from_cache=c.from_cache,
+            prompt_chars=prompt_chars,
+        )
+
+
+def _brief(p: Passage) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "doc_id": p.doc_id,
+        "title": p.title,
+        "score": round(p.score, 4),
+        "source": p.source,
+        "section": p.section,
+        "version": p.version,
+        "text": p.text[:500],
+        "found_by": p.found_by,
+    }
+
+
+MAX_QUESTION_CHARS = 4000
+
+
+class BadQuestion(ValueError):
+    """The question is empty, binary or too long: a user mistake, reported in one sentence."""
+
+
+def validate_question(q: Any) -> str:
+    if not isinstance(q, str):
+        raise BadQuestion("the question must be text")
+    if "\x00" in q or sum(1 for ch in q if ord(ch) < 32 and ch not in "\t\n\r") > 0:
+        raise BadQuestion("the question contains binary control characters")
+    q = q.strip()
+    if not q:
+        raise BadQuestion("the question is empty")
+    if len(q) > MAX_QUESTION_CHARS:
+        raise BadQuestion(f"the question is {len(q)} characters long; the limit is {MAX_QUESTION_CHARS}")
+    return q
