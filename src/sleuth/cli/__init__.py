@@ -23,13 +23,20 @@ app = typer.Typer(
 
 # command modules (each adds its commands to ``app``)
 from sleuth.cli import ask as _ask  # noqa: E402,F401
+from sleuth.cli import eval as _eval  # noqa: E402,F401
+from sleuth.cli import index as _index  # noqa: E402,F401
+from sleuth.cli import models as _models  # noqa: E402,F401
+from sleuth.cli import search as _search  # noqa: E402,F401
+from sleuth.cli import serve as _serve  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True)
     except UserError as e:
-        console_err.print(f"[bold red]error:[/] {e}")
+        from rich.markup import escape  # a message may hold brackets ("[/v1]", paths, filters)
+
+        console_err.print(f"[bold red]error:[/] {escape(str(e))}")
         sys.exit(2)
     except KeyboardInterrupt:
         console_err.print("[yellow]interrupted[/]")

@@ -1,1 +1,291 @@
-"""`sleuth ask` (owned by the strategies work; replaced there)."""
+"""``sleuth ask``: answer one question with one strategy, streaming its steps.
+
+    sleuth ask "QUESTION" --strategy self-ask [--index DIR | --corpus FILE]
+               [--filter key=value ...] [--model NAME] [--base-url URL]
+               [--lang en|zh] [--k 5] [--max-steps N] [--opt key=value ...] [--json]
+
+The steps stream to the terminal while the strategy runs (through the
+strategy's listeners).  ``--json`` prints the full result with its trace on
+stdout and nothing else there (the live steps then go to stderr).  With no
+``--index``/``--corpus``, a strategy that searches uses the bundled quick-start
+corpus (``$SLEUTH_DATA_DIR`` or ``../shared/data`` beside the checkout) and
+says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from sleuth.cli import app
+from sleuth.cli.common import UserError, console, console_err
+from sleuth.strategies.base import FINISHED, STEP_LIMIT, Event
+
+QUICKSTART = Path("quickstart") / "wiki_passages.jsonl"
+OK_REASONS = {FINISHED, STEP_LIMIT}
+
+
+def data_dir() -> Path:
+    """``$SLEUTH_DATA_DIR``, else ``shared/data`` beside the checkout."""
+    env = os.environ.get("SLEUTH_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
+
+
+def quickstart_corpus() -> Path | None:
+    p = data_dir() / QUICKSTART
+    return p if p.is_file() else None
+
+
+def parse_opts(items: list[str]) -> dict[str, Any]:
+    """``--opt key=value``: numbers become numbers, true/false booleans."""
+    out: dict[str, Any] = {}
+    for raw in items:
+        key, sep, val = raw.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key or not key.isidentifier():
+            raise UserError(f"--opt {raw!r} is not of the form key=value")
+        v: Any = val.strip()
+        if v.lower() in ("true", "false"):
+            v = v.lower() == "true"
+        else:
+            for cast in (int, float):
+                try:
+                    v = cast(v)
+                    break
+                except ValueError:
+                    pass
+        out[key] = v
+    return out
+
+
+def open_source(index: Path | None, corpus: Path | None, needs: bool, err: Console) -> Any:
+    """The retriever for ``--index``/``--corpus``, the quick-start corpus, or None."""
+    if index is not None and corpus is not None:
+        raise UserError("give either --index or --corpus, not both")
+    spec: Path | None = index or corpus
+    if spec is None:
+        if not needs:
+            return None
+        spec = quickstart_corpus()
+        if spec is None:
+            raise UserError(
+                "this strategy searches, but no --index or --corpus was given and the quick-start corpus "
+                f"was not found at {data_dir() / QUICKSTART} (set SLEUTH_DATA_DIR)"
+            )
+        err.print(f"[dim]no --index/--corpus given: using the bundled quick-start corpus {escape(str(spec))}[/]")
+    elif not needs:
+        err.print("[dim]note: this strategy does not search; the knowledge source is ignored[/]")
+        return None
+    if index is not None and not index.is_dir():
+        raise UserError(f"the index folder {index} does not exist")
+    if corpus is not None and not corpus.exists():
+        raise UserError(f"the corpus {corpus} does not exist")
+    try:
+        from sleuth.search import open_retriever
+    except ImportError as e:  # pragma: no cover - the search layer ships with Sleuth
+        raise UserError(f"the search layer cannot be loaded: {e}") from None
+    try:
+        return open_retriever(str(spec))
+    except Exception as e:
+        raise UserError(f"cannot open {spec}: {e}") from None
+
+
+class StepPrinter:
+    """A strategy listener that prints each step as it happens."""
+
+    def __init__(self, out: Console, verbose: bool = False) -> None:
+        self.out = out
+        self.verbose = verbose
+
+    def __call__(self, ev: Event) -> None:
+        d, p = ev.data, self.out.print
+        t = f"[dim]{ev.t:6.1f}s[/]"
+        if ev.kind == "start":
+            p(
+                f"{t} [bold]{escape(d['strategy'])}[/] · lang {d['lang']} · filters {escape(json.dumps(d['filters'], ensure_ascii=False))}"
+            )
+        elif ev.kind == "llm":
+            u = d.get("usage", {})
+            cached = " cached" if d.get("from_cache") else ""
+            p(
+                f"{t} [dim]llm {escape(d['step'])}: {u.get('prompt_tokens', 0)}+{u.get('completion_tokens', 0)} tok"
+                f" ({u.get('cached_prompt_tokens', 0)} from prompt cache), {ev.duration_s:.1f}s{cached}[/]"
+            )
+            if self.verbose:
+                p("[dim]" + escape(_clip(d.get("completion", ""), 400)) + "[/]")
+        elif ev.kind == "search":
+            ids = ", ".join(x["id"] for x in d["passages"][:8])
+            p(
+                f"{t} [cyan]search[/] ({escape(d['route'])}) {escape(_clip(d['query'], 120))} → {len(d['passages'])} passages [dim]{escape(ids)}[/]"
+            )
+        elif ev.kind == "follow_up":
+            extra = (
+                " [yellow](repeat)[/]"
+                if d.get("repeat_of")
+                else " [yellow](restates the question)[/]"
+                if d.get("restates_question")
+                else ""
+            )
+            p(f"{t} [bold magenta]follow up[/] {escape(d['question'])}{extra}")
+        elif ev.kind == "intermediate_answer":
+            src = d.get("source", "")
+            style = "green" if src == "search" else "yellow"
+            p(f"{t} [{style}]answer ({src})[/] {escape(_clip(d['answer'], 200))}")
+        elif ev.kind == "step_back":
+            fb = " [yellow](fallback)[/]" if d.get("fallback") else ""
+            p(f"{t} [bold magenta]step back[/] {escape(d['question'])}{fb}")
+        elif ev.kind == "rerank":
+            top = ", ".join(f"{x['id']}<{'+'.join(x['found_by'])}>" for x in d["ranking"] if x.get("in_context"))
+            p(f"{t} [cyan]rerank[/] context: {escape(top)}")
+        elif ev.kind == "draft":
+            p(f"{t} [bold magenta]draft[/] {len(d.get('paragraphs', []))} paragraphs")
+            if self.verbose:
+                p("[dim]" + escape(_clip(d.get("text", ""), 600)) + "[/]")
+        elif ev.kind == "revision":
+            if d.get("skipped"):
+                p(f"{t} [yellow]revision {d['step']} skipped[/] ({escape(str(d.get('reason', '')))})")
+            else:
+                changed = sum(
+                    1 for ln in d.get("diff", "").splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")
+                )
+                p(
+                    f"{t} [magenta]revision {d['step']}[/] query {escape(_clip(d.get('query', ''), 80))!s} · {changed} lines changed"
+                )
+        elif ev.kind == "reason_in_documents":
+            p(f"{t} [green]facts[/] {escape(_clip(d['info'], 240))}")
+        elif ev.kind == "note":
+            if d.get("type") in ("scaffold", "reasoning") and not self.verbose:
+                return
+            p(
+                f"{t} [yellow]note[/] {escape(str(d.get('type', '')))}: {escape(_clip(str(d.get('message', d.get('text', ''))), 200))}"
+            )
+        elif ev.kind == "error":
+            p(f"{t} [bold red]{escape(d['reason'])}[/] {escape(d['message'])}")
+
+
+def _clip(s: str, n: int) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def print_result(result: Any, out: Console) -> None:
+    out.print(Panel(escape(result.answer or "(no answer)"), title="answer", expand=False))
+    if result.short_answer and result.short_answer != result.answer:
+        out.print(f"[bold]short answer:[/] {escape(result.short_answer)}")
+    if result.citations:
+        tab = Table(title="citations", show_lines=False)
+        for col in ("id", "title", "section", "version", "found by", "source"):
+            tab.add_column(col, overflow="fold")
+        for p in result.citations:
+            tab.add_row(
+                p.id, p.title, p.section, p.version, ", ".join(p.found_by), Path(p.source).name if p.source else ""
+            )
+        out.print(tab)
+    u = result.usage
+    out.print(
+        f"[dim]finish: {result.finish_reason} · {result.llm_calls} llm calls · {result.searches} searches · "
+        f"{u.prompt_tokens} prompt tok ({u.cached_prompt_tokens} cached) + {u.completion_tokens} completion tok · "
+        f"{result.elapsed_s:.1f}s · model {escape(result.model)}[/]"
+    )
+
+
+@app.command("ask")
+def ask(
+    question: str = typer.Argument(..., help="The question (quote it)."),
+    strategy: str = typer.Option(
+        "self-ask", "--strategy", "-s", help="direct, cot, rag, self-ask, rat, step-back, search-o1"
+    ),
+    index: Path | None = typer.Option(None, "--index", help="An index folder (sleuth index build)."),
+    corpus: Path | None = typer.Option(None, "--corpus", help="A corpus file or folder (indexed once, cached)."),
+    filter_: list[str] = typer.Option(
+        [], "--filter", "-f", help="Scope: key=value, key>=value, acl=LABEL (repeatable)."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Model name (embedded: qwen2.5-1.5b, qwen2.5-0.5b, smollm2-135m)."
+    ),
+    base_url: str | None = typer.Option(
+        None, "--base-url", help="An OpenAI-compatible server instead of the embedded model."
+    ),
+    lang: str = typer.Option("auto", "--lang", help="Prompt language: auto (by the question), en or zh."),
+    k: int = typer.Option(5, "--k", min=1, max=50, help="Passages per search."),
+    max_steps: int = typer.Option(
+        6, "--max-steps", min=1, max=50, help="Step limit (follow-ups, revisions, searches)."
+    ),
+    max_tokens: int | None = typer.Option(
+        None,
+        "--max-tokens",
+        min=8,
+        max=8192,
+        help="Tokens per LLM call (default: 256; 400 for rat, 320 for step-back).",
+    ),
+    opt: list[str] = typer.Option([], "--opt", help="Strategy option key=value, e.g. k_stepback=3 (repeatable)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the full result with its trace as JSON on stdout."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print each completion."),
+) -> None:
+    """Answer QUESTION with one reasoning strategy, streaming its steps."""
+    from sleuth.search.base import FilterError, Filters
+    from sleuth.strategies import STRATEGIES, UnknownStrategy, get_strategy, resolve_name
+    from sleuth.strategies.base import BadQuestion, validate_question
+
+    if lang not in ("auto", "en", "zh"):
+        raise UserError(f"--lang must be auto, en or zh, not {lang!r}")
+    try:
+        name = resolve_name(strategy)
+    except UnknownStrategy as e:
+        raise UserError(str(e)) from None
+    try:
+        validate_question(question)
+    except BadQuestion as e:
+        raise UserError(str(e)) from None
+    try:
+        filters = Filters.parse(filter_)
+    except FilterError as e:
+        raise UserError(str(e)) from None
+    options = parse_opts(opt)
+    live = console_err if json_out else console
+    retriever = open_source(index, corpus, STRATEGIES[name].needs_retriever, console_err)
+
+    from sleuth.llm import LLMError, get_llm
+
+    try:
+        llm = get_llm(model, base_url=base_url)
+    except (LLMError, ValueError) as e:  # ValueError: a malformed SLEUTH_LLM_* setting
+        raise UserError(str(e)) from None
+    try:
+        strat = get_strategy(
+            name, llm, retriever, lang=lang, k=k, max_steps=max_steps, max_tokens=max_tokens, **options
+        )
+        result = strat.run(question, filters=filters, listeners=[StepPrinter(live, verbose)])
+    except BadQuestion as e:
+        raise UserError(str(e)) from None
+    except TypeError as e:  # a bad --opt for this strategy
+        raise UserError(f"bad option for {name}: {e}") from None
+    finally:
+        _close()
+    if json_out:
+        sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.flush()
+    else:
+        print_result(result, console)
+    if result.finish_reason not in OK_REASONS:
+        raise typer.Exit(1)
+
+
+def _close() -> None:
+    try:
+        from sleuth.llm import close_all
+
+        close_all()
+    except Exception:
+        pass

@@ -1,0 +1,210 @@
+"""Sleuth's LLM layer: one protocol, one OpenAI-compatible client, an embedded model.
+
+>>> from sleuth.llm import get_llm
+>>> llm = get_llm()                      # embedded default model, no key, no network
+>>> llm.complete("Q: 2+2?\\nA:", stop=["\\n"], max_tokens=8).text  # doctest: +SKIP
+
+``get_llm`` picks the backend from its arguments, then the environment / ``.env``
+(see :mod:`sleuth.config` and ``docs/llm.md``).  With no base URL configured
+anywhere it starts (once per process, lazily, shared) the embedded llama.cpp
+server and returns a client for it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+from sleuth.config import env, env_float, env_int, resolve_llm_settings
+from sleuth.llm.base import (
+    LLM,
+    Completion,
+    GenParams,
+    LLMAuthError,
+    LLMBadRequest,
+    LLMBadResponse,
+    LLMError,
+    LLMTimeout,
+    LLMUnavailable,
+    Message,
+    Usage,
+    cut_at_stop,
+)
+from sleuth.llm.cache import CachedLLM
+from sleuth.llm.limits import Limiter, RateLimits
+from sleuth.llm.models import DEFAULT_MODEL, MODELS, ModelIntegrityError, ModelNotInstalled
+from sleuth.llm.openai_compat import OpenAICompatLLM
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LLM",
+    "MODELS",
+    "CachedLLM",
+    "Completion",
+    "GenParams",
+    "LLMAuthError",
+    "LLMBadRequest",
+    "LLMBadResponse",
+    "LLMError",
+    "LLMTimeout",
+    "LLMUnavailable",
+    "Limiter",
+    "Message",
+    "ModelIntegrityError",
+    "ModelNotInstalled",
+    "OpenAICompatLLM",
+    "RateLimits",
+    "Usage",
+    "close_all",
+    "cut_at_stop",
+    "get_llm",
+]
+
+_clients: weakref.WeakSet[Any] = weakref.WeakSet()
+_limiters: dict[str, Limiter] = {}
+_lock = threading.Lock()
+
+
+def _shared_limiter(base_url: str, limits: RateLimits) -> Limiter | None:
+    """One limiter per (backend, limits) so that every client of a backend shares the budget."""
+    if not limits.any:
+        return None
+    key = f"{base_url}|{limits.requests_per_min}|{limits.tokens_per_min}|{limits.max_concurrency}"
+    with _lock:
+        lim = _limiters.get(key)
+        if lim is None:
+            lim = _limiters[key] = Limiter(limits)
+        return lim
+
+
+def get_llm(
+    model: str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    cache: bool = True,
+    cache_path: str | Path | None = None,
+    refresh_cache: bool = False,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    n_parallel: int = 1,
+    ctx_size: int | None = None,
+    threads: int | None = None,
+    requests_per_min: float | None = None,
+    tokens_per_min: float | None = None,
+    max_concurrency: int | None = None,
+    defaults: GenParams | None = None,
+    **kw: Any,
+) -> LLM:
+    """An LLM client for the configured backend.
+
+    Parameters
+    ----------
+    model:
+        Remote model name (``gpt-4o-mini``), a provider-prefixed name
+        (``openai:gpt-4o-mini``, ``qwen:qwen-plus``, ``deepseek:deepseek-chat``),
+        an embedded model name (``qwen2.5-1.5b``, ``qwen2.5-0.5b``,
+        ``smollm2-135m``) or ``embedded:NAME``.  ``None``: ``$SLEUTH_LLM_MODEL``
+        for a remote backend, ``$SLEUTH_MODEL`` or the default embedded model.
+    base_url, api_key:
+        Override ``SLEUTH_LLM_BASE_URL`` / ``SLEUTH_LLM_API_KEY`` (and the
+        OpenAI / Qwen variables).
+    cache, cache_path, refresh_cache:
+        Response cache (temperature 0 only): on/off, SQLite file (default
+        ``<cache dir>/llm_cache.sqlite``), recompute-and-overwrite.
+    timeout, max_retries:
+        Per-attempt timeout in seconds (default ``$SLEUTH_LLM_TIMEOUT`` or 120,
+        600 for the embedded model) and retries (``$SLEUTH_LLM_MAX_RETRIES`` or 3).
+    n_parallel, ctx_size, threads:
+        Embedded server only: parallel slots, context tokens per slot, engine
+        threads (default ``$SLEUTH_THREADS`` or ``min(2, cpus)``).
+    requests_per_min, tokens_per_min, max_concurrency:
+        Client-side limits shared by all clients of the same backend in this
+        process (defaults ``$SLEUTH_LLM_RPM``, ``$SLEUTH_LLM_TPM``,
+        ``$SLEUTH_LLM_MAX_CONCURRENCY``).
+    defaults:
+        Sampling defaults for parameters a call leaves ``None``.
+    kw:
+        ``embedded_mode="inprocess"|"subprocess"`` for the embedded server;
+        the rest goes to :class:`OpenAICompatLLM` (``backoff_base``,
+        ``extra_body``, ``headers``, ``retry_after_cap``, ...).
+
+    Raises :class:`LLMAuthError` (missing key for a known provider),
+    :class:`ModelNotInstalled` (with the pip command), :class:`LLMUnavailable`.
+    """
+    from sleuth.llm.embedded import DEFAULT_CTX_SIZE, get_server
+
+    embedded_mode = kw.pop("embedded_mode", None)
+    s = resolve_llm_settings(model, base_url=base_url, api_key=api_key)
+    retries = max_retries if max_retries is not None else env_int("SLEUTH_LLM_MAX_RETRIES", 3)
+    limits = RateLimits(
+        requests_per_min if requests_per_min is not None else env_float("SLEUTH_LLM_RPM", None),
+        tokens_per_min if tokens_per_min is not None else env_float("SLEUTH_LLM_TPM", None),
+        max_concurrency if max_concurrency is not None else env_int("SLEUTH_LLM_MAX_CONCURRENCY", None),
+    )
+    if s.embedded:
+        if s.model not in MODELS:
+            raise ModelNotInstalled(
+                f"Unknown embedded model {s.model!r} (known: {', '.join(sorted(MODELS))}); "
+                "for a remote model set SLEUTH_LLM_BASE_URL or use a prefix such as openai:MODEL."
+            )
+        srv = get_server(
+            s.model,
+            n_parallel=n_parallel,
+            ctx_size=ctx_size or env_int("SLEUTH_CTX_SIZE", DEFAULT_CTX_SIZE) or DEFAULT_CTX_SIZE,
+            threads=threads,
+            mode=embedded_mode,
+        )
+        assert srv.base_url is not None
+        extra_body = {"cache_prompt": True, **kw.pop("extra_body", {})}
+        inner: OpenAICompatLLM = OpenAICompatLLM(
+            srv.base_url,
+            s.model,
+            timeout=timeout if timeout is not None else env_float("SLEUTH_LLM_TIMEOUT", 600.0) or 600.0,
+            max_retries=retries if retries is not None else 3,
+            limits=_shared_limiter(srv.base_url, limits),
+            defaults=defaults,
+            extra_body=extra_body,
+            name=f"embedded:{s.model}",
+            **kw,
+        )
+        backend = f"embedded:{s.model}"  # stable across runs (the port is random)
+    else:
+        assert s.base_url is not None
+        inner = OpenAICompatLLM(
+            s.base_url,
+            s.model,
+            api_key=s.api_key,
+            timeout=timeout if timeout is not None else env_float("SLEUTH_LLM_TIMEOUT", 120.0) or 120.0,
+            max_retries=retries if retries is not None else 3,
+            limits=_shared_limiter(s.base_url, limits),
+            defaults=defaults,
+            **kw,
+        )
+        backend = inner.api_base
+    llm: Any = inner
+    if cache and (env("SLEUTH_LLM_CACHE", "1") or "1").lower() not in ("0", "false", "no", "off"):
+        llm = CachedLLM(inner, cache_path, refresh=refresh_cache, backend=backend)
+    with _lock:
+        _clients.add(inner)
+    return llm
+
+
+def close_all() -> None:
+    """Close every client made by :func:`get_llm` and stop the embedded servers."""
+    from sleuth.llm.embedded import stop_all
+
+    with _lock:
+        clients = list(_clients)
+    for c in clients:
+        try:
+            c.close()
+        except Exception:
+            pass
+    stop_all()
+
+
+atexit.register(close_all)

@@ -1,0 +1,165 @@
+"""Knowledge sources behind one protocol: ``search(query, k, filters) -> [Passage]``.
+
+* :func:`open_retriever` - one factory for every source (index folder, corpus
+  file or folder, ``tavily``, ``searxng:URL``, ``pg:DSN``).
+* :class:`Index` - the embedded index (BM25 + optional vectors, hybrid by RRF).
+* :class:`Filters`, :class:`Passage`, :class:`Retriever` - the contract (``base.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sleuth.kvcache import KVCache, default_cache_dir
+from sleuth.search.base import FilterError, Filters, Passage, Retriever, SearchError, SearchUnavailable
+from sleuth.search.chunking import DEFAULT_MAX_CHARS
+from sleuth.search.index import (
+    MODES,
+    SCHEMA_VERSION,
+    BuildReport,
+    EmptyBuild,
+    Index,
+    IndexError_,
+    IndexNotFound,
+    as_filters,
+)
+
+__all__ = [
+    "MODES",
+    "BuildReport",
+    "EmptyBuild",
+    "FilterError",
+    "Filters",
+    "Index",
+    "IndexError_",
+    "IndexNotFound",
+    "Passage",
+    "Retriever",
+    "SearchError",
+    "SearchUnavailable",
+    "as_filters",
+    "corpus_index_dir",
+    "open_retriever",
+]
+
+
+def corpus_index_dir(
+    corpus: str | Path,
+    *,
+    format: str = "auto",
+    dense: bool = False,
+    embedder: str | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """Where the cached index of a corpus file/folder lives: keyed on the
+    content hash of its files and on every build setting."""
+    root = Path(corpus).expanduser().resolve()
+    h = hashlib.sha256(repr((SCHEMA_VERSION, format, dense, embedder, max_chars)).encode())
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for f in files:
+        h.update(str(f.relative_to(root) if f != root else f.name).encode("utf-8", "surrogateescape"))
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    base = Path(cache_dir).expanduser() if cache_dir else default_cache_dir() / "indexes"
+    return base / f"{root.name[:40]}-{h.hexdigest()[:20]}"
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _open_corpus(corpus: Path, *, format: str, dense: bool, embedder: str | None, cache_dir: Any, progress: bool) -> Index:
+    target = corpus_index_dir(corpus, format=format, dense=dense, embedder=embedder, cache_dir=cache_dir)
+    with _lock(target.with_name(target.name + ".lock")):
+        if not Index.is_index(target):
+            Index.build([corpus], target, format=format, dense=dense, embedder=embedder, progress=progress)
+    return Index.open(target)
+
+
+def open_retriever(spec: str | Path | Retriever, **kw: Any) -> Retriever:
+    """Open a knowledge source.
+
+    ``spec``:
+
+    * an index folder (made by ``sleuth index build``);
+    * a corpus file or folder: indexed once into the cache (keyed on the files'
+      content) and opened; options ``format="auto"``, ``dense=False``,
+      ``embedder=None``, ``cache_dir=None``, ``progress=False``;
+    * ``"tavily"`` (needs ``TAVILY_API_KEY``; options ``api_key``, ``base_url``,
+      ``timeout``, ``search_depth``);
+    * ``"searxng:URL"`` (a SearXNG instance with the JSON format enabled);
+    * ``"pg:DSN"`` (PostgreSQL with pgvector, see :mod:`sleuth.search.pg`);
+    * an object that already is a :class:`Retriever` (returned as is, or cached).
+
+    Common options: ``mode`` (``lexical|dense|hybrid``, indexes only) and
+    ``cache`` (``True``/``False``/a path/a :class:`KVCache`: the search cache;
+    on by default for web sources, off for local indexes, whose answers are
+    already deterministic).
+    """
+    cache = kw.pop("cache", None)
+    mode = kw.pop("mode", None)
+    retriever: Retriever
+    default_cache = False
+    if not isinstance(spec, (str, Path)):
+        if not isinstance(spec, Retriever):
+            raise SearchError(f"{spec!r} is not a retriever, an index folder or a source name")
+        retriever = spec
+    elif isinstance(spec, str) and spec.lower() == "tavily":
+        from sleuth.search.web import TavilyRetriever
+
+        retriever, default_cache = TavilyRetriever(**kw), True
+    elif isinstance(spec, str) and spec.lower().startswith("searxng:"):
+        from sleuth.search.web import SearxngRetriever
+
+        retriever, default_cache = SearxngRetriever(spec.split(":", 1)[1], **kw), True
+    elif isinstance(spec, str) and spec.lower().startswith("pg:"):
+        from sleuth.search.pg import PgRetriever
+
+        retriever = PgRetriever(spec.split(":", 1)[1], **kw)
+    else:
+        path = Path(spec).expanduser()
+        if Index.is_index(path):
+            retriever = Index.open(path)
+        elif path.exists():
+            retriever = _open_corpus(
+                path,
+                format=kw.pop("format", "auto"),
+                dense=bool(kw.pop("dense", False)),
+                embedder=kw.pop("embedder", None),
+                cache_dir=kw.pop("cache_dir", None),
+                progress=bool(kw.pop("progress", False)),
+            )
+        else:
+            raise SearchError(
+                f"{spec!r} is neither an index folder, a corpus file or folder, 'tavily', 'searxng:URL' nor 'pg:DSN'"
+            )
+    if mode is not None:
+        if not isinstance(retriever, Index):
+            raise SearchError(f"mode={mode!r} applies to embedded indexes only")
+        retriever._check_mode(mode)
+        retriever.mode = mode
+    if cache is None:
+        cache = default_cache
+    if cache is not False:
+        from sleuth.search.cache import CachedRetriever
+
+        kv = cache if isinstance(cache, KVCache) else None
+        path_ = None if cache is True or kv is not None else cache
+        retriever = CachedRetriever(retriever, cache=kv, path=path_)
+    return retriever

@@ -35,7 +35,7 @@ class Event:
 
     ``kind`` is one of: ``start``, ``llm``, ``search``, ``follow_up``,
     ``intermediate_answer``, ``draft``, ``revision``, ``step_back``,
-    ``reason_in_documents``, ``note``, ``answer``, ``error``.
+    ``rerank``, ``reason_in_documents``, ``note``, ``answer``, ``error``.
     """
 
     kind: str
@@ -105,8 +105,18 @@ class Result:
     def from_dict(cls, d: dict[str, Any]) -> Result:
         r = cls(question=d["question"], strategy=d["strategy"])
         for k in (
-            "id", "answer", "short_answer", "finish_reason", "llm_calls", "searches",
-            "llm_seconds", "search_seconds", "elapsed_s", "model", "lang", "error",
+            "id",
+            "answer",
+            "short_answer",
+            "finish_reason",
+            "llm_calls",
+            "searches",
+            "llm_seconds",
+            "search_seconds",
+            "elapsed_s",
+            "model",
+            "lang",
+            "error",
         ):
             if k in d:
                 setattr(r, k, d[k])
@@ -159,6 +169,8 @@ class Strategy:
 
     name = "base"
     needs_retriever = False
+    #: tokens per call when the caller does not say (long-form strategies raise it)
+    default_max_tokens = 256
 
     def __init__(
         self,
@@ -168,15 +180,26 @@ class Strategy:
         lang: str = "auto",
         k: int = 5,
         max_steps: int = 6,
-        max_tokens: int = 256,
+        max_tokens: int | None = None,
         **options: Any,
     ) -> None:
+        for opt, v in (("k", k), ("max_steps", max_steps), ("max_tokens", max_tokens)):
+            if v is None and opt == "max_tokens":
+                continue  # the strategy's default
+            try:
+                ok = not isinstance(v, bool) and int(v) == v and v >= 1
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ValueError(f"{opt} must be a whole number of at least 1, not {v!r}")
+        if lang not in ("auto", "en", "zh"):
+            raise ValueError(f"lang must be auto, en or zh, not {lang!r}")
         self.llm = llm
         self.retriever = retriever
         self.lang = lang
         self.k = k
         self.max_steps = max_steps
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens or self.default_max_tokens
         self.options = options
 
     # -- public API ---------------------------------------------------------
@@ -187,6 +210,22 @@ class Strategy:
         filters: Filters | None = None,
         listeners: Sequence[Listener] = (),
     ) -> Result:
+        st = self.begin(question, filters=filters, listeners=listeners)
+        try:
+            self.solve(st.result.question, st)
+        except (StrategyAbort, LLMError, SearchError) as e:
+            self.fail(st, e)
+        return self.finish(st)
+
+    # -- run lifecycle (shared with batch modes) ------------------------------
+    def begin(
+        self,
+        question: str,
+        *,
+        filters: Filters | None = None,
+        listeners: Sequence[Listener] = (),
+    ) -> RunState:
+        """Validate the question, pick the language, emit ``start``."""
         from sleuth.strategies.lang import detect_lang  # local: avoid cycles
 
         question = validate_question(question)
@@ -194,17 +233,29 @@ class Strategy:
         result = Result(question=question, strategy=self.name, model=getattr(self.llm, "model", ""), lang=lang)
         st = RunState(result, filters or Filters(), list(listeners))
         st.emit("start", question=question, strategy=self.name, lang=lang, filters=st.filters.to_dict())
-        try:
-            self.solve(question, st)
-        except StrategyAbort as e:
+        return st
+
+    @staticmethod
+    def fail(st: RunState, e: Exception) -> None:
+        """Turn an abort / backend error into the run's finish reason."""
+        result = st.result
+        if isinstance(e, StrategyAbort):
             result.finish_reason = e.reason
             result.error = str(e) if str(e) != e.reason else result.error
-        except LLMError as e:
+        elif isinstance(e, LLMError):
             result.finish_reason = e.reason if e.reason.startswith("llm_") else LLM_UNAVAILABLE
             result.error = str(e)
-        except SearchError as e:
+        elif isinstance(e, SearchError):
             result.finish_reason = SEARCH_UNAVAILABLE
             result.error = str(e)
+        else:  # pragma: no cover - callers pass only the three kinds above
+            result.finish_reason = ERROR
+            result.error = f"{type(e).__name__}: {e}"
+
+    @staticmethod
+    def finish(st: RunState) -> Result:
+        """Fill citations from what was cited, emit ``error``/``answer``."""
+        result = st.result
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
         if not result.citations and st.cited:
@@ -221,6 +272,34 @@ class Strategy:
 
     def solve(self, question: str, st: RunState) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # -- prompt helpers ---------------------------------------------------------
+    def prompt(self, st: RunState, name: str, **fields: Any) -> str:
+        """Render ``prompts/<lang>/<name>.txt`` in the run's language."""
+        from sleuth.strategies.prompts import render  # local: keep base import-light
+
+        return render(name, st.result.lang, **fields)
+
+    def context_chars(self, st: RunState) -> int:
+        """Total characters of documents one prompt may carry (option ``context_chars``).
+
+        The defaults fit the embedded models' 2048-token window with room for
+        the instructions and the answer (Chinese text is denser in tokens).
+        """
+        v = self.options.get("context_chars")
+        return int(v) if v else (4000 if st.result.lang == "en" else 2000)
+
+    def ask(
+        self,
+        st: RunState,
+        text: str,
+        *,
+        step: str,
+        stop: Sequence[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """One user message through :meth:`chat` (instruction-style calls)."""
+        return self.chat(st, [{"role": "user", "content": text}], step=step, stop=stop, max_tokens=max_tokens)
 
     # -- recorded primitives -------------------------------------------------
     def generate(
@@ -252,9 +331,7 @@ class Strategy:
         self._record(st, c, step, time.perf_counter() - t, prompt_chars=sum(len(m["content"]) for m in messages))
         return c
 
-    def retrieve(
-        self, st: RunState, query: str, *, k: int | None = None, route: str = "query"
-    ) -> list[Passage]:
+    def retrieve(self, st: RunState, query: str, *, k: int | None = None, route: str = "query") -> list[Passage]:
         """Search within the run's filters (never widened), recorded as a ``search`` event."""
         if self.retriever is None:
             return []
@@ -275,6 +352,49 @@ class Strategy:
             passages=[_brief(p) for p in passages],
         )
         return passages
+
+    def retrieve_many(
+        self,
+        sts: Sequence[RunState],
+        queries: Sequence[str],
+        *,
+        k: int | None = None,
+        route: str = "query",
+    ) -> list[list[Passage]]:
+        """One ``search_batch`` for several runs that share the same filters.
+
+        Each run gets its own ``search`` event; runs with different filters
+        are searched separately (a scope is never shared or widened).
+        """
+        if self.retriever is None:
+            return [[] for _ in queries]
+        out: list[list[Passage]] = [[] for _ in queries]
+        groups: dict[str, list[int]] = {}
+        for i, st in enumerate(sts):
+            groups.setdefault(st.filters.cache_key(), []).append(i)
+        for idx in groups.values():
+            filters = sts[idx[0]].filters
+            t = time.perf_counter()
+            batch = self.retriever.search_batch([queries[i] for i in idx], k or self.k, filters)
+            dt = (time.perf_counter() - t) / max(1, len(idx))
+            for i, passages in zip(idx, batch, strict=False):
+                st = sts[i]
+                passages = [p for p in passages if st.filters.matches(p)]  # defence in depth
+                for p in passages:
+                    if route not in p.found_by:
+                        p.found_by = [*p.found_by, route]
+                st.result.searches += 1
+                st.result.search_seconds += dt
+                st.emit(
+                    "search",
+                    dt,
+                    query=queries[i],
+                    route=route,
+                    passages=[_brief(p) for p in passages],
+                    batched=len(idx),
+                )
+                out[i] = passages
+        return out
 
     def _record(self, st: RunState, c: Completion, step: str, dt: float, prompt_chars: int) -> None:
         r = st.result

@@ -1,0 +1,156 @@
+"""``sleuth eval``: run strategies side by side on a benchmark; ``sleuth eval report DIR``."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+
+from sleuth.cli import app
+from sleuth.cli.common import UserError, console, console_err
+
+eval_app = typer.Typer(
+    help="Evaluate strategies on a dataset (resumable; writes DIR/results.jsonl and DIR/report.md).",
+    no_args_is_help=True,
+    invoke_without_command=True,
+)
+app.add_typer(eval_app, name="eval")
+
+
+def _parse_opts(opts: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for o in opts:
+        key, sep, val = o.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--opt {o!r} must look like key=value")
+        try:
+            out[key.strip()] = json.loads(val)
+        except json.JSONDecodeError:
+            out[key.strip()] = val
+    return out
+
+
+@eval_app.callback()
+def eval_cmd(
+    ctx: typer.Context,
+    data: Path = typer.Option(None, "--data", help="Questions file (any supported format)."),
+    fmt: str = typer.Option(
+        "auto", "--format", help="hotpotqa, musique, timeqa, mmlu, strategyqa, flashrag, policy_zh, jsonl or auto."
+    ),
+    setting: str = typer.Option(
+        None,
+        "--setting",
+        help="open (pooled index), distractor (each question's own "
+        "paragraphs) or closed (no retrieval). Default: open when a corpus exists.",
+    ),
+    strategies: str = typer.Option("direct", "--strategies", help="Comma-separated names (or module:Class)."),
+    limit: int = typer.Option(None, "--limit", help="Evaluate a fixed sample of N questions."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed (the sample is fixed by it)."),
+    concurrency: int = typer.Option(1, "--concurrency", "-c", help="Questions in flight at once."),
+    out: Path = typer.Option(None, "--out", help="Run directory (created; an existing one is resumed)."),
+    model: str = typer.Option(None, "--model", help="Model name (default: the configured / embedded default)."),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible server URL."),
+    k: int = typer.Option(5, "--k", help="Passages per search."),
+    max_steps: int = typer.Option(None, "--max-steps", help="Step limit passed to the strategies."),
+    max_tokens: int = typer.Option(None, "--max-tokens", help="Max tokens per LLM call."),
+    index: str = typer.Option(None, "--index", help="Use this index / retriever spec for the open setting."),
+    corpus: Path = typer.Option(
+        None,
+        "--corpus",
+        help="Corpus file for the open setting (default: the dataset's own paragraphs, or its companion corpus file).",
+    ),
+    gap: bool = typer.Option(False, "--gap", help="Also answer every decomposition hop (compositionality gap)."),
+    opt: list[str] = typer.Option([], "--opt", help="Extra strategy option key=value (repeatable)."),
+    prices: str = typer.Option(None, "--prices", help="USD per 1M tokens: PROMPT,COMPLETION[,CACHED]."),
+    executor: str = typer.Option("local", "--executor", help="local, or a registered scheme like dask://ADDR."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed questions again on resume."),
+    no_llm_cache: bool = typer.Option(False, "--no-llm-cache", help="Bypass the LLM response cache (fresh timings)."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+    json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+) -> None:
+    """Run strategies over a dataset: `sleuth eval --data PATH --strategies direct,rag --out DIR`."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if data is None or out is None:
+        raise UserError("sleuth eval needs --data PATH and --out DIR (or: sleuth eval report DIR)")
+    from sleuth.eval.datasets import DatasetError
+    from sleuth.eval.runner import EvalConfig, EvalError, run_eval
+    from sleuth.eval.store import ManifestMismatch, RunDirBusy
+
+    cfg = EvalConfig(
+        data=str(data),
+        out=str(out),
+        format=None if fmt == "auto" else fmt,
+        setting=setting,
+        strategies=[s.strip() for s in strategies.split(",") if s.strip()],
+        limit=limit,
+        seed=seed,
+        k=k,
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        model=model,
+        base_url=base_url,
+        index=index,
+        corpus=str(corpus) if corpus else None,
+        gap=gap,
+        strategy_options=_parse_opts(opt),
+        prices=prices,
+        concurrency=concurrency,
+        executor=executor,
+        retry_failed=retry_failed,
+        llm_cache=not no_llm_cache,
+        command="sleuth eval " + " ".join(shlex.quote(a) for a in sys.argv[sys.argv.index("eval") + 1 :])
+        if "eval" in sys.argv
+        else "",
+    )
+    try:
+        summary = run_eval(cfg, progress=not no_progress, console=console_err)
+    except (DatasetError, EvalError, ManifestMismatch, RunDirBusy) as e:
+        raise UserError(str(e)) from e
+    except ValueError as e:  # e.g. an unknown executor scheme
+        raise UserError(str(e)) from e
+    if json_out:
+        console.print_json(json.dumps(summary.to_dict()))
+    else:
+        console.print(
+            f"{summary.ran} run, {summary.skipped} already done, {summary.failed} failed "
+            f"in {summary.seconds:.1f} s -> {Path(summary.out) / 'report.md'}"
+        )
+
+
+@eval_app.command("report")
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory holding results.jsonl."),
+    rescore: bool = typer.Option(
+        False, "--rescore", help="First recompute every record's scores against the data file named in run.json."
+    ),
+) -> None:
+    """Regenerate report.md and the plots from DIR/results.jsonl alone."""
+    from sleuth.eval.report import write_report
+
+    if not (run_dir / "results.jsonl").is_file():
+        raise UserError(f"{run_dir} holds no results.jsonl")
+    if rescore:
+        from sleuth.eval.datasets import DatasetError
+        from sleuth.eval.runner import EvalError, rescore_run
+        from sleuth.eval.store import ManifestMismatch, RunDirBusy
+
+        try:
+            n = rescore_run(run_dir)
+        except (DatasetError, EvalError, ManifestMismatch, RunDirBusy) as e:
+            raise UserError(str(e)) from e
+        console.print(f"rescored {n} records")
+    path = write_report(run_dir)
+    console.print(f"wrote {path}")
+
+
+@eval_app.command("formats")
+def formats_cmd() -> None:
+    """List the dataset formats `--format` accepts."""
+    from sleuth.eval.datasets import LOADERS
+
+    for name in LOADERS:
+        console.print(name)

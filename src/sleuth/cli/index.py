@@ -1,0 +1,131 @@
+"""``sleuth index build|add|stats``: the embedded index on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from sleuth.cli import app
+from sleuth.cli.common import UserError, console, console_err
+from sleuth.search.base import FilterError, Filters, SearchError
+from sleuth.search.index import BuildReport, EmptyBuild, Index
+from sleuth.search.ingest import FORMATS
+
+index_app = typer.Typer(help="Build, extend and inspect an embedded search index.", no_args_is_help=True)
+app.add_typer(index_app, name="index")
+
+
+def _check_inputs(inputs: list[Path]) -> None:
+    if not inputs:
+        raise UserError("give at least one --input file or folder")
+    missing = [str(p) for p in inputs if not p.exists()]
+    if missing:
+        raise UserError(f"input not found: {', '.join(missing)}")
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UserError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
+
+
+def _print_report(report: BuildReport, as_json: bool, extra: dict[str, object]) -> None:
+    if as_json:
+        console.print_json(json.dumps({**extra, "report": report.to_dict()}, ensure_ascii=False))
+        return
+    for path, reason in report.ingest.skipped:
+        console_err.print(f"[yellow]skipped[/] {path}: {reason}")
+    for path, n in report.ingest.bad_lines.items():
+        console_err.print(f"[yellow]skipped {n} bad record(s)[/] in {path}")
+    console.print(
+        f"{report.passages_added} passages added from {report.docs_added} new and {report.docs_replaced} "
+        f"updated documents ({report.docs_unchanged} unchanged, {report.duplicate_passages} duplicate passages "
+        f"stored once) in {report.seconds:.1f}s"
+        + (f" (embedding {report.embed_seconds:.1f}s)" if report.embed_seconds else "")
+    )
+    for k, v in extra.items():
+        console.print(f"{k}: {v}")
+
+
+@index_app.command("build")
+def build_cmd(
+    inputs: list[Path] = typer.Option([], "--input", "-i", help="Corpus file or folder (repeatable)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Index folder (an existing index there is replaced atomically)."),
+    fmt: str = typer.Option("auto", "--format", help=f"Corpus format: {'|'.join(FORMATS)}."),
+    dense: bool = typer.Option(False, "--dense/--no-dense", help="Also embed passages (hybrid search)."),
+    embedder: str = typer.Option(None, "--embedder", help="Embedding model (default all-MiniLM-L6-v2)."),
+    max_chars: int = typer.Option(1200, "--max-chars", help="Chunk size in characters (Chinese: half)."),
+    default_acl: str = typer.Option("all", "--default-acl", help="ACL labels for passages that have none (comma-separated)."),
+    max_file_mb: float = typer.Option(512, "--max-file-mb", help="Skip (and name) input files larger than this."),
+    as_json: bool = typer.Option(False, "--json", help="Print the build report as JSON."),
+) -> None:
+    """Index corpus files and folders into DIR."""
+    _check_inputs(inputs)
+    _check_format(fmt)
+    if max_chars < 100:
+        raise UserError("--max-chars must be at least 100")
+    acl = [a.strip() for a in default_acl.split(",") if a.strip()]
+    try:
+        idx = Index.build(
+            inputs, out, format=fmt, dense=dense, embedder=embedder, max_chars=max_chars,
+            default_acl=acl, max_file_mb=max_file_mb, progress=not as_json,
+        )
+    except EmptyBuild as e:
+        for path, reason in e.report.ingest.skipped:
+            console_err.print(f"[yellow]skipped[/] {path}: {reason}")
+        raise UserError("no passages were indexed; nothing was written") from e
+    except SearchError as e:
+        raise UserError(str(e)) from e
+    except ImportError as e:
+        raise UserError(f"--dense needs the 'dense' extra ({e.name} is not installed)") from e
+    assert idx.last_report is not None
+    _print_report(idx.last_report, as_json, {"index": str(idx.root), "passages": idx.manifest["passages"]})
+
+
+@index_app.command("add")
+def add_cmd(
+    index: Path = typer.Option(..., "--index", help="Existing index folder."),
+    inputs: list[Path] = typer.Option([], "--input", "-i", help="Corpus file or folder (repeatable)."),
+    fmt: str = typer.Option("auto", "--format", help=f"Corpus format: {'|'.join(FORMATS)}."),
+    max_file_mb: float = typer.Option(512, "--max-file-mb", help="Skip (and name) input files larger than this."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Add or update documents in an index (documents with a known id are replaced)."""
+    _check_inputs(inputs)
+    _check_format(fmt)
+    idx = _open(index)
+    try:
+        report = idx.add(inputs, format=fmt, max_file_mb=max_file_mb, progress=not as_json)
+    except SearchError as e:
+        raise UserError(str(e)) from e
+    _print_report(report, as_json, {"index": str(idx.root), "passages": idx.manifest["passages"]})
+
+
+@index_app.command("stats")
+def stats_cmd(
+    index: Path = typer.Option(..., "--index", help="Index folder."),
+    filters: list[str] = typer.Option([], "--filter", "-f", help="Count only what this scope sees (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Counts and settings of an index (within a scope if --filter is given)."""
+    idx = _open(index)
+    try:
+        f = Filters.parse(filters) if filters else None
+    except FilterError as e:
+        raise UserError(str(e)) from e
+    st = idx.stats(f)
+    if as_json:
+        console.print_json(json.dumps(st, ensure_ascii=False))
+    else:
+        for k, v in st.items():
+            console.print(f"[bold]{k}[/]: {v}")
+
+
+def _open(index: Path) -> Index:
+    if not index.exists():
+        raise UserError(f"index folder {index} does not exist")
+    try:
+        return Index.open(index)
+    except SearchError as e:
+        raise UserError(str(e)) from e

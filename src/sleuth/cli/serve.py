@@ -1,0 +1,76 @@
+"""``sleuth serve``: the HTTP API, the OpenAI-compatible endpoint and the web page."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from sleuth.cli import app
+from sleuth.cli.common import UserError, console_err
+
+
+@app.command("serve")
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (a non-loopback one needs --api-key)."),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    index: list[str] = typer.Option([], "--index", help="Index folder (or NAME=DIR); repeatable, first is default."),
+    corpus: list[str] = typer.Option([], "--corpus", help="Corpus file (or NAME=FILE); repeatable."),
+    model: str = typer.Option(None, "--model", help="Model (default: the configured / embedded default)."),
+    allow_model: list[str] = typer.Option([], "--allow-model", help="Another model a request may pick; repeatable."),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible LLM server URL."),
+    api_key: str = typer.Option(
+        None, "--api-key", help="Bearer token clients must send (default: $SLEUTH_SERVER_KEY; comma-separated for several)."
+    ),
+    max_concurrency: int = typer.Option(4, "--max-concurrency", help="Runs at once; more get 429 with Retry-After."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds a run may take (then 504 / finish_reason timeout)."),
+    max_body: int = typer.Option(256 * 1024, "--max-body", help="Largest request body in bytes (then 413)."),
+    default_strategy: str = typer.Option("self-ask", "--strategy", help="Strategy when a request names none."),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+) -> None:
+    """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # llama.cpp must not spin on a small machine
+    import uvicorn
+
+    from sleuth.config import env
+    from sleuth.server import ServerConfigError, ServerSettings, create_app
+    from sleuth.server.settings import source_entry
+
+    keys_raw = api_key if api_key is not None else (env("SLEUTH_SERVER_KEY") or "")
+    keys = tuple(k.strip() for k in keys_raw.split(",") if k.strip())
+    sources = []
+    for spec in [*index, *corpus]:
+        sources.append(source_entry(spec))
+    if not sources:
+        for var in ("SLEUTH_INDEX", "SLEUTH_CORPUS"):
+            if env(var):
+                sources.append(source_entry(env(var) or ""))
+    try:
+        settings = ServerSettings(
+            host=host,
+            port=port,
+            sources=tuple(sources),
+            model=model,
+            allowed_models=tuple(allow_model),
+            base_url=base_url,
+            api_keys=keys,
+            max_concurrency=max_concurrency,
+            timeout_s=timeout,
+            max_body_bytes=max_body,
+            default_strategy=default_strategy,
+        )
+        application = create_app(settings)
+    except ServerConfigError as e:
+        raise UserError(str(e)) from None
+    rt = application.state.runtime
+    if default_strategy not in rt.strategy_factories():
+        raise UserError(f"unknown strategy {default_strategy!r}; choose one of: {', '.join(rt.strategy_factories())}")
+    console_err.print(f"opening the model and {len(sources)} source(s)…")
+    try:
+        rt.open()
+    except Exception as e:
+        raise UserError(f"could not start: {e}") from None
+    where = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    console_err.print(f"Sleuth on {where}  (page: {where}/, OpenAI base URL: {where}/v1)"
+                      + ("  auth: bearer key" if keys else "  auth: none (loopback only)"))
+    uvicorn.run(application, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

@@ -1,0 +1,246 @@
+"""Retrieval for an evaluation run, in one of three settings.
+
+* ``open``: every paragraph of the questions file pooled into one index (or the
+  dataset's companion corpus file, or ``--corpus``/``--index``).  Built once with
+  the knowledge layer's index API and cached under
+  ``$SLEUTH_CACHE_DIR/eval/indexes/<content hash>``, so reruns and resumes reuse it.
+* ``distractor``: each question's own paragraphs (HotpotQA's 10, MuSiQue's 20)
+  become a small per-question index, also cached by content hash.
+* ``closed``: no retrieval (MMLU, or a closed-book baseline).
+
+A :class:`RetrievalPlan` is a plain, serialisable description; retrievers are
+opened lazily in whichever process runs the task (local threads or remote
+workers), once per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sleuth.eval.datasets import Dataset, Item, Paragraph
+from sleuth.kvcache import default_cache_dir
+
+
+class CorpusError(ValueError):
+    """The requested retrieval setting cannot be built for this dataset."""
+
+
+_PRIVATE_KEYS = {"is_supporting"}
+
+
+def pooled_paragraphs(dataset: Dataset) -> list[Paragraph]:
+    """All paragraphs of all items, each id once (first occurrence wins)."""
+    seen: dict[str, Paragraph] = {}
+    for it in dataset.items:
+        for p in it.paragraphs:
+            seen.setdefault(p.id, p)
+    return list(seen.values())
+
+
+def corpus_records(paragraphs: list[Paragraph]) -> list[dict[str, Any]]:
+    """Generic corpus records ``{id, title, text, ...metadata}`` (the knowledge layer's generic format)."""
+    out = []
+    for p in paragraphs:
+        # gold labels (``is_supporting``) never go into the index
+        meta = {
+            k: v for k, v in p.metadata.items() if isinstance(v, str | int | float | bool) and k not in _PRIVATE_KEYS
+        }
+        out.append({**meta, "id": p.id, "title": p.title, "text": p.text})
+    return out
+
+
+def _hash_records(records: list[dict[str, Any]]) -> str:
+    h = hashlib.sha256()
+    for r in records:
+        h.update(json.dumps(r, ensure_ascii=False, sort_keys=True).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def _file_sha(path: Path) -> str:
+    h = hashlib.sha256()
+    if path.is_dir():
+        for f in sorted(path.rglob("*")):
+            if f.is_file():
+                h.update(str(f.relative_to(path)).encode())
+                h.update(str(f.stat().st_size).encode())
+        return h.hexdigest()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SLEUTH_EVAL_CACHE") or default_cache_dir() / "eval" / "indexes")
+
+
+def _write_jsonl_atomic(path: Path, records: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".corpus-", suffix=".jsonl")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- knowledge-layer adapter
+_BUILD_LOCK = threading.Lock()
+
+
+def build_index(inputs: list[Path], out: Path, fmt: str = "auto") -> None:
+    """Build an index at ``out`` from corpus files with the knowledge layer (atomic there)."""
+    from sleuth.search import Index
+
+    Index.build([str(p) for p in inputs], out, format=fmt, progress=False)
+
+
+def open_index(spec: str) -> Any:
+    from sleuth.search import open_retriever
+
+    return open_retriever(spec)
+
+
+def ensure_index(records: list[dict[str, Any]] | None, inputs: list[Path] | None, key: str) -> Path:
+    """The cached index dir for ``key``, built on first use (from ``records`` or ``inputs``)."""
+    root = cache_root() / key
+    index_dir = root / "index"
+    done = root / "READY"
+    with _BUILD_LOCK:
+        if done.exists() and index_dir.exists():
+            return index_dir
+        root.mkdir(parents=True, exist_ok=True)
+        fmt = "auto"
+        if records is not None:
+            corpus = root / "corpus.jsonl"
+            _write_jsonl_atomic(corpus, records)
+            inputs, fmt = [corpus], "generic"
+        build_index(list(inputs or []), index_dir, fmt)
+        done.write_text("ok\n", encoding="utf-8")
+    return index_dir
+
+
+# --------------------------------------------------------------------------- plan
+@dataclass
+class RetrievalPlan:
+    setting: str  # open | distractor | closed
+    source: str = ""  # human description of what is indexed
+    spec: str = ""  # open: retriever spec (index dir) once prepared
+    key: str = ""  # content hash of what is indexed
+    passages: int = 0
+    user_index: str = ""  # --index given by the user (used as is)
+    corpus_file: str = ""  # open: a corpus file indexed as is
+
+    @property
+    def per_item(self) -> bool:
+        return self.setting == "distractor"
+
+    def describe(self) -> dict[str, Any]:
+        """What a resume must match (no machine-specific paths)."""
+        return {"setting": self.setting, "source": self.source, "key": self.key}
+
+    def manifest(self) -> dict[str, Any]:
+        return {**self.describe(), "spec": self.spec, "passages": self.passages}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RetrievalPlan:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    # -- driver side
+    def prepare(self, console: Any = None) -> None:
+        """Build (or find in the cache) the open-setting index before any task runs."""
+        if self.setting != "open" or self.spec:
+            return
+        if console is not None:
+            console.print(f"[dim]index: {self.source}[/]")
+        self._records_for_open = getattr(self, "_records_for_open", None)
+        if self.corpus_file:
+            path = ensure_index(None, [Path(self.corpus_file)], self.key)
+        else:
+            path = ensure_index(self._records_for_open, None, self.key)
+        self.spec = str(path)
+        if not self.passages:
+            try:
+                self.passages = int(_open_cached(self.spec).store.count_live())
+            except AttributeError:  # a retriever without a passage store
+                pass
+
+    # -- worker side
+    def retriever_for(self, item: Item) -> Any:
+        if self.setting == "closed":
+            return None
+        if self.setting == "open":
+            return _open_cached(self.spec)
+        records = corpus_records(item.paragraphs)
+        if not records:
+            raise CorpusError(f"question {item.id} has no paragraphs of its own for the distractor setting")
+        key = "q-" + _hash_records(records)[:24]
+        return _open_cached(str(ensure_index(records, None, key)))
+
+
+_OPEN: dict[str, Any] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _open_cached(spec: str) -> Any:
+    with _OPEN_LOCK:
+        r = _OPEN.get(spec)
+        if r is None:
+            r = _OPEN[spec] = open_index(spec)
+        return r
+
+
+def plan_retrieval(dataset: Dataset, setting: str | None, *, index: str | None = None) -> RetrievalPlan:
+    """Decide what to index for ``setting`` (None: open when the dataset has a corpus, else closed)."""
+    has_paras = any(it.paragraphs for it in dataset.items)
+    if setting is None:
+        setting = "open" if (index or dataset.corpus_path or has_paras) else "closed"
+    if setting == "closed":
+        return RetrievalPlan("closed", source="none (closed book)")
+    if setting == "distractor":
+        if not has_paras:
+            raise CorpusError(f"{dataset.name} has no per-question paragraphs; use --setting open or closed")
+        n = sum(len(it.paragraphs) for it in dataset.items)
+        return RetrievalPlan("distractor", source="each question's own paragraphs", key="per-question", passages=n)
+    if setting != "open":
+        raise CorpusError(f"unknown setting {setting!r}; use open, distractor or closed")
+    if index:
+        return RetrievalPlan(
+            "open",
+            source=f"index {index}",
+            spec=index,
+            key=_file_sha(Path(index)) if Path(index).exists() else index,
+            user_index=index,
+        )
+    if dataset.corpus_path is not None:
+        cp = dataset.corpus_path
+        return RetrievalPlan(
+            "open", source=f"corpus file {cp.name}", key="f-" + _file_sha(cp)[:24], corpus_file=str(cp)
+        )
+    if not has_paras:
+        raise CorpusError(f"{dataset.name} has no paragraphs to index; give --corpus FILE or --index DIR")
+    # pool the paragraphs of the WHOLE file (not only the sample): the open setting's corpus
+    from sleuth.eval.datasets import load_dataset
+
+    full = load_dataset(dataset.path, dataset.format)
+    records = corpus_records(pooled_paragraphs(full))
+    plan = RetrievalPlan(
+        "open",
+        source=f"all {len(records)} paragraphs of {dataset.name} pooled",
+        key="p-" + _hash_records(records)[:24],
+        passages=len(records),
+    )
+    plan._records_for_open = records  # type: ignore[attr-defined]
+    return plan

@@ -1,0 +1,514 @@
+"""Loaders for the evaluation formats: every file becomes a list of :class:`Item`.
+
+Formats (``--format NAME``; :func:`detect_format` guesses it from the file):
+
+=============  ===========================================================================
+``hotpotqa``   HF distractor JSONL: ``question, answer, type, supporting_facts, context``
+``musique``    JSON list (or JSONL): ``paragraphs, question_decomposition, answer_aliases``
+``timeqa``     gzip (or plain) JSONL: ``idx, question, targets, paragraphs``
+``mmlu``       CSV without header: question, A, B, C, D, answer letter
+``strategyqa`` JSON list: ``qid, question, answer (bool), facts, decomposition``
+``flashrag``   FlashRAG quick-start JSONL: ``id, question, golden_answers``
+``policy_zh``  JSONL: ``id, question, answer, must_mention, evidence, scope``
+``jsonl``      generic JSONL: ``{id, question, answers[]}`` (optional ``type``, ``choices``,
+               ``paragraphs[{id,title,text}]``, ``gold_titles``, ``gold_ids``, ``filters``)
+=============  ===========================================================================
+
+Datasets that keep their retrieval corpus in a separate file (FlashRAG's
+``wiki_passages.jsonl``, policy_zh's ``corpus.jsonl``) find it beside the
+questions file; ``--corpus PATH`` overrides it.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+import random
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sleuth.search.base import Filters
+
+OPEN, MC, YESNO = "open", "mc", "yesno"
+LETTERS = "ABCD"
+
+
+class DatasetError(ValueError):
+    """The file cannot be read in the requested format (a user mistake, one sentence)."""
+
+
+@dataclass
+class Paragraph:
+    """One retrievable paragraph of a dataset (a question's own, or of a pooled corpus)."""
+
+    id: str
+    title: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Paragraph:
+        return cls(str(d["id"]), d.get("title", ""), d.get("text", ""), dict(d.get("metadata") or {}))
+
+
+@dataclass
+class SubQuestion:
+    """One hop of a decomposition; ``question`` may refer to earlier answers as ``#1``, ``#2``."""
+
+    question: str
+    answer: str = ""
+    aliases: list[str] = field(default_factory=list)
+    #: the paragraph that supports this hop (MuSiQue ``paragraph_support_idx``), when known
+    support_id: str = ""
+
+
+@dataclass
+class Item:
+    """One evaluation question in the common shape every format is loaded into."""
+
+    id: str
+    question: str
+    answers: list[str]
+    type: str = OPEN  # open | mc | yesno
+    choices: list[str] = field(default_factory=list)
+    gold_titles: list[str] = field(default_factory=list)
+    gold_ids: list[str] = field(default_factory=list)
+    paragraphs: list[Paragraph] = field(default_factory=list)
+    decomposition: list[SubQuestion] = field(default_factory=list)
+    filters: Filters | None = None
+    must_mention: list[str] = field(default_factory=list)
+    must_not_mention: list[str] = field(default_factory=list)
+    answerable: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def prompt(self) -> str:
+        """The text given to a strategy: multiple-choice items list their options."""
+        if self.type == MC and self.choices:
+            opts = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(self.choices))
+            return f"{self.question}\n{opts}\nAnswer with the letter of the correct option."
+        if self.type == YESNO:
+            return f"{self.question} Answer yes or no."
+        return self.question
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["filters"] = self.filters.to_dict() if self.filters is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Item:
+        d = dict(d)
+        d["paragraphs"] = [Paragraph.from_dict(p) for p in d.get("paragraphs") or []]
+        d["decomposition"] = [SubQuestion(**s) for s in d.get("decomposition") or []]
+        d["filters"] = Filters.from_dict(d["filters"]) if d.get("filters") is not None else None
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class Dataset:
+    name: str
+    format: str
+    path: Path
+    items: list[Item]
+    #: a separate retrieval corpus shipped with the questions (None: pool the items' paragraphs)
+    corpus_path: Path | None = None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def sample(self, limit: int | None, seed: int | None) -> Dataset:
+        """A fixed sample: ``limit`` items drawn with ``seed`` (file order kept); no seed: the first ``limit``."""
+        items = self.items
+        if limit is not None and 0 <= limit < len(items):
+            if seed is None:
+                items = items[:limit]
+            else:
+                idx = sorted(random.Random(seed).sample(range(len(items)), limit))
+                items = [items[i] for i in idx]
+        return Dataset(self.name, self.format, self.path, list(items), self.corpus_path)
+
+
+# --------------------------------------------------------------------------- helpers
+def _read_text(path: Path) -> str:
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return f.read()
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise DatasetError(f"cannot read {path}: {e}") from e
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    for n, line in enumerate(_read_text(path).splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{path}: line {n} is not valid JSON ({e.msg})") from e
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{path}: line {n} is not a JSON object")
+        yield rec
+
+
+def _json_records(path: Path) -> list[dict[str, Any]]:
+    """A JSON list of objects, a JSON object holding one (``data``), or JSONL."""
+    text = _read_text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return list(_jsonl(path))
+    if isinstance(data, dict):
+        data = data.get("data") or data.get("questions") or [data]
+    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
+        raise DatasetError(f"{path} is not a list of JSON objects")
+    return data
+
+
+def para_id(title: str, text: str) -> str:
+    """A stable id for a paragraph that has none: its title plus a content hash."""
+    h = hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()
+    return f"{title}~{h[:8]}" if title else h[:16]
+
+
+def _need(rec: dict[str, Any], keys: tuple[str, ...], path: Path, fmt: str) -> None:
+    missing = [k for k in keys if k not in rec]
+    if missing:
+        raise DatasetError(f"{path} does not look like {fmt}: a record lacks {', '.join(missing)}")
+
+
+def _dedupe(xs: list[str]) -> list[str]:
+    return list(dict.fromkeys(x for x in xs if x))
+
+
+# --------------------------------------------------------------------------- loaders
+def load_hotpotqa(path: Path) -> list[Item]:
+    items = []
+    for i, rec in enumerate(_jsonl(path)):
+        _need(rec, ("question", "answer", "context"), path, "hotpotqa")
+        ctx = rec["context"]
+        if isinstance(ctx, dict):  # HF format: {title: [...], sentences: [[...]]}
+            pairs = list(zip(ctx.get("title", []), ctx.get("sentences", []), strict=False))
+        else:  # original format: [[title, [sentences]], ...]
+            pairs = [(c[0], c[1]) for c in ctx]
+        paras = [Paragraph(t, t, "".join(s).strip(), {}) for t, s in pairs]
+        sf = rec.get("supporting_facts") or {}
+        titles = sf.get("title", []) if isinstance(sf, dict) else [f[0] for f in sf]
+        gold = _dedupe(list(titles))
+        answer = str(rec["answer"])
+        items.append(
+            Item(
+                id=str(rec.get("id") or rec.get("_id") or i),
+                question=rec["question"],
+                answers=[answer],
+                # always open: typing yes/no items by their gold answer would leak it into the prompt
+                type=OPEN,
+                gold_titles=gold,
+                gold_ids=gold,
+                paragraphs=paras,
+                metadata={"hop_type": rec.get("type", ""), "level": rec.get("level", "")},
+            )
+        )
+    return items
+
+
+def load_musique(path: Path) -> list[Item]:
+    items = []
+    for i, rec in enumerate(_json_records(path)):
+        _need(rec, ("question", "answer", "paragraphs"), path, "musique")
+        paras = []
+        for p in rec["paragraphs"]:
+            text = p.get("paragraph_text", p.get("text", ""))
+            paras.append(
+                Paragraph(
+                    para_id(p.get("title", ""), text),
+                    p.get("title", ""),
+                    text,
+                    {"is_supporting": bool(p.get("is_supporting"))},
+                )
+            )
+        sup = [p for p in paras if p.metadata["is_supporting"]]
+        by_idx = {p.get("idx", j): paras[j].id for j, p in enumerate(rec["paragraphs"])}
+        decomp = [
+            SubQuestion(
+                str(s.get("question", "")),
+                str(s.get("answer", "")),
+                list(s.get("answer_aliases") or []),
+                by_idx.get(s.get("paragraph_support_idx"), ""),
+            )
+            for s in rec.get("question_decomposition") or []
+        ]
+        items.append(
+            Item(
+                id=str(rec.get("id", i)),
+                question=rec["question"],
+                answers=_dedupe([str(rec["answer"]), *map(str, rec.get("answer_aliases") or [])]),
+                gold_titles=_dedupe([p.title for p in sup]),
+                gold_ids=[p.id for p in sup],
+                paragraphs=paras,
+                decomposition=decomp,
+                answerable=bool(rec.get("answerable", True)),
+                metadata={"hops": len(decomp)},
+            )
+        )
+    return items
+
+
+def load_timeqa(path: Path) -> list[Item]:
+    items = []
+    for i, rec in enumerate(_json_records(path)):
+        _need(rec, ("question", "targets"), path, "timeqa")
+        raw = rec.get("paragraphs") or []
+        paras = []
+        for j, p in enumerate(raw):
+            if isinstance(p, dict):
+                title, text = str(p.get("title", "")).strip(), str(p.get("text", "")).strip()
+            else:
+                title, text = "", str(p).strip()
+            if text:
+                paras.append(Paragraph(f"{rec.get('idx', i)}~p{j}", title, text, {}))
+        targets = [str(t).strip() for t in rec["targets"] if str(t).strip()]
+        page = paras[0].title if paras else ""
+        items.append(
+            Item(
+                id=str(rec.get("idx", i)),
+                question=rec["question"],
+                answers=targets,
+                gold_titles=[page] if page else [],
+                paragraphs=paras,
+                answerable=bool(targets),
+                metadata={"level": rec.get("level", "")},
+            )
+        )
+    return items
+
+
+def load_mmlu(path: Path) -> list[Item]:
+    items = []
+    try:
+        rows = list(csv.reader(_read_text(path).splitlines()))
+    except csv.Error as e:
+        raise DatasetError(f"{path} is not a readable CSV ({e})") from e
+    if rows and [c.strip().lower() for c in rows[0][:6]] == ["question", "a", "b", "c", "d", "answer"]:
+        rows = rows[1:]
+    subject = re.sub(r"_(dev|val|test)$", "", path.stem)
+    for n, row in enumerate(rows, 1):
+        if not row:
+            continue
+        if len(row) < 6 or row[5].strip().upper() not in LETTERS:
+            raise DatasetError(f"{path}: row {n} is not question,A,B,C,D,answer-letter")
+        letter = row[5].strip().upper()
+        items.append(
+            Item(
+                id=f"{path.stem}-{n}",
+                question=row[0].strip(),
+                answers=[letter],
+                type=MC,
+                choices=[c.strip() for c in row[1:5]],
+                metadata={"subject": subject},
+            )
+        )
+    return items
+
+
+def load_strategyqa(path: Path) -> list[Item]:
+    items = []
+    for i, rec in enumerate(_json_records(path)):
+        _need(rec, ("question", "answer"), path, "strategyqa")
+        qid = str(rec.get("qid", i))
+        facts = [str(f) for f in rec.get("facts") or []]
+        paras = [Paragraph(f"{qid}~f{j}", str(rec.get("term", "")), f, {}) for j, f in enumerate(facts)]
+        ans = rec["answer"]
+        ans = "yes" if (ans is True or str(ans).lower() in ("true", "yes")) else "no"
+        items.append(
+            Item(
+                id=qid,
+                question=rec["question"],
+                answers=[ans],
+                type=YESNO,
+                gold_ids=[p.id for p in paras],
+                paragraphs=paras,
+                decomposition=[SubQuestion(str(s)) for s in rec.get("decomposition") or []],
+                metadata={"term": rec.get("term", "")},
+            )
+        )
+    return items
+
+
+def load_flashrag(path: Path) -> list[Item]:
+    items = []
+    for i, rec in enumerate(_jsonl(path)):
+        _need(rec, ("question", "golden_answers"), path, "flashrag")
+        answers = rec["golden_answers"]
+        answers = [answers] if isinstance(answers, str) else [str(a) for a in answers]
+        items.append(Item(id=str(rec.get("id", i)), question=rec["question"], answers=_dedupe(answers)))
+    return items
+
+
+def load_policy_zh(path: Path) -> list[Item]:
+    items = []
+    for i, rec in enumerate(_jsonl(path)):
+        _need(rec, ("question", "answer"), path, "policy_zh")
+        scope = rec.get("scope") or {}
+        equals = {k: v for k, v in scope.items() if k != "acl"}
+        filters = Filters.make(equals=equals, acl=scope.get("acl"))
+        items.append(
+            Item(
+                id=str(rec.get("id", i)),
+                question=rec["question"],
+                answers=[str(rec["answer"])],
+                gold_ids=[str(e) for e in rec.get("evidence") or []],
+                filters=filters,
+                must_mention=[str(m) for m in rec.get("must_mention") or []],
+                must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
+                answerable=bool(rec.get("evidence")),
+                metadata={"notes": rec.get("notes", "")},
+            )
+        )
+    return items
+
+
+def load_jsonl(path: Path) -> list[Item]:
+    items = []
+    for i, rec in enumerate(_json_records(path)):
+        _need(rec, ("question",), path, "jsonl")
+        answers = rec.get("answers", rec.get("answer", []))
+        answers = [answers] if isinstance(answers, str | int | float | bool) else [str(a) for a in answers]
+        paras = []
+        for j, p in enumerate(rec.get("paragraphs") or []):
+            if isinstance(p, str):
+                p = {"text": p}
+            title, text = str(p.get("title", "")), str(p.get("text", ""))
+            paras.append(
+                Paragraph(str(p.get("id") or f"{rec.get('id', i)}~p{j}"), title, text, dict(p.get("metadata") or {}))
+            )
+        filters = rec.get("filters")
+        items.append(
+            Item(
+                id=str(rec.get("id", i)),
+                question=rec["question"],
+                answers=_dedupe([str(a) for a in answers]),
+                type=str(rec.get("type", OPEN)),
+                choices=[str(c) for c in rec.get("choices") or []],
+                gold_titles=[str(t) for t in rec.get("gold_titles") or []],
+                gold_ids=[str(t) for t in rec.get("gold_ids") or []],
+                paragraphs=paras,
+                decomposition=[
+                    SubQuestion(**s) if isinstance(s, dict) else SubQuestion(str(s))
+                    for s in rec.get("decomposition") or []
+                ],
+                filters=Filters.from_dict(filters)
+                if isinstance(filters, dict)
+                else (Filters.parse(filters) if isinstance(filters, list) else None),
+                must_mention=[str(m) for m in rec.get("must_mention") or []],
+                must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
+            )
+        )
+        if items[-1].type not in (OPEN, MC, YESNO):
+            raise DatasetError(f"{path}: item {items[-1].id} has type {items[-1].type!r}; use open, mc or yesno")
+    return items
+
+
+LOADERS: dict[str, Callable[[Path], list[Item]]] = {
+    "hotpotqa": load_hotpotqa,
+    "musique": load_musique,
+    "timeqa": load_timeqa,
+    "mmlu": load_mmlu,
+    "strategyqa": load_strategyqa,
+    "flashrag": load_flashrag,
+    "policy_zh": load_policy_zh,
+    "jsonl": load_jsonl,
+}
+
+#: companion corpus files looked for beside the questions file, per format
+_CORPUS_SIBLINGS = {
+    "flashrag": ("wiki_passages.jsonl", "corpus.jsonl"),
+    "policy_zh": ("corpus.jsonl",),
+    "jsonl": ("corpus.jsonl",),
+}
+
+
+def _first_record(path: Path) -> dict[str, Any] | None:
+    head = _read_text(path)[:200_000].lstrip()
+    if head.startswith("["):
+        try:
+            data = json.loads(_read_text(path))
+            return data[0] if data and isinstance(data[0], dict) else None
+        except json.JSONDecodeError:
+            return None
+    line = head.split("\n", 1)[0]
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def detect_format(path: Path) -> str:
+    """Guess the format from the file's name and first record."""
+    path = Path(path)
+    name = path.name.lower()
+    if name.endswith(".csv"):
+        return "mmlu"
+    rec = _first_record(path)
+    if rec is None:
+        raise DatasetError(f"cannot tell the format of {path}; pass --format ({', '.join(LOADERS)})")
+    keys = set(rec)
+    if "context" in keys and "supporting_facts" in keys:
+        return "hotpotqa"
+    if "question_decomposition" in keys or ("paragraphs" in keys and "answer_aliases" in keys):
+        return "musique"
+    if "targets" in keys:
+        return "timeqa"
+    if "facts" in keys and "qid" in keys:
+        return "strategyqa"
+    if "golden_answers" in keys:
+        return "flashrag"
+    if "scope" in keys or "must_mention" in keys:
+        return "policy_zh"
+    if "question" in keys and ("answers" in keys or "answer" in keys):
+        return "jsonl"
+    raise DatasetError(f"cannot tell the format of {path} from its keys {sorted(keys)}; pass --format")
+
+
+def load_dataset(path: str | Path, fmt: str | None = None, corpus: str | Path | None = None) -> Dataset:
+    """Load any supported file; ``fmt`` None or ``"auto"`` detects it."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"data file {path} does not exist")
+    if fmt in (None, "", "auto"):
+        fmt = detect_format(path)
+    if fmt not in LOADERS:
+        raise DatasetError(f"unknown format {fmt!r}; choose one of {', '.join(LOADERS)}")
+    items = LOADERS[fmt](path)
+    if not items:
+        raise DatasetError(f"{path} holds no questions")
+    seen: set[str] = set()
+    for it in items:
+        if it.id in seen:
+            raise DatasetError(f"{path}: question id {it.id!r} occurs twice")
+        seen.add(it.id)
+    corpus_path: Path | None = None
+    if corpus is not None:
+        corpus_path = Path(corpus)
+        if not corpus_path.exists():
+            raise DatasetError(f"corpus {corpus_path} does not exist")
+    else:
+        for sib in _CORPUS_SIBLINGS.get(fmt, ()):
+            cand = path.parent / sib
+            if cand.is_file() and cand.resolve() != path.resolve():
+                corpus_path = cand
+                break
+    name = f"{path.parent.name}/{path.name}"
+    return Dataset(name, fmt, path, items, corpus_path)

@@ -1,0 +1,133 @@
+"""The compositionality gap (Press et al., "Measuring and Narrowing the Compositionality Gap").
+
+Definition, as in the Self-Ask paper: among the compositional questions for which
+the model answers **all** sub-questions correctly, the share whose composed
+question it answers **incorrectly**::
+
+    gap = #(all sub-questions right and composed question wrong) / #(all sub-questions right)
+
+Sub-questions come from MuSiQue's ``question_decomposition``; a reference to an
+earlier hop (``#1``, ``#2``...) is replaced by that hop's *gold* answer, so each
+sub-question stands alone (the paper asks the two sub-questions independently).
+Computed per strategy from the result records alone, so reports regenerate from
+the JSONL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sleuth.eval.datasets import OPEN, Item
+
+SUB_SEP = "::sub"
+_REF = re.compile(r"#(\d+)")
+
+
+def substitute(question: str, answers: list[str]) -> str:
+    """Replace ``#k`` by the k-th answer (1-based); unknown references are left as written."""
+
+    def rep(m: re.Match[str]) -> str:
+        k = int(m.group(1))
+        return answers[k - 1] if 1 <= k <= len(answers) and answers[k - 1] else m.group(0)
+
+    return " ".join(_REF.sub(rep, question).split())
+
+
+def sub_items(item: Item) -> list[Item]:
+    """One stand-alone :class:`Item` per hop of ``item``'s decomposition (none when it has no gold answers)."""
+    hops = item.decomposition
+    if not hops or not all(h.answer for h in hops):
+        return []
+    gold = [h.answer for h in hops]
+    out = []
+    for i, h in enumerate(hops, 1):
+        out.append(
+            Item(
+                id=f"{item.id}{SUB_SEP}{i}",
+                question=substitute(h.question, gold),
+                answers=list(dict.fromkeys([h.answer, *h.aliases])),
+                type=OPEN,
+                gold_ids=[h.support_id] if h.support_id else [],
+                paragraphs=item.paragraphs,
+                filters=item.filters,
+                metadata={"parent": item.id, "hop": i, "hops": len(hops)},
+            )
+        )
+    return out
+
+
+def parent_of(task_id: str) -> str | None:
+    return task_id.split(SUB_SEP, 1)[0] if SUB_SEP in task_id else None
+
+
+@dataclass
+class GapRow:
+    strategy: str
+    questions: int  # composed questions with every sub-question answered
+    subs_all_right: int  # ... of which every sub-question was right
+    composed_wrong: int  # ... of which the composed question was wrong
+    composed_right_overall: int  # composed questions right, among ``questions``
+    metric: str
+    hops: int = 0  # sub-questions asked, among ``questions``
+    hops_right: int = 0  # ... answered correctly
+
+    @property
+    def gap(self) -> float | None:
+        return self.composed_wrong / self.subs_all_right if self.subs_all_right else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "questions": self.questions,
+            "subs_all_right": self.subs_all_right,
+            "composed_wrong": self.composed_wrong,
+            "composed_right_overall": self.composed_right_overall,
+            "hops": self.hops,
+            "hops_right": self.hops_right,
+            "gap": self.gap,
+            "metric": self.metric,
+        }
+
+
+def compositionality_gap(records: Iterable[Mapping[str, Any]], metric: str = "em") -> dict[str, GapRow]:
+    """Per strategy, from result records (``strategy``, ``qid``, ``scores``).
+
+    A record counts as correct when ``scores[metric] >= 1`` (e.g. ``em``, ``cover_em``).
+    Questions whose composed result or any sub-question result is missing are left out.
+    """
+    main: dict[tuple[str, str], bool] = {}
+    subs: dict[tuple[str, str], dict[int, bool]] = defaultdict(dict)
+    nhops: dict[str, int] = {}
+    for r in records:
+        qid, strat = str(r["qid"]), str(r["strategy"])
+        ok = float((r.get("scores") or {}).get(metric) or 0.0) >= 1.0
+        parent = parent_of(qid)
+        if parent is None:
+            main[(strat, qid)] = ok
+        else:
+            hop = int(qid.split(SUB_SEP, 1)[1])
+            subs[(strat, parent)][hop] = ok
+            task = r.get("task") or {}
+            if task.get("hops"):
+                nhops[parent] = int(task["hops"])
+    rows: dict[str, GapRow] = {}
+    for (strat, qid), composed_ok in sorted(main.items()):
+        hops = subs.get((strat, qid))
+        if not hops:
+            continue
+        n = nhops.get(qid, max(hops))
+        if sorted(hops) != list(range(1, n + 1)):
+            continue  # some sub-question result is missing
+        row = rows.setdefault(strat, GapRow(strat, 0, 0, 0, 0, metric))
+        row.questions += 1
+        row.composed_right_overall += composed_ok
+        row.hops += len(hops)
+        row.hops_right += sum(hops.values())
+        if all(hops.values()):
+            row.subs_all_right += 1
+            row.composed_wrong += not composed_ok
+    return rows

@@ -1,0 +1,283 @@
+"""Scores of one answer against its gold: EM, F1, cover-EM (SQuAD normalisation),
+multiple-choice and yes/no accuracy, must-mention checks, retrieval recall and cost.
+
+Every function is pure; :func:`score` combines them for one (item, result) pair
+and names the item's *primary* score (what plots and confidence intervals use).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
+_PUNCT = set(string.punctuation) | {
+    "，",
+    "。",
+    "、",
+    "；",
+    "：",
+    "？",
+    "！",
+    "（",
+    "）",
+    "“",
+    "”",
+    "‘",
+    "’",
+    "《",
+    "》",
+    "—",
+    "…",
+}
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD normalisation: lower-case, drop punctuation and articles, collapse whitespace."""
+    s = unicodedata.normalize("NFKC", str(s)).lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)  # deleted, as the official script does ("1,000" -> "1000")
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def tokens(s: str) -> list[str]:
+    """Normalised tokens; CJK ideographs count one token each (Chinese has no spaces)."""
+    return _CJK.sub(r" \1 ", normalize_answer(s)).split()
+
+
+def exact_match(pred: str, golds: Iterable[str]) -> float:
+    p = normalize_answer(pred)
+    return float(any(p == normalize_answer(g) for g in golds))
+
+
+def _f1(pred: str, gold: str) -> float:
+    pt, gt = tokens(pred), tokens(gold)
+    if not pt or not gt:
+        return float(pt == gt)
+    common = Counter(pt) & Counter(gt)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pt), same / len(gt)
+    return 2 * precision * recall / (precision + recall)
+
+
+def f1(pred: str, golds: Iterable[str]) -> float:
+    return max((_f1(pred, g) for g in golds), default=0.0)
+
+
+def cover_em(pred: str, golds: Iterable[str]) -> float:
+    """1 when a normalised gold answer appears (on token boundaries) in the normalised prediction."""
+    p = f" {' '.join(tokens(pred))} "
+    return float(any((t := " ".join(tokens(g))) and f" {t} " in p for g in golds))
+
+
+_MC_PATTERNS = [
+    re.compile(r"answer\s*(?:is|:)?\s*[:：]?\s*\(?([A-D])\)?(?![A-Za-z])", re.I),
+    re.compile(r"^\s*\(?([A-D])\)?\s*(?:[.):：]|$|\s)"),
+    re.compile(r"\(([A-D])\)"),
+    re.compile(r"(?<![A-Za-z])([A-D])(?![A-Za-z])"),
+]
+
+
+def parse_choice(answer: str, choices: Sequence[str] = ()) -> str:
+    """The option letter an answer picks ("" when none): explicit letters first, then option text."""
+    text = (answer or "").strip()
+    if not text:
+        return ""
+    m = _MC_PATTERNS[0].search(text) or _MC_PATTERNS[1].match(text) or _MC_PATTERNS[2].search(text)
+    if m:
+        return m.group(1).upper()
+    norm = normalize_answer(text)
+    hits = [LETTERS[i] for i, c in enumerate(choices) if normalize_answer(c) and normalize_answer(c) == norm]
+    if not hits:
+        hits = [
+            LETTERS[i]
+            for i, c in enumerate(choices)
+            if len(normalize_answer(c)) > 1 and f" {normalize_answer(c)} " in f" {norm} "
+        ]
+    if len(hits) == 1:
+        return hits[0]
+    m = _MC_PATTERNS[3].search(text)
+    return m.group(1).upper() if m else ""
+
+
+_YES = {"yes", "true", "correct", "是", "是的", "对", "可以", "能"}
+_NO = {"no", "false", "incorrect", "not", "否", "不", "不是", "不能", "不可以"}
+
+
+def parse_yesno(answer: str) -> str:
+    """ "yes", "no" or "" from the first decisive word of an answer."""
+    for tok in tokens(answer):
+        if tok in _YES:
+            return "yes"
+        if tok in _NO:
+            return "no"
+    return ""
+
+
+_ABSTAIN = re.compile(
+    r"(unknown|cannot (be )?(answer|determine)|can't (answer|determine)|not enough information|no answer|"
+    r"unanswerable|insufficient|not (mentioned|stated|provided|found)|no (relevant )?information|"
+    r"不能回答|无法回答|没有相关|未找到|无法确定|不知道)",
+    re.I,
+)
+
+
+def abstains(answer: str) -> bool:
+    """True when an answer declines to answer (empty or an explicit "cannot answer")."""
+    return not (answer or "").strip() or bool(_ABSTAIN.search(answer))
+
+
+def mentions(answer: str, must: Sequence[str], must_not: Sequence[str] = ()) -> float:
+    """1 when every ``must`` string appears in the answer and no ``must_not`` one does (spaces ignored)."""
+    a = re.sub(r"\s+", "", unicodedata.normalize("NFKC", answer or "")).lower()
+
+    def has(s: str) -> bool:
+        return re.sub(r"\s+", "", unicodedata.normalize("NFKC", s)).lower() in a
+
+    return float(all(has(m) for m in must) and not any(has(m) for m in must_not))
+
+
+# --------------------------------------------------------------------------- retrieval
+def retrieved_passages(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every passage a run saw: its citations plus the passages of its trace's search events."""
+    seen: list[dict[str, Any]] = list(result.get("citations") or [])
+    for ev in result.get("trace") or []:
+        if ev.get("kind") == "search":
+            seen.extend((ev.get("data") or {}).get("passages") or [])
+    return seen
+
+
+def _pid(p: Mapping[str, Any]) -> set[str]:
+    ids = {str(p.get("doc_id") or ""), str(p.get("id") or "")}
+    ids |= {i.rsplit("#", 1)[0] for i in list(ids) if "#" in i}
+    meta = p.get("metadata") or {}
+    if isinstance(meta, Mapping) and meta.get("para_id"):
+        ids.add(str(meta["para_id"]))
+    return {i for i in ids if i}
+
+
+def _title(p: Mapping[str, Any]) -> str:
+    return normalize_answer(str(p.get("title") or "").strip().strip('"'))
+
+
+def recall(gold: Sequence[str], passages: Sequence[Mapping[str, Any]], *, by: str) -> float | None:
+    """Share of gold titles (``by="title"``) or paragraph ids (``by="id"``) among the passages."""
+    if not gold:
+        return None
+    if by == "title":
+        have = {_title(p) for p in passages}
+        return sum(normalize_answer(g) in have for g in gold) / len(gold)
+    have_ids: set[str] = set()
+    for p in passages:
+        have_ids |= _pid(p)
+    return sum(g in have_ids for g in gold) / len(gold)
+
+
+# --------------------------------------------------------------------------- cost
+@dataclass(frozen=True)
+class Prices:
+    """USD per million tokens; cached prompt tokens default to the prompt price."""
+
+    prompt: float = 0.0
+    completion: float = 0.0
+    cached_prompt: float | None = None
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.prompt or self.completion)
+
+    @classmethod
+    def parse(cls, spec: str | None) -> Prices:
+        """``"PROMPT,COMPLETION[,CACHED]"`` in USD per 1M tokens; None reads
+        ``SLEUTH_PRICE_PROMPT`` / ``SLEUTH_PRICE_COMPLETION`` / ``SLEUTH_PRICE_CACHED_PROMPT``."""
+        if spec is None:
+            vals = [os.environ.get(f"SLEUTH_PRICE_{k}", "") for k in ("PROMPT", "COMPLETION", "CACHED_PROMPT")]
+        else:
+            vals = [v.strip() for v in spec.split(",")]
+            if len(vals) not in (2, 3):
+                raise ValueError("prices must be PROMPT,COMPLETION[,CACHED] in USD per million tokens")
+        try:
+            nums = [float(v) if v else None for v in vals] + [None] * (3 - len(vals))
+        except ValueError as e:
+            raise ValueError(f"prices must be numbers: {spec!r}") from e
+        if any(n is not None and n < 0 for n in nums):
+            raise ValueError("prices cannot be negative")
+        return cls(nums[0] or 0.0, nums[1] or 0.0, nums[2])
+
+    def cost(self, usage: Mapping[str, Any]) -> float:
+        pt = int(usage.get("prompt_tokens", 0))
+        cached = int(usage.get("cached_prompt_tokens", 0)) if self.cached_prompt is not None else 0
+        cp = self.cached_prompt or 0.0
+        return (
+            (pt - cached) * self.prompt + cached * cp + int(usage.get("completion_tokens", 0)) * self.completion
+        ) / 1e6
+
+
+# --------------------------------------------------------------------------- combined
+PRIMARY = {"f1": "F1", "em": "EM", "cover_em": "cover-EM", "acc": "accuracy", "mention": "must-mention"}
+
+
+def primary_metric(item: Item) -> str:
+    if item.type in (MC, YESNO):
+        return "acc"
+    if item.must_mention or item.must_not_mention:
+        return "mention"
+    return "f1"
+
+
+def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -> dict[str, Any]:
+    """All applicable scores of one result (a :meth:`Result.to_dict`) for ``item``."""
+    answer = str(result.get("answer") or "")
+    short = str(result.get("short_answer") or "") or answer
+    s: dict[str, Any] = {}
+    if item.type == MC:
+        pick = parse_choice(short, item.choices) or parse_choice(answer, item.choices)
+        s["pred"] = pick
+        s["acc"] = float(pick in item.answers)
+    elif item.type == YESNO:
+        pick = parse_yesno(short) or parse_yesno(answer)
+        s["pred"] = pick
+        s["acc"] = float(pick in [normalize_answer(a) for a in item.answers])
+        s["em"] = exact_match(short, item.answers)
+    elif not item.answerable and not item.answers:
+        s["abstained"] = float(abstains(short))
+        s["em"] = s["f1"] = s["cover_em"] = s["abstained"]
+    else:
+        s["em"] = exact_match(short, item.answers)
+        s["f1"] = f1(short, item.answers)
+        s["cover_em"] = max(cover_em(answer, item.answers), cover_em(short, item.answers))
+    if item.must_mention or item.must_not_mention:
+        s["mention"] = mentions(answer, item.must_mention, item.must_not_mention)
+    passages = retrieved_passages(result)
+    if item.gold_titles:
+        s["recall_title"] = recall(item.gold_titles, passages, by="title")
+    if item.gold_ids:
+        s["recall_id"] = recall(item.gold_ids, passages, by="id")
+        s["cited_recall_id"] = recall(item.gold_ids, list(result.get("citations") or []), by="id")
+    usage = result.get("usage") or {}
+    s["prompt_tokens"] = int(usage.get("prompt_tokens", 0))
+    s["completion_tokens"] = int(usage.get("completion_tokens", 0))
+    s["processed_prompt_tokens"] = int(usage.get("processed_prompt_tokens", 0))
+    s["llm_calls"] = int(result.get("llm_calls", 0))
+    # calls answered by the response cache cost no model time: timings of such runs are not comparable
+    s["cached_llm_calls"] = sum(
+        1 for ev in result.get("trace") or [] if ev.get("kind") == "llm" and (ev.get("data") or {}).get("from_cache")
+    )
+    s["searches"] = int(result.get("searches", 0))
+    s["seconds"] = float(result.get("elapsed_s", 0.0))
+    if prices is not None and prices.configured:
+        s["cost_usd"] = prices.cost(usage)
+    s["primary"] = primary_metric(item)
+    s["score"] = s.get(s["primary"], 0.0)
+    return s

@@ -1,0 +1,280 @@
+"""``report.md`` and PNG plots, regenerated from ``results.jsonl`` (+ ``run.json``) alone.
+
+Everything here is deterministic (fixed bootstrap seed, sorted inputs, no
+timestamps from the clock, PNG metadata stripped), so regenerating a report
+from the same JSONL gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sleuth.eval.gap import compositionality_gap
+from sleuth.eval.metrics import PRIMARY
+from sleuth.eval.store import RESULTS, read_manifest, read_records
+
+REPORT = "report.md"
+PLOTS = ("scores.png", "cost.png", "accuracy_vs_tokens.png")
+BOOTSTRAP = 2000
+BOOT_SEED = 12345
+
+
+def bootstrap_ci(
+    values: Sequence[float], n: int = BOOTSTRAP, seed: int = BOOT_SEED, level: float = 0.95
+) -> tuple[float, float, float]:
+    """Mean and percentile-bootstrap confidence interval (deterministic for a given seed)."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return (math.nan, math.nan, math.nan)
+    if a.size == 1:
+        return (float(a[0]), float(a[0]), float(a[0]))
+    rng = np.random.default_rng(seed)
+    means = a[rng.integers(0, a.size, size=(n, a.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return (float(a.mean()), float(lo), float(hi))
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(np.mean(xs)) if len(xs) else math.nan
+
+
+def summarise(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One row per strategy over the composed (main) questions."""
+    by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        if (r.get("task") or {}).get("kind", "main") == "main":
+            by[r["strategy"]].append(r)
+    names = [s for s in order if s in by] + sorted(s for s in by if s not in order)
+    rows = []
+    for s in names:
+        rs = sorted(by[s], key=lambda r: str(r["qid"]))
+        sc = [r.get("scores") or {} for r in rs]
+        primaries = Counter(x.get("primary", "f1") for x in sc)
+        primary = primaries.most_common(1)[0][0]
+        row: dict[str, Any] = {"strategy": s, "n": len(rs), "primary": primary}
+        row["score"] = bootstrap_ci([float(x.get("score") or 0.0) for x in sc])
+        for m in ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id"):
+            vals = [float(x[m]) for x in sc if x.get(m) is not None]
+            row[m] = _mean(vals) if vals else None
+        for m in ("llm_calls", "searches", "prompt_tokens", "processed_prompt_tokens", "completion_tokens", "seconds"):
+            row[m] = _mean([float(x.get(m) or 0.0) for x in sc])
+        row["cached_llm_calls"] = int(sum(int(x.get("cached_llm_calls") or 0) for x in sc))
+        row["tokens"] = row["prompt_tokens"] + row["completion_tokens"]
+        costs = [float(x["cost_usd"]) for x in sc if x.get("cost_usd") is not None]
+        row["cost_usd"] = _mean(costs) if costs else None
+        row["failed"] = sum(r.get("status") == "failed" for r in rs)
+        row["reasons"] = dict(sorted(Counter(r.get("reason") or "?" for r in rs).items()))
+        rows.append(row)
+    return rows
+
+
+def _f(x: Any, nd: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def _plots(rows: Sequence[Mapping[str, Any]], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    meta = {"Software": None}
+    names = [r["strategy"] for r in rows]
+    x = np.arange(len(rows))
+    written = []
+
+    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(rows) + 2), 3.6))
+    means = [r["score"][0] for r in rows]
+    err = np.array([[r["score"][0] - r["score"][1] for r in rows], [r["score"][2] - r["score"][0] for r in rows]])
+    ax.bar(x, means, yerr=err, capsize=4, color="#4C72B0")
+    ax.set_xticks(x, names, rotation=20)
+    ax.set_ylim(0, 1.03)
+    ax.set_ylabel(PRIMARY.get(rows[0]["primary"], rows[0]["primary"]) if rows else "score")
+    ax.set_title("Score per strategy (95% bootstrap CI)")
+    fig.tight_layout()
+    fig.savefig(out / PLOTS[0], dpi=100, metadata=meta)
+    plt.close(fig)
+    written.append(PLOTS[0])
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(6, 2 * len(rows) + 2), 3.6))
+    a1.bar(x, [r["prompt_tokens"] for r in rows], label="prompt", color="#55A868")
+    a1.bar(
+        x,
+        [r["completion_tokens"] for r in rows],
+        bottom=[r["prompt_tokens"] for r in rows],
+        label="completion",
+        color="#C44E52",
+    )
+    a1.set_xticks(x, names, rotation=20)
+    a1.set_title("Tokens per question")
+    a1.legend(fontsize=8)
+    a2.bar(x, [r["seconds"] for r in rows], color="#8172B2")
+    a2.set_xticks(x, names, rotation=20)
+    a2.set_title("Seconds per question")
+    fig.tight_layout()
+    fig.savefig(out / PLOTS[1], dpi=100, metadata=meta)
+    plt.close(fig)
+    written.append(PLOTS[1])
+
+    fig, ax = plt.subplots(figsize=(5, 3.8))
+    for r in rows:
+        ax.errorbar(
+            r["tokens"],
+            r["score"][0],
+            yerr=[[r["score"][0] - r["score"][1]], [r["score"][2] - r["score"][0]]],
+            fmt="o",
+            capsize=3,
+        )
+        ax.annotate(r["strategy"], (r["tokens"], r["score"][0]), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xlabel("tokens per question (prompt + completion)")
+    ax.set_ylabel("score")
+    ax.set_ylim(-0.03, 1.03)
+    ax.margins(x=0.15)
+    ax.set_title("Accuracy vs cost")
+    fig.tight_layout()
+    fig.savefig(out / PLOTS[2], dpi=100, metadata=meta)
+    plt.close(fig)
+    written.append(PLOTS[2])
+    return written
+
+
+def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+    """Primary score per question kind (bridge/comparison, n-hop, subject) when the data has kinds."""
+    cells: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in records:
+        if (r.get("task") or {}).get("kind", "main") == "main" and r.get("kind"):
+            cells[(r["strategy"], r["kind"])].append(float((r.get("scores") or {}).get("score") or 0.0))
+    kinds = sorted({k for _, k in cells})
+    if len(kinds) < 2:
+        return []
+    out = [
+        "",
+        "## Score by question kind",
+        "",
+        "| strategy | " + " | ".join(f"{k} (n)" for k in kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    for s in order:
+        vals = [cells.get((s, k), []) for k in kinds]
+        out.append(f"| {s} | " + " | ".join(f"{_f(_mean(v))} ({len(v)})" if v else "–" for v in vals) + " |")
+    return out
+
+
+def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
+    manifest = manifest or {}
+    settings = manifest.get("settings") or {}
+    order = settings.get("strategies") or []
+    rows = summarise(records, order)
+    data = manifest.get("data") or {}
+    idx = manifest.get("index") or {}
+    models = sorted({str((r.get("result") or {}).get("model") or "") for r in records} - {""})
+    lines = [f"# Evaluation: {data.get('name', '?')}", ""]
+    lines += [
+        "| | |",
+        "|---|---|",
+        f"| command | `{manifest.get('command', '?')}` |",
+        f"| data | `{data.get('path', '?')}` (sha256 `{str(data.get('sha256', ''))[:16]}…`, {data.get('questions', '?')} questions) |",
+        f"| format / setting | {settings.get('format', '?')} / {settings.get('setting', '?')} |",
+        f"| model | {settings.get('model', '?')}" + (f" (served as: {', '.join(models)})" if models else "") + " |",
+        f"| index | {idx.get('source', settings.get('index', {}).get('source', '–')) if isinstance(settings.get('index'), dict) else '–'} |",
+        f"| seed / limit / k | {settings.get('seed')} / {settings.get('limit')} / {settings.get('k')} |",
+        f"| results | {len(records)} records |",
+        "",
+        "## Scores",
+        "",
+    ]
+    if not rows:
+        lines.append("No results yet.")
+    else:
+        prim = PRIMARY.get(rows[0]["primary"], rows[0]["primary"])
+        lines += [
+            f"Primary score: **{prim}** (mean with 95% percentile-bootstrap CI, {BOOTSTRAP} resamples). "
+            "Failed questions count as wrong.",
+            "",
+            "| strategy | n | score [95% CI] | EM | F1 | cover-EM | acc | mention | recall (title) | recall (id) | failed |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            m, lo, hi = r["score"]
+            lines.append(
+                f"| {r['strategy']} | {r['n']} | {_f(m)} [{_f(lo)}, {_f(hi)}] | {_f(r['em'])} | {_f(r['f1'])} | "
+                f"{_f(r['cover_em'])} | {_f(r['acc'])} | {_f(r['mention'])} | {_f(r['recall_title'])} | "
+                f"{_f(r['recall_id'])} | {r['failed']} |"
+            )
+        lines += [
+            "",
+            "## Cost per question",
+            "",
+            "| strategy | LLM calls | searches | prompt tokens | processed prompt tokens | completion tokens | seconds | cost (USD) | calls served from cache |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            lines.append(
+                f"| {r['strategy']} | {_f(r['llm_calls'], 2)} | {_f(r['searches'], 2)} | {_f(r['prompt_tokens'], 1)} | "
+                f"{_f(r['processed_prompt_tokens'], 1)} | {_f(r['completion_tokens'], 1)} | {_f(r['seconds'], 2)} | "
+                f"{_f(r['cost_usd'], 5)} | {r['cached_llm_calls']} |"
+            )
+        lines += ["", "## Finish reasons", "", "| strategy | reasons |", "|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['strategy']} | " + ", ".join(f"{k}: {v}" for k, v in r["reasons"].items()) + " |")
+    lines += _kind_table(records, [r["strategy"] for r in rows])
+    gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}
+    if any(gaps.values()):
+        lines += [
+            "",
+            "## Compositionality gap",
+            "",
+            "Among composed questions whose every sub-question (decomposition hops, earlier answers substituted) "
+            "the strategy answered correctly, the share whose composed question it got wrong (Press et al.).",
+            "",
+            "| strategy | correct by | questions | composed right | sub-questions right | all sub-questions right | of those, composed wrong | gap |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        names = [s for s in order if any(s in g for g in gaps.values())]
+        names += sorted({s for g in gaps.values() for s in g} - set(names))
+        for s in names:
+            for m, g in gaps.items():
+                row = g.get(s)
+                if row is not None:
+                    lines.append(
+                        f"| {s} | {m} | {row.questions} | {row.composed_right_overall} | "
+                        f"{row.hops_right}/{row.hops} | {row.subs_all_right} | {row.composed_wrong} | {_f(row.gap)} |"
+                    )
+    failures = [r for r in records if r.get("status") == "failed"]
+    if failures:
+        lines += ["", "## Failures (first 20)", "", "| strategy | question id | reason | error |", "|---|---|---|---|"]
+        for r in sorted(failures, key=lambda r: (r["strategy"], str(r["qid"])))[:20]:
+            err = str(r.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
+            lines.append(f"| {r['strategy']} | {r['qid']} | {r.get('reason', '')} | {err} |")
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    lines += ["", "Regenerate with `sleuth eval report DIR` (reads only `results.jsonl` and `run.json`).", ""]
+    return "\n".join(lines)
+
+
+def write_report(out: str | Path, *, plots: bool = True) -> Path:
+    """Write ``report.md`` (and the PNGs) into ``out`` from its JSONL and manifest."""
+    out = Path(out)
+    if not (out / RESULTS).exists():
+        raise FileNotFoundError(f"{out / RESULTS} does not exist")
+    records = sorted(read_records(out / RESULTS), key=lambda r: (r["strategy"], str(r["qid"])))
+    manifest = read_manifest(out)
+    order = ((manifest or {}).get("settings") or {}).get("strategies") or []
+    written: list[str] = []
+    if plots:
+        rows = summarise(records, order)
+        if rows:
+            written = _plots(rows, out)
+    path = out / REPORT
+    path.write_text(render(records, manifest, written), encoding="utf-8")
+    return path

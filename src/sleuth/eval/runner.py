@@ -1,0 +1,558 @@
+"""Run strategies over a dataset, resumably: ``sleuth eval --data PATH ...``.
+
+Flow: load and sample the dataset -> check/write ``run.json`` -> read what
+``results.jsonl`` already holds -> prepare retrieval (the open-setting index is
+built once and cached) -> ship the remaining (strategy, question) tasks to an
+executor -> score each result as it streams back and append it (single writer,
+fsync per line) -> write the report.
+
+Tasks are plain dicts and :func:`run_task` is a module-level function, so a
+distributed executor can run them in other processes: each process builds its
+LLM, retrievers and strategies once from the task's ``config`` and reuses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import shlex
+import sys
+import threading
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sleuth.eval.corpus import RetrievalPlan, plan_retrieval
+from sleuth.eval.datasets import Dataset, Item, load_dataset
+from sleuth.eval.executors import make_executor
+from sleuth.eval.gap import sub_items
+from sleuth.eval.metrics import Prices, score
+from sleuth.eval.store import (
+    MANIFEST,
+    RESULTS,
+    ResultsWriter,
+    check_manifest,
+    read_manifest,
+    read_records,
+    run_lock,
+    write_manifest,
+)
+
+SCHEMA = 1
+OK, FAILED = "ok", "failed"
+#: finish reasons that count as a completed run (anything else is a recorded failure)
+COMPLETED_REASONS = ("finished", "step_limit")
+SETTINGS = ("open", "distractor", "closed")
+
+
+@dataclass
+class EvalConfig:
+    """Everything that defines a run; ``settings()`` is what a resume must match."""
+
+    data: str
+    out: str
+    format: str | None = None
+    setting: str | None = None  # open | distractor | closed (None: open when a corpus exists)
+    strategies: list[str] = field(default_factory=lambda: ["direct"])
+    limit: int | None = None
+    seed: int | None = 0
+    k: int = 5
+    max_steps: int | None = None
+    max_tokens: int | None = None
+    model: str | None = None
+    base_url: str | None = None
+    index: str | None = None  # an existing index dir / retriever spec for the open setting
+    corpus: str | None = None  # a corpus file to pool instead of the dataset's own paragraphs
+    gap: bool = False  # also run every decomposition hop (compositionality gap)
+    strategy_options: dict[str, Any] = field(default_factory=dict)
+    prices: str | None = None
+    concurrency: int = 1
+    executor: str = "local"
+    retry_failed: bool = False
+    llm_cache: bool = True  # Sleuth's response cache (a rerun then costs no model time)
+    command: str = ""
+
+    def settings(self, dataset: Dataset, plan: RetrievalPlan) -> dict[str, Any]:
+        return {
+            "format": dataset.format,
+            "setting": plan.setting,
+            "strategies": list(self.strategies),
+            "limit": self.limit,
+            "seed": self.seed,
+            "k": self.k,
+            "max_steps": self.max_steps,
+            "max_tokens": self.max_tokens,
+            "model": self.model or "default",
+            "index": plan.describe(),
+            "gap": self.gap,
+            "strategy_options": dict(sorted(self.strategy_options.items())),
+        }
+
+
+class EvalError(ValueError):
+    """A mistake in the run's arguments (the CLI turns it into a UserError)."""
+
+
+# --------------------------------------------------------------------------- worker side
+class _LazyLLM:
+    """Creates the real LLM (e.g. starts the embedded server) only when a strategy first uses it."""
+
+    def __init__(self, model: str | None, base_url: str | None, options: Mapping[str, Any] | None = None) -> None:
+        self._model, self._base_url = model, base_url
+        self._options = dict(options or {})
+        self._llm: Any = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._llm is None:
+                from sleuth.llm import get_llm
+
+                kw = dict(self._options)
+                if self._base_url:
+                    kw["base_url"] = self._base_url
+                self._llm = get_llm(self._model, **kw)
+            return self._llm
+
+    @property
+    def model(self) -> str:
+        return self._llm.model if self._llm is not None else (self._model or "")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # private/dunder lookups never start a model
+            raise AttributeError(name)
+        return getattr(self._get(), name)
+
+
+def resolve_strategy_class(name: str) -> type | None:
+    """``module:Class`` names a Strategy subclass outside Sleuth (plugins, tests)."""
+    if ":" not in name:
+        return None
+    mod, _, cls = name.partition(":")
+    try:
+        obj = getattr(importlib.import_module(mod), cls)
+    except (ImportError, AttributeError) as e:
+        raise EvalError(f"cannot import strategy {name!r}: {e}") from e
+    from sleuth.strategies.base import Strategy
+
+    if not (isinstance(obj, type) and issubclass(obj, Strategy)):
+        raise EvalError(f"{name!r} is not a Strategy subclass")
+    return obj
+
+
+class _Worker:
+    """Per-process state: one LLM, one open-setting retriever, strategy instances."""
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.cfg = cfg
+        self.llm = _LazyLLM(cfg.get("model"), cfg.get("base_url"), cfg.get("llm_options"))
+        self.plan = RetrievalPlan.from_dict(cfg["retrieval"])
+        self._strategies: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def strategy(self, name: str, item: Item) -> Any:
+        retriever = self.plan.retriever_for(item)
+        shared = not self.plan.per_item
+        if shared and name in self._strategies:
+            return self._strategies[name]
+        opts: dict[str, Any] = {"k": self.cfg.get("k", 5), **(self.cfg.get("strategy_options") or {})}
+        for key in ("max_steps", "max_tokens"):
+            if self.cfg.get(key) is not None:
+                opts[key] = self.cfg[key]
+        cls = resolve_strategy_class(name)
+        if cls is not None:
+            strat = cls(self.llm, retriever, **opts)
+        else:
+            from sleuth.strategies import get_strategy
+
+            strat = get_strategy(name, self.llm, retriever, **opts)
+        if shared:
+            with self._lock:
+                strat = self._strategies.setdefault(name, strat)
+        return strat
+
+
+_WORKERS: dict[str, _Worker] = {}
+_WORKERS_LOCK = threading.Lock()
+
+
+def _worker_for(cfg: Mapping[str, Any]) -> _Worker:
+    key = json.dumps(cfg, sort_keys=True, default=str)
+    with _WORKERS_LOCK:
+        w = _WORKERS.get(key)
+        if w is None:
+            w = _WORKERS[key] = _Worker(cfg)
+        return w
+
+
+def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one (strategy, question) task; never raises: failures come back as records."""
+    item = Item.from_dict(payload["item"])
+    name = payload["strategy"]
+    t0 = time.perf_counter()
+    rec: dict[str, Any] = {"strategy": name, "qid": item.id}
+    try:
+        strat = _worker_for(payload["config"]).strategy(name, item)
+        result = strat.run(item.prompt(), filters=item.filters)
+        rd = result.to_dict()
+        rd["strategy"] = name
+        rec["result"] = rd
+        reason = rd.get("finish_reason", "")
+        rec["status"] = OK if reason in COMPLETED_REASONS else FAILED
+        rec["reason"] = reason
+        rec["error"] = rd.get("error", "")
+    except Exception as e:  # one question's failure never stops the run
+        from sleuth.strategies.base import BadQuestion
+
+        rec["result"] = None
+        rec["status"] = FAILED
+        rec["reason"] = "bad_input" if isinstance(e, BadQuestion) else "error"
+        rec["error"] = f"{type(e).__name__}: {e}"
+        rec["traceback"] = traceback.format_exc(limit=6)[-4000:]
+    rec["wall_s"] = round(time.perf_counter() - t0, 4)
+    return rec
+
+
+# --------------------------------------------------------------------------- driver side
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def build_tasks(dataset: Dataset, strategies: Sequence[str], gap: bool) -> list[tuple[str, Item, dict[str, Any]]]:
+    """Question-major order, so a partial run covers every strategy on the first questions."""
+    tasks = []
+    for item in dataset.items:
+        units = [(item, {"kind": "main"})]
+        if gap:
+            units += [(s, {"kind": "sub", **s.metadata}) for s in sub_items(item)]
+        for unit, meta in units:
+            for strat in strategies:
+                tasks.append((strat, unit, meta))
+    return tasks
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    total: int
+    skipped: int  # already in the JSONL
+    ran: int
+    failed: int
+    seconds: float
+    per_strategy: dict[str, dict[str, float]]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["out"] = str(self.out)
+        return d
+
+
+class _Running:
+    """Running means of each strategy's primary score (for the progress bar)."""
+
+    def __init__(self) -> None:
+        self.sum: dict[str, float] = defaultdict(float)
+        self.n: dict[str, int] = defaultdict(int)
+        self.failed = 0
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        if (rec.get("task") or {}).get("kind", "main") != "main":
+            return
+        self.sum[rec["strategy"]] += float((rec.get("scores") or {}).get("score") or 0.0)
+        self.n[rec["strategy"]] += 1
+
+    def line(self, order: Sequence[str]) -> str:
+        parts = [f"{s} {self.sum[s] / self.n[s]:.2f}" for s in order if self.n.get(s)]
+        return " | ".join(parts)
+
+    def table(self) -> dict[str, dict[str, float]]:
+        return {s: {"n": self.n[s], "score": self.sum[s] / self.n[s]} for s in self.n if self.n[s]}
+
+
+def _validate(cfg: EvalConfig) -> None:
+    if not cfg.strategies:
+        raise EvalError("give at least one strategy with --strategies")
+    if cfg.limit is not None and cfg.limit < 1:
+        raise EvalError("--limit must be at least 1")
+    if cfg.concurrency < 1:
+        raise EvalError("--concurrency must be at least 1")
+    if cfg.k < 1:
+        raise EvalError("--k must be at least 1")
+    if cfg.setting is not None and cfg.setting not in SETTINGS:
+        raise EvalError(f"--setting must be one of {', '.join(SETTINGS)}")
+    names = []
+    for s in cfg.strategies:
+        if ":" in s:
+            resolve_strategy_class(s)
+            names.append(s)
+            continue
+        try:
+            from sleuth.strategies import resolve_name
+        except ImportError as e:
+            raise EvalError(f"the built-in strategies cannot be loaded ({e})") from e
+        try:
+            names.append(resolve_name(s))
+        except ValueError as e:
+            raise EvalError(str(e)) from e
+    if len(set(names)) != len(names):
+        raise EvalError("a strategy is listed twice in --strategies")
+    cfg.strategies = names
+
+
+def run_eval(
+    cfg: EvalConfig,
+    *,
+    progress: bool = True,
+    console: Any = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    write_report: bool = True,
+) -> RunSummary:
+    """Run (or resume) an evaluation into ``cfg.out``; see the module docstring."""
+    _validate(cfg)
+    try:
+        prices = Prices.parse(cfg.prices)
+    except ValueError as e:
+        raise EvalError(str(e)) from e
+    dataset = load_dataset(cfg.data, cfg.format, cfg.corpus).sample(cfg.limit, cfg.seed)
+    if cfg.gap and not any(sub_items(it) for it in dataset.items):
+        raise EvalError(f"--gap needs decompositions with gold answers (MuSiQue); {dataset.name} has none")
+    plan = plan_retrieval(dataset, cfg.setting, index=cfg.index)
+    out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise EvalError(f"--out {out} is a file, not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+
+    manifest = {
+        "schema": SCHEMA,
+        "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "data": {
+            "path": str(Path(cfg.data)),
+            "name": dataset.name,
+            "sha256": _sha256(Path(cfg.data)),
+            "questions": len(dataset.items),
+            "question_ids": [it.id for it in dataset.items],
+        },
+        "settings": cfg.settings(dataset, plan),
+        "executor": cfg.executor,
+        "concurrency": cfg.concurrency,
+        "prices": cfg.prices,
+    }
+    with run_lock(out):
+        old = read_manifest(out)
+        if old is not None:
+            check_manifest(old, manifest, out)
+            manifest = {**old, "resumed": [*old.get("resumed", []), manifest["created"]]}
+        elif (out / RESULTS).exists() and (out / RESULTS).stat().st_size:
+            raise EvalError(f"{out} holds results but no {MANIFEST}; choose another --out directory")
+
+        tasks = build_tasks(dataset, cfg.strategies, cfg.gap)
+        existing = read_records(out / RESULTS)
+        running = _Running()
+        done: set[tuple[str, str]] = set()
+        for rec in existing:
+            if cfg.retry_failed and rec.get("status") == FAILED:
+                continue
+            done.add((rec["strategy"], rec["qid"]))
+            running.add(rec)
+            running.failed += rec.get("status") == FAILED
+        todo = [t for t in tasks if (t[0], t[1].id) not in done]
+
+        # the open index is built once here (cached), before any worker needs it
+        plan.prepare(console=console if progress else None)
+        manifest["index"] = plan.manifest()
+        write_manifest(out, manifest)
+
+        worker_cfg = {
+            "model": cfg.model,
+            "base_url": cfg.base_url,
+            "k": cfg.k,
+            "max_steps": cfg.max_steps,
+            "max_tokens": cfg.max_tokens,
+            "strategy_options": cfg.strategy_options,
+            # parallel slots of the embedded server follow the concurrency
+            "llm_options": {"cache": cfg.llm_cache, "n_parallel": cfg.concurrency},
+            "retrieval": plan.to_dict(),
+        }
+        items_by_id = {t[1].id: (t[1], t[2]) for t in tasks}
+        payloads = ({"strategy": s, "item": it.to_dict(), "config": worker_cfg} for s, it, _ in todo)
+
+        t0 = time.perf_counter()
+        ran = failed = 0
+        executor = make_executor(cfg.executor, cfg.concurrency)
+        bar = _progress(progress, console, len(tasks), len(tasks) - len(todo))
+        try:
+            with ResultsWriter(out / RESULTS) as writer, bar as pb:
+                task_id = pb.add_task(
+                    "eval", total=len(tasks), completed=len(tasks) - len(todo), scores=running.line(cfg.strategies)
+                )
+                for rec in executor.map_unordered(run_task, payloads):
+                    item, meta = items_by_id[rec["qid"]]
+                    rec = _finalise(rec, item, meta, dataset, prices)
+                    writer.write(rec)
+                    ran += 1
+                    failed += rec["status"] == FAILED
+                    running.add(rec)
+                    if rec["status"] == FAILED:
+                        running.failed += 1
+                    pb.update(task_id, advance=1, scores=_bar_text(running, cfg.strategies))
+                    if on_record is not None:
+                        on_record(rec)
+        finally:
+            executor.close()
+        summary = RunSummary(
+            out, len(tasks), len(tasks) - len(todo), ran, failed, round(time.perf_counter() - t0, 3), running.table()
+        )
+        if write_report:
+            from sleuth.eval.report import write_report as _write_report
+
+            _write_report(out)
+        return summary
+
+
+def _bar_text(running: _Running, order: Sequence[str]) -> str:
+    txt = running.line(order)
+    return f"{txt}  failed {running.failed}" if running.failed else txt
+
+
+def _finalise(
+    rec: dict[str, Any], item: Item, meta: Mapping[str, Any], dataset: Dataset, prices: Prices
+) -> dict[str, Any]:
+    result = rec.get("result") or {}
+    ordered = {
+        "v": SCHEMA,
+        "strategy": rec["strategy"],
+        "qid": rec["qid"],
+        "task": dict(meta),
+        "dataset": dataset.name,
+        "status": rec["status"],
+        "reason": rec.get("reason", ""),
+        "error": rec.get("error", ""),
+        "question": item.prompt(),
+        "answers": item.answers,
+        "type": item.type,
+        "kind": _kind(item),
+        "answer": result.get("answer", ""),
+        "short_answer": result.get("short_answer", ""),
+        "scores": score(item, result, prices),
+        "wall_s": rec.get("wall_s", 0.0),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "result": rec.get("result"),
+    }
+    if rec.get("traceback"):
+        ordered["traceback"] = rec["traceback"]
+    return ordered
+
+
+def _kind(item: Item) -> str:
+    """A coarse question kind for per-kind scores: HotpotQA bridge/comparison, MuSiQue n-hop, MMLU subject."""
+    m = item.metadata
+    if m.get("hop_type"):
+        return str(m["hop_type"])
+    if m.get("hops") and "parent" not in m:
+        return f"{m['hops']}-hop"
+    if m.get("subject"):
+        return str(m["subject"])
+    return ""
+
+
+class _NoBar:
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, *a: Any, **kw: Any) -> int:
+        return 0
+
+    def update(self, *a: Any, **kw: Any) -> None:
+        return None
+
+
+def _progress(enabled: bool, console: Any, total: int, done: int) -> Any:
+    if not enabled:
+        return _NoBar()
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[bold]eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[scores]}"),
+        console=console,
+        transient=False,
+    )
+
+
+def rescore_run(out: str | Path) -> int:
+    """Recompute every record's ``scores`` (after a metrics change) without running anything.
+
+    Reads the questions file named in ``run.json`` (its sha256 must still match), rewrites
+    ``results.jsonl`` atomically under the run lock and returns the number of records rescored.
+    """
+    import os
+    import tempfile
+
+    out = Path(out)
+    manifest = read_manifest(out)
+    if manifest is None:
+        raise EvalError(f"{out} has no {MANIFEST}; cannot tell which data to score against")
+    data = manifest.get("data") or {}
+    path = Path(str(data.get("path", "")))
+    if not path.is_file():
+        raise EvalError(f"the data file {path} named in {out / MANIFEST} is missing")
+    if _sha256(path) != data.get("sha256"):
+        raise EvalError(f"{path} changed since the run; rescoring against it would be wrong")
+    settings = manifest.get("settings") or {}
+    dataset = load_dataset(path, settings.get("format"))
+    items: dict[str, Item] = {}
+    for it in dataset.items:
+        items[it.id] = it
+        for sub in sub_items(it):
+            items[sub.id] = sub
+    try:
+        prices = Prices.parse(manifest.get("prices"))
+    except ValueError as e:
+        raise EvalError(str(e)) from e
+    n = 0
+    with run_lock(out):
+        src = out / RESULTS
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=".results-", suffix=".jsonl")
+        with os.fdopen(fd, "wb") as dst, open(src, "rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break  # a torn tail is dropped, as on resume
+                try:
+                    rec = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                item = items.get(str(rec.get("qid")))
+                if item is not None:
+                    rec["scores"] = score(item, rec.get("result") or {}, prices)
+                    rec["kind"] = _kind(item)
+                    n += 1
+                dst.write((json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, src)
+    return n

@@ -1,0 +1,166 @@
+"""The run directory: an append-only ``results.jsonl`` (one writer, fsync per line,
+torn tails repaired) and the ``run.json`` manifest that guards resumes."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+RESULTS = "results.jsonl"
+MANIFEST = "run.json"
+LOCK = ".lock"
+
+
+class RunDirBusy(RuntimeError):
+    """Another process is running (or rescoring) in this run directory."""
+
+
+@contextlib.contextmanager
+def run_lock(out: str | Path) -> Iterator[None]:
+    """An exclusive lock on the run directory (released by the kernel even after ``kill -9``).
+
+    Two runners appending to one JSONL would both run the same pairs; the second one is refused.
+    """
+    path = Path(out) / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as e:
+            raise RunDirBusy(f"another sleuth eval is running in {out}; wait for it or stop it first") from e
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class ManifestMismatch(RuntimeError):
+    """The run directory already holds a run with other settings."""
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """All complete records of a results file, in order.
+
+    A line that is not valid JSON (a torn last line after ``kill -9``) is skipped.
+    When a (strategy, qid) pair occurs more than once (``--retry-failed``),
+    the last record wins.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS
+    if not path.exists():
+        return []
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for rec in _iter_lines(path):
+        latest.pop((rec["strategy"], rec["qid"]), None)
+        latest[(rec["strategy"], rec["qid"])] = rec
+    return list(latest.values())
+
+
+def _iter_lines(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break  # torn tail: never complete
+            try:
+                rec = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(rec, dict) and "strategy" in rec and "qid" in rec:
+                yield rec
+
+
+class ResultsWriter:
+    """The single writer of ``results.jsonl``.
+
+    Each record is one ``write`` of a complete line on an ``O_APPEND`` descriptor,
+    followed by ``fsync``: after a crash the file holds whole lines plus at most
+    one torn tail, which :meth:`open` cuts off before appending again.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+
+    def open(self) -> ResultsWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_tail()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self
+
+    def _repair_tail(self) -> None:
+        if not self.path.exists():
+            return
+        with open(self.path, "rb+") as f:
+            data = f.read()
+            if not data or data.endswith(b"\n"):
+                return
+            cut = data.rfind(b"\n") + 1  # keep everything up to the last complete line
+            f.truncate(cut)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError("ResultsWriter is not open")
+            view = memoryview(line)
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> ResultsWriter:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_manifest(out: str | Path) -> dict[str, Any] | None:
+    p = Path(out) / MANIFEST
+    if not p.exists():
+        return None
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ManifestMismatch(f"{p} is damaged ({e.msg}); use another --out directory") from e
+
+
+def write_manifest(out: str | Path, manifest: Mapping[str, Any]) -> None:
+    p = Path(out) / MANIFEST
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, p)
+
+
+def check_manifest(old: Mapping[str, Any], new: Mapping[str, Any], out: str | Path) -> None:
+    """Refuse to resume when the comparable parts (``settings``, data hash) differ."""
+    diffs = []
+    a, b = old.get("settings") or {}, new.get("settings") or {}
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k):
+            diffs.append(f"{k}: {a.get(k)!r} then, {b.get(k)!r} now")
+    da, db = (old.get("data") or {}).get("sha256"), (new.get("data") or {}).get("sha256")
+    if da != db:
+        diffs.append("the data file's content changed")
+    if diffs:
+        raise ManifestMismatch(
+            f"{out} holds a run with different settings ({'; '.join(diffs)}); "
+            "resume with the original settings or choose another --out directory"
+        )

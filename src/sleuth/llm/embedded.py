@@ -1,0 +1,330 @@
+"""The embedded model: llama.cpp's own OpenAI-compatible server on 127.0.0.1.
+
+Sleuth starts the server (via ``xllamacpp``, in-process by default), on a random
+free port, waits until ``/health`` answers, and talks to it with the same
+:class:`~sleuth.llm.openai_compat.OpenAICompatLLM` client as any remote
+backend.  The prompt cache is on, so an append-only prompt only costs its new
+tokens (visible as ``Usage.processed_prompt_tokens``).
+
+Two modes (``mode=`` or ``$SLEUTH_EMBEDDED_MODE``):
+
+* ``inprocess`` (default): ``xllamacpp.Server`` inside this process; the
+  engine's threads run outside the GIL.
+* ``subprocess``: the same server in a child Python process (crash isolation,
+  fork-safe for process pools).  The child exits when its stdin closes, so it
+  never outlives Sleuth.
+
+``OMP_WAIT_POLICY=PASSIVE`` is set before the engine is loaded: with spinning
+OpenMP threads decode speed collapses on a busy 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import gc
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from sleuth.config import env
+from sleuth.config import threads as _threads
+from sleuth.llm.base import LLMUnavailable
+from sleuth.llm.models import EmbeddedModel, ensure_model, get_model
+
+__all__ = ["DEFAULT_CTX_SIZE", "EmbeddedServer", "get_server", "running_servers", "stop_all", "stop_model", "stop_server"]
+
+#: context tokens per slot
+DEFAULT_CTX_SIZE = 8192
+
+
+def _prepare_env() -> None:
+    """Must run before ``xllamacpp`` is imported (OpenMP reads it at load time)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def _import_engine() -> Any:
+    _prepare_env()
+    try:
+        import xllamacpp
+    except ImportError as e:
+        raise LLMUnavailable(
+            "The embedded engine is not installed: pip install 'sleuth[local]' (xllamacpp), "
+            "or point SLEUTH_LLM_BASE_URL at an OpenAI-compatible server."
+        ) from e
+    return xllamacpp
+
+
+def _build_params(xlc: Any, path: Path, *, alias: str, n_parallel: int, ctx_size: int, threads: int) -> Any:
+    p = xlc.CommonParams()
+    p.model.path = str(path)
+    p.port = 0  # the OS picks a free port
+    p.hostnames = ["127.0.0.1"]
+    p.n_parallel = n_parallel
+    p.n_ctx = ctx_size * n_parallel  # llama.cpp splits n_ctx across slots
+    p.cpuparams.n_threads = threads
+    p.cpuparams_batch.n_threads = threads
+    p.cache_prompt = True
+    p.cont_batching = True
+    p.verbosity = -1  # quiet: llama.cpp logs every request otherwise
+    p.warmup = False
+    p.endpoint_slots = False
+    p.endpoint_metrics = True
+    with contextlib.suppress(Exception):
+        p.model_alias = {alias}
+    return p
+
+
+@dataclass(frozen=True)
+class _Key:
+    path: str
+    n_parallel: int
+    ctx_size: int
+    threads: int
+    mode: str
+
+
+class EmbeddedServer:
+    """One running llama.cpp server for one model file.
+
+    Use :func:`get_server` to share one per process; this class is for callers
+    that need an instance of their own (benchmarks).
+    """
+
+    def __init__(
+        self,
+        model: str | EmbeddedModel | Path,
+        *,
+        n_parallel: int = 1,
+        ctx_size: int = DEFAULT_CTX_SIZE,
+        threads: int | None = None,
+        cache_dir: str | Path | None = None,
+        mode: str | None = None,
+        start_timeout: float = 300.0,
+    ) -> None:
+        if isinstance(model, Path):
+            self.path = model
+            self.name = model.stem
+        else:
+            m = get_model(model) if isinstance(model, str) else model
+            self.name = m.name
+            self.path = ensure_model(m, cache_dir)
+            ctx_size = min(ctx_size, m.n_ctx_train)
+        self.n_parallel = max(1, int(n_parallel))
+        self.ctx_size = int(ctx_size)
+        self.threads = _threads(threads)
+        self.mode = (mode or env("SLEUTH_EMBEDDED_MODE") or "inprocess").lower()
+        if self.mode not in ("inprocess", "subprocess"):
+            raise ValueError(f"embedded mode must be 'inprocess' or 'subprocess', not {self.mode!r}")
+        self.start_timeout = start_timeout
+        self.base_url: str | None = None
+        self.load_s: float = 0.0
+        self._server: Any = None
+        self._proc: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedServer({self.name!r}, base_url={self.base_url!r}, mode={self.mode!r}, n_parallel={self.n_parallel})"
+
+    @property
+    def pid(self) -> int | None:
+        """Process id serving the model (the child's in ``subprocess`` mode)."""
+        if self._proc is not None:
+            return self._proc.pid
+        return os.getpid() if self._server is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.base_url is not None
+
+    def start(self) -> EmbeddedServer:
+        """Load the model and start serving (idempotent); health-checked."""
+        with self._lock:
+            if self.base_url is not None:
+                return self
+            t0 = time.perf_counter()
+            if self.mode == "inprocess":
+                xlc = _import_engine()
+                params = _build_params(
+                    xlc, self.path, alias=self.name, n_parallel=self.n_parallel, ctx_size=self.ctx_size, threads=self.threads
+                )
+                try:
+                    self._server = xlc.Server(params)
+                except Exception as e:  # the engine reports load failures as RuntimeError
+                    raise LLMUnavailable(f"The embedded engine could not load {self.path.name}: {e}") from e
+                url = str(self._server.listening_address).rstrip("/")
+            else:
+                url = self._start_subprocess()
+            try:
+                _wait_healthy(url, self.start_timeout)
+            except LLMUnavailable:
+                self._shutdown()
+                raise
+            self.base_url = url
+            self.load_s = time.perf_counter() - t0
+            return self
+
+    def _start_subprocess(self) -> str:
+        env_ = dict(os.environ)
+        env_.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        cmd = [
+            sys.executable, "-m", "sleuth.llm.embedded", "--path", str(self.path), "--alias", self.name,
+            "--n-parallel", str(self.n_parallel), "--ctx-size", str(self.ctx_size), "--threads", str(self.threads),
+        ]  # fmt: skip
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env_
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().strip()
+        if not line.startswith("http"):
+            self._shutdown()
+            raise LLMUnavailable(f"The embedded engine subprocess failed to start for {self.path.name}.")
+        return line.rstrip("/")
+
+    def _shutdown(self) -> None:
+        if self._server is not None:
+            srv, self._server = self._server, None
+            del srv  # xllamacpp stops the HTTP server and frees the model in its destructor
+            gc.collect()
+        if self._proc is not None:
+            proc, self._proc = self._proc, None
+            with contextlib.suppress(Exception):
+                assert proc.stdin is not None
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+    def stop(self) -> None:
+        """Stop serving and free the model (idempotent)."""
+        with self._lock:
+            self._shutdown()
+            self.base_url = None
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _wait_healthy(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    with httpx.Client(timeout=5.0) as c:
+        while time.monotonic() < deadline:
+            try:
+                r = c.get(url + "/health")
+                if r.status_code == 200:
+                    return
+                last = f"HTTP {r.status_code}"
+            except httpx.HTTPError as e:
+                last = type(e).__name__
+            time.sleep(0.1)
+    raise LLMUnavailable(f"The embedded server at {url} did not become healthy within {timeout:.0f}s ({last}).")
+
+
+_servers: dict[_Key, EmbeddedServer] = {}
+_servers_lock = threading.Lock()
+
+
+def get_server(
+    model: str | EmbeddedModel,
+    *,
+    n_parallel: int = 1,
+    ctx_size: int = DEFAULT_CTX_SIZE,
+    threads: int | None = None,
+    cache_dir: str | Path | None = None,
+    mode: str | None = None,
+) -> EmbeddedServer:
+    """The process-wide running server for these settings, started on first use."""
+    m = get_model(model) if isinstance(model, str) else model
+    path = ensure_model(m, cache_dir)
+    mode_ = (mode or env("SLEUTH_EMBEDDED_MODE") or "inprocess").lower()
+    key = _Key(str(path), max(1, n_parallel), min(ctx_size, m.n_ctx_train), _threads(threads), mode_)
+    with _servers_lock:
+        srv = _servers.get(key)
+        if srv is None:
+            srv = EmbeddedServer(
+                m, n_parallel=key.n_parallel, ctx_size=key.ctx_size, threads=key.threads, cache_dir=cache_dir, mode=mode_
+            )
+            _servers[key] = srv
+    return srv.start()
+
+
+def running_servers() -> list[EmbeddedServer]:
+    with _servers_lock:
+        return [s for s in _servers.values() if s.running]
+
+
+def stop_model(model: str) -> int:
+    """Stop the shared servers of one embedded model (by registry name); returns how many."""
+    with _servers_lock:
+        keys = [k for k, s in _servers.items() if s.name == model]
+        servers = [_servers.pop(k) for k in keys]
+    for s in servers:
+        with contextlib.suppress(Exception):
+            s.stop()
+    return len(servers)
+
+
+def stop_server(base_url: str) -> bool:
+    """Stop the shared server listening at ``base_url`` (e.g. ``get_llm(...).base_url``)."""
+    url = base_url.rstrip("/").removesuffix("/v1")
+    with _servers_lock:
+        keys = [k for k, s in _servers.items() if s.base_url == url]
+        servers = [_servers.pop(k) for k in keys]
+    for s in servers:
+        with contextlib.suppress(Exception):
+            s.stop()
+    return bool(servers)
+
+
+def stop_all() -> None:
+    """Stop every server started through :func:`get_server` (also run at exit)."""
+    with _servers_lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for s in servers:
+        with contextlib.suppress(Exception):
+            s.stop()
+
+
+atexit.register(stop_all)
+
+
+def _child_main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``subprocess`` mode: serve until stdin closes."""
+    ap = argparse.ArgumentParser(prog="python -m sleuth.llm.embedded")
+    ap.add_argument("--path", required=True)
+    ap.add_argument("--alias", default="embedded")
+    ap.add_argument("--n-parallel", type=int, default=1)
+    ap.add_argument("--ctx-size", type=int, default=DEFAULT_CTX_SIZE)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args(argv)
+    xlc = _import_engine()
+    params = _build_params(
+        xlc, Path(a.path), alias=a.alias, n_parallel=a.n_parallel, ctx_size=a.ctx_size, threads=a.threads
+    )
+    server = xlc.Server(params)
+    print(str(server.listening_address), flush=True)
+    sys.stdin.read()  # returns when the parent closes the pipe or dies
+    del server
+
+
+if __name__ == "__main__":
+    _child_main()

@@ -1,0 +1,169 @@
+"""The app factory: ``create_app(settings)`` -> a FastAPI app serving the API and the page."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sleuth import __version__
+from sleuth.llm.base import LLM
+from sleuth.search.base import Retriever
+
+from . import ask, openai_compat
+from .errors import ApiError, Auth, BodyLimit, authenticate, error_responses, key_of
+from .runtime import Runtime, StrategyFactory, owner_of
+from .schemas import AskResult, Health, SourceList, StrategyList
+from .service import parse_filters
+from .settings import ServerSettings
+
+log = logging.getLogger("sleuth.server")
+STATIC = Path(__file__).with_name("static")
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+def create_app(
+    settings: ServerSettings | None = None,
+    *,
+    llm: LLM | None = None,
+    retrievers: Mapping[str, Retriever] | None = None,
+    strategies: Mapping[str, StrategyFactory] | None = None,
+    open_on_startup: bool = True,
+) -> FastAPI:
+    """Build the app.  ``llm``/``retrievers``/``strategies`` replace what the settings would open
+    (an embedding program that already has them); by default everything comes from the settings.
+
+    Raises :class:`~sleuth.server.settings.ServerConfigError` for a configuration it refuses
+    (a non-loopback host without an API key)."""
+    settings = settings or ServerSettings()
+    settings.check_bind()
+    rt = Runtime(settings, llm=llm, retrievers=retrievers, strategies=strategies)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if open_on_startup and not rt.opened:
+            try:
+                await asyncio.to_thread(rt.open)
+            except Exception as e:  # kept for /healthz; requests report it as a finish reason
+                log.error("could not open every resource: %s", e)
+        yield
+        rt.shutdown()
+
+    app = FastAPI(
+        title="Sleuth",
+        version=__version__,
+        description="Multi-hop question answering by interleaving LLM reasoning with search. "
+        "All /v1 routes need `Authorization: Bearer <key>` when the server has a key.",
+        lifespan=lifespan,
+        docs_url=None,  # Swagger UI loads from a CDN; the spec is at /openapi.json
+        redoc_url=None,
+    )
+    app.state.runtime = rt
+    app.state.auth = Auth(settings.api_keys)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    _errors(app)
+
+    guarded = [Depends(authenticate)]
+    app.include_router(ask.router, dependencies=guarded, tags=["sleuth"])
+    app.include_router(openai_compat.router, dependencies=guarded, tags=["openai"])
+
+    @app.get("/v1/strategies", response_model=StrategyList, tags=["sleuth"], dependencies=guarded,
+             responses=error_responses(401))
+    async def strategies_route() -> dict[str, Any]:
+        return {"default": settings.default_strategy, "strategies": rt.strategy_info()}
+
+    @app.get("/v1/sources", response_model=SourceList, tags=["sleuth"], dependencies=guarded,
+             responses=error_responses(401))
+    async def sources_route() -> dict[str, Any]:
+        names = rt.sources()
+        return {"sources": [{"name": n, "kind": _kind(rt, n), "default": i == 0} for i, n in enumerate(names)]}
+
+    @app.get(
+        "/v1/traces/{trace_id}",
+        response_model=AskResult,
+        tags=["sleuth"],
+        dependencies=guarded,
+        summary="A finished run, for the same key and the same scope only",
+        responses=error_responses(401, 404, 422),
+    )
+    async def trace_route(
+        trace_id: str,
+        request: Request,
+        filters: list[str] = Query(
+            default=[], description="the scope the run was asked with, as expressions (filters=acl=all)"
+        ),
+    ) -> Any:
+        scope = parse_filters(filters or None)
+        found = rt.traces.get(trace_id, owner_of(key_of(request), scope))
+        if found is None:
+            raise ApiError(404, f"no trace {trace_id!r} for this key and scope", "not_found_error", code="not_found")
+        return JSONResponse(found)
+
+    @app.get("/healthz", response_model=Health, tags=["meta"])
+    async def healthz() -> dict[str, Any]:
+        status = "starting" if open_on_startup and not rt.opened else ("degraded" if rt.errors else "ok")
+        return {
+            "status": status,
+            "version": __version__,
+            "model": rt.model_name,
+            "active": rt.active,
+            "max_concurrency": settings.max_concurrency,
+            "errors": rt.errors,
+        }
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+def _kind(rt: Runtime, name: str) -> str:
+    spec = dict(rt.settings.sources).get(name)
+    if spec:
+        return "index" if Path(spec).is_dir() else "corpus" if Path(spec).is_file() else "remote"
+    return type(rt._retrievers.get(name)).__name__
+
+
+def _errors(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, e: ApiError) -> JSONResponse:
+        return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        errs = e.errors()
+        first = errs[0] if errs else {}
+        loc = [str(x) for x in first.get("loc", ()) if x != "body"]
+        where = ".".join(loc) or "body"
+        msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+        more = f" (and {len(errs) - 1} more problems)" if len(errs) > 1 else ""
+        err = ApiError(422, f"{where}: {msg}{more}", param=where)
+        return JSONResponse(err.body(), status_code=422)
+
+    @app.exception_handler(Exception)
+    async def crashed(_: Request, e: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=e)
+        return JSONResponse(ApiError(500, "internal error; see the server log", "server_error").body(), status_code=500)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found_error" if e.status_code == 404 else "invalid_request_error"
+        return JSONResponse(ApiError(e.status_code, str(e.detail), kind).body(), status_code=e.status_code,
+                            headers=getattr(e, "headers", None))

@@ -1,0 +1,79 @@
+"""``POST /v1/ask``: one question, one strategy, the full result (or its steps as SSE)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from sleuth.strategies.base import Event, Result
+
+from .errors import ApiError, error_responses, key_of
+from .runtime import Runtime
+from .schemas import AskRequest, AskResult
+from .service import admit, check_run, parse_filters, stream_job, wait_result
+
+router = APIRouter()
+
+SSE_DOC = (
+    "With `stream: true`: `event: step` (data: one trace event {kind, data, t, duration_s}) for each step as "
+    "it happens, then one `event: result` (data: the full result, as without streaming)."
+)
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=str)
+
+
+def runtime_of(request: Request) -> Runtime:
+    return request.app.state.runtime
+
+
+@router.post(
+    "/v1/ask",
+    response_model=AskResult,
+    summary="Answer a question with one strategy",
+    description="Returns the full result: answer, numbered citations with provenance, and the trace. " + SSE_DOC,
+    responses={
+        200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": "the result"},
+        **error_responses(401, 413, 422, 429, 504),
+    },
+)
+async def ask(body: AskRequest, request: Request) -> Any:
+    rt = runtime_of(request)
+    strategy = body.strategy or rt.settings.default_strategy
+    check_run(rt, strategy=strategy, source=body.index, model=body.model)
+    filters = parse_filters(body.filters)
+    admit(rt)
+    job = rt.new_job(
+        question=body.question,
+        strategy=strategy,
+        filters=filters,
+        key=key_of(request),
+        source=body.index,
+        model=body.model,
+        options={"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_tokens, "lang": body.lang},
+        temperature=body.temperature,
+        seed=body.seed,
+    )
+    if body.stream:
+        rt.start(job, stream=True)
+        return EventSourceResponse(_sse(rt, job), ping=10, headers={"X-Sleuth-Trace-Id": job.trace_id})
+    result, timed_out = await wait_result(rt, job, request.receive)
+    if timed_out:
+        raise ApiError(504, result.error, "timeout", code="timeout", trace_id=job.trace_id)
+    return JSONResponse(result.to_dict(), headers={"X-Sleuth-Trace-Id": job.trace_id})
+
+
+async def _sse(rt: Runtime, job: Any) -> AsyncIterator[ServerSentEvent]:
+    seq = 0
+    async for item in stream_job(rt, job):
+        seq += 1
+        if isinstance(item, Event):
+            yield ServerSentEvent(data=_json(item.to_dict()), event="step", id=str(seq))
+        elif isinstance(item, Result):
+            yield ServerSentEvent(data=_json(item.to_dict()), event="result", id=str(seq))

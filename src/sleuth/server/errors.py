@@ -1,0 +1,181 @@
+"""Errors in one shape (OpenAI's), the request-size guard and bearer-token auth."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from .schemas import ErrorResponse
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        trace_id: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+        self.trace_id = trace_id
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        err: dict[str, Any] = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        if self.trace_id:
+            err["trace_id"] = self.trace_id
+        return {"error": err}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the errors a route can answer with."""
+    what = {
+        401: "missing or wrong bearer token",
+        404: "no such resource (or not visible to this key and scope)",
+        413: "request body too large",
+        422: "invalid request (the message says which field and why)",
+        429: "too many runs in progress; see Retry-After",
+        503: "the server cannot run this now",
+        504: "the run went past the server's timeout (its partial trace is kept)",
+    }
+    return {c: {"model": ErrorResponse, "description": what.get(c, "error")} for c in codes}
+
+
+# -- auth --------------------------------------------------------------------------------
+bearer = HTTPBearer(auto_error=False, description="the server's API key (SLEUTH_SERVER_KEY / --api-key)")
+
+
+class Auth:
+    """Checks the bearer token when keys are configured; yields the key that matched (or None)."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+
+    def check(self, creds: HTTPAuthorizationCredentials | None) -> str | None:
+        if not self.keys:
+            return None
+        given = creds.credentials if creds is not None and creds.scheme.lower() == "bearer" else ""
+        for k in self.keys:
+            if given and hmac.compare_digest(given.encode(), k.encode()):
+                return k
+        raise ApiError(
+            401,
+            "a valid API key is required: send 'Authorization: Bearer <key>'",
+            "authentication_error",
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+def key_of(request: Request) -> str | None:
+    return getattr(request.state, "api_key", None)
+
+
+async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    """Route dependency: 401 unless the bearer token is one of the server's keys (when it has any)."""
+    request.state.api_key = request.app.state.auth.check(creds)
+
+
+# -- body size -----------------------------------------------------------------------------
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """Pure ASGI middleware: a request body over ``max_bytes`` gets 413 (declared
+    length checked up front, streamed length counted), before any parsing."""
+
+    DRAIN_CAP = 16 * 1024 * 1024
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = None
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = None
+        if declared is not None and declared > self.max_bytes:
+            await self._drain(receive, 0)
+            await self._reject(send)
+            return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.max_bytes:
+                    if msg.get("more_body"):
+                        await self._drain(receive, seen)
+                    raise _TooLarge
+            return msg
+
+        async def tracking_send(msg: Message) -> None:
+            nonlocal started
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await self._reject(send)
+
+    async def _drain(self, receive: Receive, seen: int) -> None:
+        # read (and drop) the rest so the client sees the answer instead of a reset connection
+        while seen < self.DRAIN_CAP:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                return
+            seen += len(msg.get("body", b""))
+            if not msg.get("more_body"):
+                return
+
+    async def _reject(self, send: Send) -> None:
+        body = json.dumps(
+            ApiError(
+                413, f"the request body is larger than the server's limit of {self.max_bytes} bytes", code="too_large"
+            ).body()
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,188 @@
+"""The OpenAI protocol: ``/v1/chat/completions`` (the model name picks the strategy)
+and ``/v1/models``, so that any OpenAI SDK or chat client works unchanged.
+
+The last user message is the question.  Reasoning steps go in ``reasoning_content``
+(streamed as they happen); the answer is the ``content``, followed by a numbered
+source list; the extra field ``sleuth`` carries citations, trace id and finish reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from sleuth.strategies.base import FINISHED, BadQuestion, Event, Result, validate_question
+
+from .errors import ApiError, error_responses, key_of
+from .render import citation_dicts, citations_block, step_line
+from .runtime import Runtime
+from .schemas import ChatCompletion, ChatRequest, ModelCard, ModelList
+from .service import admit, check_run, parse_filters, stream_job, wait_result
+
+router = APIRouter()
+PREFIX = "sleuth-"
+STARTED = int(time.time())
+
+
+def _rt(request: Request) -> Runtime:
+    return request.app.state.runtime
+
+
+def strategy_of(model: str) -> str:
+    return model[len(PREFIX) :] if model.startswith(PREFIX) else model
+
+
+def question_of(req: ChatRequest) -> str:
+    users = [m for m in req.messages if m.role == "user"]
+    if not users:
+        raise ApiError(422, "messages: there is no user message to answer", param="messages")
+    try:
+        return validate_question(users[-1].text())
+    except BadQuestion as e:
+        raise ApiError(422, f"messages: {e}", param="messages") from None
+
+
+def openai_finish(reason: str) -> str:
+    return "stop" if reason == FINISHED else "length"
+
+
+def answer_text(r: Result) -> str:
+    text = r.answer.strip() or r.short_answer.strip()
+    if not text:
+        text = f"(no answer: {r.finish_reason}{' - ' + r.error if r.error else ''})"
+    return text + citations_block(r.citations)
+
+
+def sleuth_extra(r: Result) -> dict[str, Any]:
+    return {
+        "citations": citation_dicts(r.citations),
+        "trace_id": r.id,
+        "finish_reason": r.finish_reason,
+        "strategy": r.strategy,
+    }
+
+
+def usage(r: Result) -> dict[str, int]:
+    return {
+        "prompt_tokens": r.usage.prompt_tokens,
+        "completion_tokens": r.usage.completion_tokens,
+        "total_tokens": r.usage.prompt_tokens + r.usage.completion_tokens,
+    }
+
+
+@router.get("/v1/models", response_model=ModelList, summary="The sleuth-* models (one per strategy)",
+            responses=error_responses(401))
+async def list_models(request: Request) -> dict[str, Any]:
+    names = _rt(request).strategy_factories()
+    return {"object": "list", "data": [_card(n) for n in names]}
+
+
+@router.get("/v1/models/{model}", response_model=ModelCard, summary="One sleuth-* model",
+            responses=error_responses(401, 404))
+async def get_model(model: str, request: Request) -> dict[str, Any]:
+    if strategy_of(model) not in _rt(request).strategy_factories() or not model.startswith(PREFIX):
+        raise ApiError(404, f"the model {model!r} does not exist", code="model_not_found", param="model")
+    return _card(strategy_of(model))
+
+
+def _card(name: str) -> dict[str, Any]:
+    return {"id": PREFIX + name, "object": "model", "created": STARTED, "owned_by": "sleuth"}
+
+
+@router.post(
+    "/v1/chat/completions",
+    response_model=ChatCompletion,
+    summary="OpenAI-compatible chat completion; the model name selects the strategy",
+    description="With `stream: true`: `chat.completion.chunk` objects as `data:` lines (reasoning steps in "
+    "`delta.reasoning_content`, the answer in `delta.content`, `sleuth` on the last chunk), then `data: [DONE]`.",
+    responses={
+        200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": "the completion"},
+        **error_responses(401, 404, 413, 422, 429, 504),
+    },
+)
+async def chat_completions(body: ChatRequest, request: Request) -> Any:
+    rt = _rt(request)
+    strategy = strategy_of(body.model)
+    check_run(rt, strategy=strategy, source=body.index, model=None, param="model")
+    question = question_of(body)
+    filters = parse_filters(body.filters)
+    admit(rt)
+    job = rt.new_job(
+        question=question,
+        strategy=strategy,
+        filters=filters,
+        key=key_of(request),
+        source=body.index,
+        model=None,
+        options={"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_completion_tokens or body.max_tokens},
+        temperature=body.temperature,
+        seed=body.seed,
+    )
+    cid = "chatcmpl-" + job.trace_id
+    created = int(time.time())
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        rt.start(job, stream=True)
+        return EventSourceResponse(
+            _chunks(rt, job, cid, created, body.model, include_usage), ping=10,
+            headers={"X-Sleuth-Trace-Id": job.trace_id},
+        )
+    result, timed_out = await wait_result(rt, job, request.receive)
+    if timed_out:
+        raise ApiError(504, result.error, "timeout", code="timeout", trace_id=job.trace_id)
+    reasoning = "\n".join(line for ev in result.trace.events if (line := step_line(ev)))
+    return JSONResponse(
+        {
+            "id": cid,
+            "object": "chat.completion",
+            "created": created,
+            "model": body.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": answer_text(result), "reasoning_content": reasoning},
+                    "finish_reason": openai_finish(result.finish_reason),
+                    "logprobs": None,
+                }
+            ],
+            "usage": usage(result),
+            "sleuth": sleuth_extra(result),
+        },
+        headers={"X-Sleuth-Trace-Id": job.trace_id},
+    )
+
+
+async def _chunks(
+    rt: Runtime, job: Any, cid: str, created: int, model: str, include_usage: bool
+) -> AsyncIterator[ServerSentEvent]:
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
+        c = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+            **extra,
+        }
+        return ServerSentEvent(data=json.dumps(c, ensure_ascii=False, default=str))
+
+    yield chunk({"role": "assistant", "content": ""})
+    async for item in stream_job(rt, job):
+        if isinstance(item, Event):
+            line = step_line(item)
+            if line:
+                yield chunk({"reasoning_content": line + "\n"})
+        elif isinstance(item, Result):
+            yield chunk({"content": answer_text(item)})
+            yield chunk({}, openai_finish(item.finish_reason), sleuth=sleuth_extra(item))
+            if include_usage:
+                u = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                     "choices": [], "usage": usage(item)}
+                yield ServerSentEvent(data=json.dumps(u))
+    yield ServerSentEvent(data="[DONE]")

@@ -1,0 +1,102 @@
+"""Plain-text renderings of a run for chat clients: one line per reasoning step,
+and a numbered citation list with provenance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sleuth.search.base import Passage
+from sleuth.strategies.base import Event
+
+_TEXT_KEYS = ("question", "info", "message", "answer", "text", "query", "draft", "revised", "condensed", "note")
+
+
+def _first_text(data: dict[str, Any]) -> str:
+    for k in _TEXT_KEYS:
+        v = data.get(k)
+        if isinstance(v, str) and v.strip():
+            return v.strip()
+    return ""
+
+
+def _clip(s: str, n: int = 300) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def step_line(ev: Event) -> str | None:
+    """A short human line for one step, or None for steps a chat reader does not need."""
+    d = ev.data
+    k = ev.kind
+    if k == "start":
+        return f"Strategy {d.get('strategy', '')}: {_clip(str(d.get('question', '')), 120)}"
+    if k == "llm":
+        return None  # the raw completion is in the trace; the structured steps say what it meant
+    if k == "search":
+        hits = d.get("passages") or []
+        titles = ", ".join(_clip(str(p.get("title") or p.get("id", "")), 60) for p in hits[:3])
+        more = f" (+{len(hits) - 3})" if len(hits) > 3 else ""
+        return f"Search: {_clip(str(d.get('query', '')), 160)} -> {len(hits)} passages" + (
+            f": {titles}{more}" if titles else ""
+        )
+    if k == "answer":
+        return None  # the answer is the content
+    if k == "revision":
+        head = f"Revision {d.get('step', '')}".strip()
+        if d.get("skipped"):
+            return f"{head}: skipped ({_clip(str(d.get('reason', '')), 120)})"
+        return f"{head}: searched {_clip(str(d.get('query', '')), 120)!r}, " + (
+            "draft changed" if d.get("changed", True) else "draft unchanged"
+        )
+    if k == "reason_in_documents":
+        return f"Condensed documents for {_clip(str(d.get('query', '')), 120)!r}: {_clip(str(d.get('info', '')))}"
+    label = {
+        "follow_up": "Follow up",
+        "intermediate_answer": "Intermediate answer",
+        "draft": "Draft",
+        "revision": "Revision",
+        "step_back": "Step-back question",
+        "reason_in_documents": "Condensed documents",
+        "note": "Note",
+        "error": "Error",
+    }.get(k, k.replace("_", " ").capitalize())
+    text = _first_text(d) or ", ".join(f"{a}={b}" for a, b in d.items() if isinstance(b, (str, int, float)))
+    return f"{label}: {_clip(text)}"
+
+
+def provenance(p: Passage | dict[str, Any]) -> str:
+    g = p.get if isinstance(p, dict) else (lambda k, default="": getattr(p, k, default))
+    bits = [str(g("title", "") or g("doc_id", "") or g("id", ""))]
+    src = str(g("source", "") or g("url", ""))
+    if src:
+        bits.append(f"source: {src}")
+    if g("section", ""):
+        bits.append(f"section: {g('section', '')}")
+    if g("version", ""):
+        bits.append(f"version: {g('version', '')}")
+    return " — ".join(bits)
+
+
+def citations_block(citations: list[Passage]) -> str:
+    if not citations:
+        return ""
+    lines = ["", "", "Sources:"]
+    lines += [f"[{i}] {provenance(p)}" for i, p in enumerate(citations, 1)]
+    return "\n".join(lines)
+
+
+def citation_dicts(citations: list[Passage]) -> list[dict[str, Any]]:
+    return [
+        {
+            "n": i,
+            "id": p.id,
+            "doc_id": p.doc_id,
+            "title": p.title,
+            "source": p.source,
+            "section": p.section,
+            "version": p.version,
+            "url": p.url,
+            "text": p.text,
+        }
+        for i, p in enumerate(citations, 1)
+    ]

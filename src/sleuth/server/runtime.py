@@ -1,0 +1,451 @@
+"""Shared resources of a running server and the life of one run.
+
+* The LLM(s) and retrievers are opened once and shared by every request.
+* A counter bounds the runs in flight; a request that finds it full is turned
+  away at once (429), never queued.
+* Each run happens in a worker thread so the event loop keeps serving; its
+  steps cross to the loop through a queue as they happen.
+* A run past its deadline, or whose client went away, is stopped cooperatively:
+  its LLM and retriever refuse further calls, so the strategy ends at its next
+  step with a finish reason (a thread cannot be killed).  Its slot is released
+  only when the thread has really finished, so the bound on work is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from sleuth.llm.base import LLM, Completion, LLMError, LLMTimeout, Message
+from sleuth.search.base import Filters, Passage, Retriever, SearchUnavailable
+from sleuth.strategies.base import ERROR, Event, Result, Strategy, Trace
+
+from .settings import ServerSettings
+from .traces import TraceStore
+
+log = logging.getLogger("sleuth.server")
+
+TIMEOUT = "timeout"
+CANCELLED = "cancelled"
+
+StrategyFactory = Callable[..., Strategy]
+
+
+class RunStopped(LLMTimeout):
+    """Raised by a stopped run's LLM: the strategy ends with an ``llm_*`` finish reason."""
+
+
+# -- guards -------------------------------------------------------------------------
+class _Stop:
+    """Why a run must stop, if it must."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.cancelled = threading.Event()
+
+    def reason(self) -> str | None:
+        if self.cancelled.is_set():
+            return CANCELLED
+        if time.monotonic() > self.deadline:
+            return TIMEOUT
+        return None
+
+
+class GuardedLLM:
+    """The shared LLM, seen by one run: refuses calls once the run must stop and
+    fills in the request's sampling defaults."""
+
+    def __init__(self, llm: LLM, stop: _Stop, *, temperature: float | None = None, seed: int | None = None) -> None:
+        self._llm = llm
+        self._stop = stop
+        self._temperature = temperature
+        self._seed = seed
+        self.model = getattr(llm, "model", "")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    def _check(self) -> None:
+        why = self._stop.reason()
+        if why:
+            raise RunStopped(f"the run was stopped ({why})")
+
+    def _kw(self, kw: dict[str, Any]) -> dict[str, Any]:
+        if kw.get("temperature") is None and self._temperature is not None:
+            kw["temperature"] = self._temperature
+        if kw.get("seed") is None and self._seed is not None:
+            kw["seed"] = self._seed
+        return kw
+
+    def complete(self, prompt: str, **kw: Any) -> Completion:
+        self._check()
+        return self._llm.complete(prompt, **self._kw(kw))
+
+    def chat(self, messages: Sequence[Message], **kw: Any) -> Completion:
+        self._check()
+        return self._llm.chat(messages, **self._kw(kw))
+
+    async def acomplete(self, prompt: str, **kw: Any) -> Completion:
+        self._check()
+        return await self._llm.acomplete(prompt, **self._kw(kw))
+
+    async def achat(self, messages: Sequence[Message], **kw: Any) -> Completion:
+        self._check()
+        return await self._llm.achat(messages, **self._kw(kw))
+
+    def stream_complete(self, prompt: str, **kw: Any) -> Iterator[str]:
+        self._check()
+        for piece in self._llm.stream_complete(prompt, **self._kw(kw)):
+            self._check()
+            yield piece
+
+    def stream_chat(self, messages: Sequence[Message], **kw: Any) -> Iterator[str]:
+        self._check()
+        for piece in self._llm.stream_chat(messages, **self._kw(kw)):
+            self._check()
+            yield piece
+
+    async def astream_chat(self, messages: Sequence[Message], **kw: Any) -> AsyncIterator[str]:
+        self._check()
+        async for piece in self._llm.astream_chat(messages, **self._kw(kw)):
+            self._check()
+            yield piece
+
+
+class GuardedRetriever:
+    """The shared retriever, seen by one run: searches only inside the run's scope
+    (whatever filters the strategy passes) and refuses once the run must stop."""
+
+    def __init__(self, retriever: Retriever, stop: _Stop, scope: Filters) -> None:
+        self._r = retriever
+        self._stop = stop
+        self._scope = scope
+        self.name = getattr(retriever, "name", "retriever")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._r, name)
+
+    def _check(self) -> None:
+        why = self._stop.reason()
+        if why:
+            raise SearchUnavailable(f"the run was stopped ({why})")
+
+    def _keep(self, passages: list[Passage], filters: Filters) -> list[Passage]:
+        # a strategy may narrow the scope; nothing outside the request's scope ever comes back
+        return [p for p in passages if self._scope.matches(p) and filters.matches(p)]
+
+    def search(self, query: str, k: int = 5, filters: Filters | None = None) -> list[Passage]:
+        self._check()
+        f = filters if filters is not None else self._scope
+        return self._keep(self._r.search(query, k, f), f)
+
+    def search_batch(self, queries: Sequence[str], k: int = 5, filters: Filters | None = None) -> list[list[Passage]]:
+        self._check()
+        f = filters if filters is not None else self._scope
+        return [self._keep(ps, f) for ps in self._r.search_batch(queries, k, f)]
+
+
+# -- one run ------------------------------------------------------------------------
+@dataclass(eq=False)
+class Job:
+    trace_id: str
+    question: str
+    strategy: str
+    filters: Filters
+    owner: tuple[str, str]
+    source: str | None
+    model: str | None
+    options: dict[str, Any]
+    temperature: float | None
+    seed: int | None
+    stop: _Stop
+    events: list[Event] = field(default_factory=list)
+    result: Result | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _queue: asyncio.Queue[Event | None] | None = None
+
+    def on_event(self, ev: Event) -> None:
+        self.events.append(ev)
+        if self._loop is not None and self._queue is not None and not self.stop.cancelled.is_set():
+            with contextlib.suppress(RuntimeError):  # loop closed at shutdown
+                self._loop.call_soon_threadsafe(self._queue.put_nowait, ev)
+
+    def _finished(self) -> None:
+        self.done.set()
+        if self._loop is not None and self._queue is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
+
+    def partial(self, reason: str, message: str) -> Result:
+        """What is known of a run that did not finish in time."""
+        r = Result(question=self.question, strategy=self.strategy, id=self.trace_id)
+        r.finish_reason = reason
+        r.error = message
+        r.trace = Trace(list(self.events))
+        r.model = self.model or ""
+        return r
+
+
+def owner_of(key: str | None, filters: Filters) -> tuple[str, str]:
+    principal = hashlib.sha256(key.encode()).hexdigest()[:16] if key else "anonymous"
+    return principal, filters.cache_key()
+
+
+class Busy(Exception):
+    def __init__(self, active: int, limit: int, retry_after: int) -> None:
+        super().__init__(
+            f"the server is busy: {active} runs in progress, the limit is {limit}; retry in {retry_after} s"
+        )
+        self.retry_after = retry_after
+
+
+class Runtime:
+    """Resources shared by every request of one app."""
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        *,
+        llm: LLM | None = None,
+        retrievers: Mapping[str, Retriever] | None = None,
+        strategies: Mapping[str, StrategyFactory] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._llms: dict[str | None, LLM] = {}
+        if llm is not None:
+            self._llms[settings.model] = llm
+        self._retrievers: dict[str, Retriever] = dict(retrievers or {})
+        self._source_names = list(self._retrievers) + [n for n in settings.source_names if n not in self._retrievers]
+        self._strategies = dict(strategies) if strategies is not None else None
+        self._open_lock = threading.Lock()
+        self._slots_lock = threading.Lock()
+        self.active = 0
+        self.errors: list[str] = []
+        self.opened = False
+        self.traces = TraceStore(settings.trace_capacity, settings.trace_max_bytes)
+        self._durations: deque[float] = deque(maxlen=32)
+        self._jobs: set[Job] = set()
+        self.executor = ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="sleuth-run")
+
+    # -- resources ------------------------------------------------------------------
+    def open(self) -> None:
+        """Open the default LLM and every source (idempotent; errors are kept for /healthz and raised)."""
+        with self._open_lock:
+            if self.opened:
+                return
+            errors: list[str] = []
+            for name, spec in self.settings.sources:
+                if name not in self._retrievers:
+                    try:
+                        from sleuth.search import open_retriever
+
+                        self._retrievers[name] = open_retriever(spec)
+                    except Exception as e:
+                        errors.append(f"source {name!r} ({spec}): {e}")
+            try:
+                self._llm_locked(self.settings.model)
+            except Exception as e:
+                errors.append(f"model {self.settings.model or 'default'}: {e}")
+            self.errors = errors
+            self.opened = True
+            if errors:
+                raise RuntimeError("; ".join(errors))
+
+    def _llm_locked(self, model: str | None) -> LLM:
+        if model not in self._llms:
+            from sleuth.llm import get_llm
+
+            kw: dict[str, Any] = {}
+            if self.settings.base_url:
+                kw["base_url"] = self.settings.base_url
+            self._llms[model] = get_llm(model, **kw)
+        return self._llms[model]
+
+    def llm(self, model: str | None) -> LLM:
+        if model in self._llms:
+            return self._llms[model]
+        with self._open_lock:
+            return self._llm_locked(model)
+
+    @property
+    def model_name(self) -> str:
+        llm = self._llms.get(self.settings.model)
+        return getattr(llm, "model", "") or self.settings.model or "default"
+
+    def sources(self) -> list[str]:
+        return list(self._source_names)
+
+    def retriever(self, name: str | None) -> Retriever | None:
+        if name is None:
+            if not self._source_names:
+                return None
+            name = self._source_names[0]
+        if name in self._retrievers:
+            return self._retrievers[name]
+        spec = dict(self.settings.sources).get(name)
+        if spec is None:
+            raise KeyError(name)
+        with self._open_lock:
+            if name not in self._retrievers:
+                from sleuth.search import open_retriever
+
+                self._retrievers[name] = open_retriever(spec)
+            return self._retrievers[name]
+
+    def strategy_factories(self) -> Mapping[str, StrategyFactory]:
+        if self._strategies is None:
+            from sleuth.strategies import STRATEGIES, get_strategy
+
+            self._strategies = {
+                name: (lambda llm, retriever=None, _n=name, **kw: get_strategy(_n, llm, retriever, **kw))
+                for name in STRATEGIES
+            }
+            self._classes = dict(STRATEGIES) if isinstance(STRATEGIES, Mapping) else {}
+        return self._strategies
+
+    def strategy_info(self) -> list[dict[str, Any]]:
+        out = []
+        facts = self.strategy_factories()
+        classes: Mapping[str, Any] = getattr(self, "_classes", {})
+        for name, fac in facts.items():
+            cls = classes.get(name, fac)
+            doc = (getattr(cls, "description", "") or getattr(cls, "__doc__", "") or "").strip()
+            out.append(
+                {
+                    "name": name,
+                    "model": f"sleuth-{name}",
+                    "description": doc.split("\n\n")[0].replace("\n", " ").strip(),
+                    "needs_retriever": bool(getattr(cls, "needs_retriever", False)),
+                }
+            )
+        return out
+
+    # -- admission ---------------------------------------------------------------------
+    def retry_after(self) -> int:
+        if not self._durations:
+            return 1
+        avg = sum(self._durations) / len(self._durations)
+        return max(1, min(60, math.ceil(avg / 2)))
+
+    def acquire(self) -> None:
+        with self._slots_lock:
+            if self.active >= self.settings.max_concurrency:
+                raise Busy(self.active, self.settings.max_concurrency, self.retry_after())
+            self.active += 1
+
+    def release(self) -> None:
+        with self._slots_lock:
+            self.active -= 1
+
+    # -- runs ------------------------------------------------------------------------------
+    def new_job(
+        self,
+        *,
+        question: str,
+        strategy: str,
+        filters: Filters,
+        key: str | None,
+        source: str | None,
+        model: str | None,
+        options: dict[str, Any],
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> Job:
+        return Job(
+            trace_id=uuid.uuid4().hex,
+            question=question,
+            strategy=strategy,
+            filters=filters,
+            owner=owner_of(key, filters),
+            source=source,
+            model=model if model is not None else self.settings.model,
+            options={k: v for k, v in options.items() if v is not None},
+            temperature=temperature,
+            seed=seed,
+            stop=_Stop(time.monotonic() + self.settings.timeout_s),
+        )
+
+    def start(self, job: Job, *, stream: bool) -> asyncio.Future[None]:
+        """Start a run in a worker thread (the caller holds a slot; the thread gives it back)."""
+        loop = asyncio.get_running_loop()
+        job._loop = loop
+        if stream:
+            job._queue = asyncio.Queue()
+        try:
+            self._jobs.add(job)
+            return loop.run_in_executor(self.executor, self._execute, job)
+        except BaseException:
+            self._jobs.discard(job)
+            self.release()
+            raise
+
+    def _execute(self, job: Job) -> None:
+        t0 = time.monotonic()
+        try:
+            job.result = self._run(job)
+        finally:
+            self._durations.append(time.monotonic() - t0)
+            self._jobs.discard(job)
+            self.release()
+            job._finished()
+
+    def _run(self, job: Job) -> Result:
+        try:
+            llm = GuardedLLM(self.llm(job.model), job.stop, temperature=job.temperature, seed=job.seed)
+            retriever = self.retriever(job.source)
+            guarded = GuardedRetriever(retriever, job.stop, job.filters) if retriever is not None else None
+            strategy = self.strategy_factories()[job.strategy](llm, guarded, **job.options)
+            result = strategy.run(job.question, filters=job.filters, listeners=[job.on_event])
+        except LLMError as e:
+            result = job.partial(e.reason if e.reason.startswith("llm_") else "llm_unavailable", str(e))
+        except Exception as e:  # a bug or a broken backend: a finish reason, not a dead worker
+            log.exception("run %s (%s) failed", job.trace_id, job.strategy)
+            result = job.partial(ERROR, f"{type(e).__name__}: {e}")
+        result.id = job.trace_id
+        why = job.stop.reason()
+        if why and (result.finish_reason.startswith("llm_") or result.finish_reason == "search_unavailable"):
+            result.finish_reason = why
+            result.error = self._stop_message(why)
+        # defence in depth: nothing outside the request's scope leaves the server
+        result.citations = [p for p in result.citations if job.filters.matches(p)]
+        self.traces.put(job.trace_id, job.owner, result.to_dict())
+        return result
+
+    def _stop_message(self, why: str) -> str:
+        if why == TIMEOUT:
+            return f"the run went past the server's {self.settings.timeout_s:g} s timeout"
+        return "the client went away"
+
+    def give_up(self, job: Job, why: str) -> Result:
+        """Stop waiting for a run: it is told to stop, and what it did so far is kept."""
+        if why == CANCELLED:
+            job.stop.cancelled.set()
+        else:
+            job.stop.deadline = min(job.stop.deadline, time.monotonic())
+        if job.result is not None:
+            return job.result
+        r = job.partial(why, self._stop_message(why))
+        self.traces.put(job.trace_id, job.owner, r.to_dict())
+        return r
+
+    def shutdown(self) -> None:
+        for job in list(self._jobs):
+            job.stop.cancelled.set()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        for llm in self._llms.values():
+            close = getattr(llm, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()

@@ -1,0 +1,262 @@
+"""Pydantic models of every request and response (they are the OpenAPI spec)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+from sleuth.strategies.base import BadQuestion, validate_question
+
+FiltersIn = dict[str, Any] | list[str]
+
+FILTERS_DOC = (
+    'The caller\'s scope, and the only scope the request gets: a list of expressions (["acl=all", '
+    '"version=2025", "year>=2001"]), a mapping of field to value(s) ({"acl": ["all"], "version": "2025"}) '
+    'or the canonical form {"equals": {...}, "ranges": {...}, "acl": [...]}. Omitted: no restriction.'
+)
+
+
+# -- errors -------------------------------------------------------------------
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+    trace_id: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every error, in the OpenAI shape (so OpenAI SDKs show the message)."""
+
+    error: ErrorBody
+
+
+# -- results ------------------------------------------------------------------
+class PassageOut(BaseModel):
+    id: str
+    text: str
+    doc_id: str = ""
+    title: str = ""
+    score: float = 0.0
+    source: str = Field("", description="file path, corpus name or URL")
+    section: str = ""
+    version: str = ""
+    region: str = ""
+    url: str = ""
+    acl: list[str] = []
+    metadata: dict[str, Any] = {}
+    found_by: list[str] = []
+
+
+class UsageOut(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    processed_prompt_tokens: int = 0
+
+
+class EventOut(BaseModel):
+    kind: str = Field(
+        description="start, llm, search, follow_up, intermediate_answer, draft, revision, step_back, "
+        "reason_in_documents, note, answer or error"
+    )
+    data: dict[str, Any] = {}
+    t: float = Field(0.0, description="seconds since the run started")
+    duration_s: float = 0.0
+
+
+class AskResult(BaseModel):
+    """The same shape for every strategy; ``id`` is the trace id."""
+
+    id: str
+    question: str
+    strategy: str
+    answer: str
+    short_answer: str
+    citations: list[PassageOut]
+    finish_reason: str = Field(
+        description="finished, step_limit, llm_unavailable, search_unavailable, bad_input, error, timeout, ..."
+    )
+    usage: UsageOut
+    llm_calls: int
+    searches: int
+    llm_seconds: float
+    search_seconds: float
+    elapsed_s: float
+    model: str
+    lang: str
+    error: str
+    trace: list[EventOut]
+
+
+# -- /v1/ask --------------------------------------------------------------------
+class ModelOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, description="a model the server allows (GET /v1/models lists the default)")
+    k: int | None = Field(None, ge=1, le=50, description="passages per search")
+    max_steps: int | None = Field(None, ge=1, le=20)
+    max_tokens: int | None = Field(None, ge=1, le=4096, description="per LLM call")
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    seed: int | None = None
+    lang: Literal["auto", "en", "zh"] | None = None
+
+
+def _question(v: Any) -> str:
+    try:
+        return validate_question(v)
+    except BadQuestion as e:
+        raise ValueError(str(e)) from None
+
+
+class AskRequest(ModelOptions):
+    question: str = Field(description="1 to 4000 characters of text")
+    strategy: str | None = Field(None, description="direct, cot, rag, self-ask, rat, step-back, search-o1 ...")
+    index: str | None = Field(
+        None,
+        validation_alias=AliasChoices("index", "source"),
+        description="a source name from GET /v1/sources (default: the first)",
+    )
+    filters: FiltersIn | None = Field(None, description=FILTERS_DOC)
+    stream: bool = Field(False, description="answer with Server-Sent Events: step events, then one result event")
+
+    _check_question = field_validator("question", mode="before")(classmethod(lambda cls, v: _question(v)))
+
+
+# -- metadata -----------------------------------------------------------------------
+class StrategyInfo(BaseModel):
+    name: str
+    model: str = Field(description="the model name that selects it on /v1/chat/completions")
+    description: str = ""
+    needs_retriever: bool = False
+
+
+class StrategyList(BaseModel):
+    default: str
+    strategies: list[StrategyInfo]
+
+
+class SourceInfo(BaseModel):
+    name: str
+    kind: str = ""
+    default: bool = False
+
+
+class SourceList(BaseModel):
+    sources: list[SourceInfo]
+
+
+class Health(BaseModel):
+    status: Literal["ok", "starting", "degraded"]
+    version: str
+    model: str
+    active: int
+    max_concurrency: int
+    errors: list[str] = []
+
+
+# -- OpenAI protocol ----------------------------------------------------------------
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        if not self.content:
+            return ""
+        return "\n".join(p.text for p in self.content if p.type == "text" and p.text)
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    """OpenAI's chat request; ``model`` picks the strategy (``sleuth-self-ask``).  Unknown OpenAI
+    parameters are accepted and ignored; Sleuth's own extras are ``filters``, ``index``, ``k``, ``max_steps``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(None, ge=1, le=4096)
+    max_completion_tokens: int | None = Field(None, ge=1, le=4096)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    seed: int | None = None
+    user: str | None = None
+    filters: FiltersIn | None = Field(None, description=FILTERS_DOC)
+    index: str | None = None
+    k: int | None = Field(None, ge=1, le=50)
+    max_steps: int | None = Field(None, ge=1, le=20)
+
+
+class Citation(BaseModel):
+    n: int = Field(description="the number used in the message content ([1], [2], ...)")
+    id: str
+    doc_id: str = ""
+    title: str = ""
+    source: str = ""
+    section: str = ""
+    version: str = ""
+    url: str = ""
+    text: str = ""
+
+
+class SleuthExtra(BaseModel):
+    citations: list[Citation]
+    trace_id: str
+    finish_reason: str
+    strategy: str
+
+
+class ChatAnswer(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+    reasoning_content: str | None = Field(None, description="the reasoning steps, one per line")
+
+
+class ChatChoice(BaseModel):
+    index: int = 0
+    message: ChatAnswer
+    finish_reason: Literal["stop", "length"]
+    logprobs: None = None
+
+
+class ChatUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: ChatUsage
+    sleuth: SleuthExtra
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "sleuth"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]

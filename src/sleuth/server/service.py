@@ -1,0 +1,132 @@
+"""What the /v1/ask and /v1/chat/completions routes share: turning a request into
+a run (checking strategy, source, model and scope) and waiting for it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sleuth.search.base import FilterError, Filters
+from sleuth.strategies.base import Event, Result
+
+from .errors import ApiError
+from .runtime import CANCELLED, TIMEOUT, Busy, Job, Runtime
+
+CANONICAL_FILTER_KEYS = {"equals", "ranges", "acl"}
+
+
+def parse_filters(raw: Any, param: str = "filters") -> Filters:
+    """The request's scope, exactly as given: never merged with anything else."""
+    if raw is None:
+        return Filters()
+    try:
+        if isinstance(raw, list):
+            if not all(isinstance(x, str) for x in raw):
+                raise FilterError("a filter list must hold strings like 'acl=all'")
+            return Filters.parse(raw)
+        if isinstance(raw, dict):
+            if set(raw) <= CANONICAL_FILTER_KEYS:
+                if not all(isinstance(raw.get(k) or {}, dict) for k in ("equals", "ranges")):
+                    raise FilterError("'equals' and 'ranges' must be objects")
+                return Filters.from_dict(raw)
+            exprs = []
+            for k, v in raw.items():
+                vals = v if isinstance(v, list) else [v]
+                if not vals or not all(isinstance(x, (str, int, float)) and str(x).strip() for x in vals):
+                    raise FilterError(f"filter {k!r} needs a value or a list of values")
+                if any("," in str(x) for x in vals):
+                    raise FilterError(f"filter {k!r}: give several values as a list, not with commas")
+                exprs.append(f"{k}=" + ",".join(str(x) for x in vals))
+            return Filters.parse(exprs)
+    except FilterError as e:
+        raise ApiError(422, f"{param}: {e}", param=param) from None
+    except (TypeError, ValueError) as e:
+        raise ApiError(422, f"{param}: malformed scope ({e})", param=param) from None
+    raise ApiError(422, f"{param}: must be a list of expressions or an object", param=param)
+
+
+def check_run(
+    rt: Runtime, *, strategy: str, source: str | None, model: str | None, param: str = "strategy"
+) -> None:
+    names = list(rt.strategy_factories())
+    if strategy not in names:
+        raise ApiError(
+            422 if param == "strategy" else 404,
+            f"unknown strategy {strategy!r}; choose one of: {', '.join(names)}"
+            if param == "strategy"
+            else f"the model {strategy!r} does not exist; choose one of: {', '.join('sleuth-' + n for n in names)}",
+            param=param,
+            code=None if param == "strategy" else "model_not_found",
+        )
+    if source is not None and source not in rt.sources():
+        have = ", ".join(rt.sources()) or "none (start the server with --index or --corpus)"
+        raise ApiError(422, f"unknown source {source!r}; this server has: {have}", param="index")
+    if model is not None and model not in rt.settings.models:
+        allowed = ", ".join(m for m in rt.settings.models if m) or "the server's default only"
+        raise ApiError(422, f"model {model!r} is not offered by this server; allowed: {allowed}", param="model")
+
+
+def admit(rt: Runtime) -> None:
+    try:
+        rt.acquire()
+    except Busy as e:
+        raise ApiError(
+            429, str(e), "rate_limit_error", code="busy", headers={"Retry-After": str(e.retry_after)}
+        ) from None
+
+
+async def _disconnected(receive: Any) -> None:
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return
+
+
+async def wait_result(rt: Runtime, job: Job, receive: Any = None) -> tuple[Result, bool]:
+    """Run to the end, the deadline, or the client's departure; returns (result, timed_out)."""
+    fut = rt.start(job, stream=False)
+    waiters: set[asyncio.Future[Any]] = {fut}
+    watch = asyncio.ensure_future(_disconnected(receive)) if receive is not None else None
+    if watch is not None:
+        waiters.add(watch)
+    try:
+        remaining = max(0.0, job.stop.deadline - time.monotonic())
+        done, _ = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if watch is not None:
+            watch.cancel()
+    if fut in done and job.result is not None:
+        return job.result, job.result.finish_reason == TIMEOUT
+    if watch is not None and watch in done:
+        return rt.give_up(job, CANCELLED), False
+    return rt.give_up(job, TIMEOUT), True
+
+
+async def stream_job(rt: Runtime, job: Job) -> AsyncIterator[Event | Result]:
+    """Each step as it happens, then the result (a partial one past the deadline).
+    If the consumer stops early (the client left), the run is told to stop.
+
+    The run must already be started (``rt.start(job, stream=True)``) by the route itself, so
+    that its slot is given back even if the response never starts."""
+    queue = job._queue
+    assert queue is not None
+    finished = False
+    try:
+        while True:
+            remaining = job.stop.deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                ev = await asyncio.wait_for(queue.get(), timeout=remaining)
+            except TimeoutError:
+                break
+            if ev is None:
+                break
+            yield ev
+        finished = True
+        yield job.result if job.result is not None else rt.give_up(job, TIMEOUT)
+    finally:
+        if not finished:  # the client left: stop the run at its next step
+            rt.give_up(job, CANCELLED)

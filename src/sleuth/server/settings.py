@@ -1,0 +1,99 @@
+"""Server configuration: one frozen object built by ``sleuth serve`` (or a test)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ServerConfigError(ValueError):
+    """A configuration the server refuses to start with (one clear sentence)."""
+
+
+DEFAULT_MAX_BODY = 256 * 1024
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Everything the app factory needs.
+
+    ``sources`` maps a source name (what a request's ``index`` field selects) to the
+    spec given to :func:`sleuth.search.open_retriever`; the first one is the default.
+    ``api_keys`` are the accepted bearer tokens; none means no auth (loopback only).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    sources: tuple[tuple[str, str], ...] = ()
+    model: str | None = None
+    base_url: str | None = None
+    #: extra model names a request may pick besides ``model`` (each is opened once, on first use)
+    allowed_models: tuple[str, ...] = ()
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    max_concurrency: int = 4
+    timeout_s: float = 120.0
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    trace_capacity: int = 256
+    trace_max_bytes: int = 64 * 1024 * 1024
+    default_strategy: str = "self-ask"
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency < 1:
+            raise ServerConfigError(f"max concurrency must be at least 1, not {self.max_concurrency}")
+        if not self.timeout_s > 0:
+            raise ServerConfigError(f"the request timeout must be positive, not {self.timeout_s}")
+        if self.max_body_bytes < 1024:
+            raise ServerConfigError(f"the body size limit must be at least 1024 bytes, not {self.max_body_bytes}")
+        if self.trace_capacity < 1:
+            raise ServerConfigError("the trace store must hold at least one trace")
+        if any(not k or any(c.isspace() for c in k) for k in self.api_keys):
+            raise ServerConfigError("an API key must be non-empty and contain no whitespace")
+        names = [n for n, _ in self.sources]
+        if len(set(names)) != len(names):
+            raise ServerConfigError(f"two sources share a name: {names}")
+
+    @property
+    def source_names(self) -> list[str]:
+        return [n for n, _ in self.sources]
+
+    @property
+    def models(self) -> list[str | None]:
+        """The model a request gets by default, then the others it may ask for."""
+        out: list[str | None] = [self.model]
+        out += [m for m in self.allowed_models if m != self.model]
+        return out
+
+    def check_bind(self) -> None:
+        """Refuse to listen beyond this machine without a key."""
+        if not self.api_keys and not is_loopback(self.host):
+            raise ServerConfigError(
+                f"refusing to listen on {self.host} without an API key: set SLEUTH_SERVER_KEY or pass --api-key "
+                "(or bind 127.0.0.1)"
+            )
+
+
+def is_loopback(host: str) -> bool:
+    h = host.strip().strip("[]").lower()
+    if h == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def keys_from_env() -> tuple[str, ...]:
+    """``SLEUTH_SERVER_KEY``: one key, or several separated by commas."""
+    raw = os.environ.get("SLEUTH_SERVER_KEY", "")
+    return tuple(k.strip() for k in raw.split(",") if k.strip())
+
+
+def source_entry(spec: str) -> tuple[str, str]:
+    """``NAME=PATH`` or ``PATH`` (named after the file or folder)."""
+    name, sep, path = spec.partition("=")
+    if sep and name and "/" not in name and not Path(spec).exists():
+        return name.strip(), path.strip()
+    p = Path(spec)
+    return (p.stem if p.suffix else p.name) or spec, spec

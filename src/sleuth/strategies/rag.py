@@ -1,0 +1,32 @@
+"""Standard RAG: retrieve once for the question, answer from the passages with citations (baseline)."""
+
+from __future__ import annotations
+
+from sleuth.search.base import Passage
+from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.parsing import parse_cot
+from sleuth.strategies.text import cited_numbers, clean_short, format_passages
+
+
+def pick_cited(text: str, passages: list[Passage]) -> list[Passage]:
+    """Passages the answer cites as [n]; all of them when it cites none (they were its context)."""
+    nums = [n for n in cited_numbers(text) if 1 <= n <= len(passages)]
+    return [passages[n - 1] for n in nums] if nums else list(passages)
+
+
+class RAG(Strategy):
+    """Retrieve ``k`` passages for the question, then one answering call."""
+
+    name = "rag"
+    needs_retriever = True
+
+    def solve(self, question: str, st: RunState) -> None:
+        passages = self.retrieve(st, question, route="original")
+        if not passages:
+            st.emit("note", message="search found nothing; answering without documents", type="no_passages")
+        docs = format_passages(passages, budget=self.context_chars(st)) if passages else "(no documents found)"
+        c = self.ask(st, self.prompt(st, "rag", question=question, documents=docs), step="answer")
+        body, short = parse_cot(c.text)
+        st.result.answer = c.text.strip()
+        st.result.short_answer = short if short is not None else clean_short(body)
+        st.result.citations = pick_cited(c.text, passages)

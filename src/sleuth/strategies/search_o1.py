@@ -1,0 +1,260 @@
+"""Search-o1 (Li et al., 2025): agentic search with Reason-in-Documents.
+
+The model reasons in one growing, append-only completion prompt and may write
+``<|begin_search_query|> q <|end_search_query|>``.  Generation stops at the
+end tag; Sleuth takes the last query, searches, and runs Reason-in-Documents
+(a separate call that reads the previous reasoning, the query and the
+documents and writes only the useful facts).  The facts are inserted between
+``<|begin_search_result|>`` and ``<|end_search_result|>`` and generation
+resumes.  A per-question search limit and a repeated-query guard insert a
+short notice instead of searching.  The final answer is read from
+``\\boxed{...}`` (or "Final answer:"); at the turn limit it is forced by
+appending "... the final answer is \\boxed{".
+
+:meth:`SearchO1.run_batch` runs many questions step-synchronously (as
+FlashRAG's reasoning pipeline does): generate for every active question
+concurrently, search all their queries in one ``search_batch``, condense
+concurrently, continue; finished questions leave the batch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from sleuth.llm.base import LLMError
+from sleuth.search.base import Filters, Passage, SearchError
+from sleuth.strategies.base import (
+    BAD_INPUT,
+    FINISHED,
+    STEP_LIMIT,
+    BadQuestion,
+    Listener,
+    Result,
+    RunState,
+    Strategy,
+    StrategyAbort,
+)
+from sleuth.strategies.parsing import (
+    BEGIN_RESULT,
+    END_QUERY,
+    END_RESULT,
+    parse_reason_in_documents,
+    parse_search_o1,
+)
+from sleuth.strategies.text import clean_short, format_passages, normalize_query, sanitize, tail
+
+STOPS = [END_QUERY, BEGIN_RESULT, "\nQuestion:", "\n问题："]
+_NOTHING = re.compile(
+    r"^\W*(?:no\s+(?:helpful|useful|relevant)\s+information|没有找到有用的信息|没有有用的信息|无有用信息)", re.I
+)
+
+
+@dataclass
+class O1Run:
+    """Per-question state of a Search-o1 run."""
+
+    st: RunState
+    prompt: str
+    start: int
+    turns: int = 0
+    searches: int = 0
+    seen: set[str] = field(default_factory=set)
+    pending: str | None = None  # a query waiting for search
+    done: bool = False
+
+    @property
+    def reasoning(self) -> str:
+        return self.prompt[self.start :]
+
+
+class SearchO1(Strategy):
+    """Options: ``max_searches`` (default ``max_steps``), ``max_turns``
+    (default ``max_searches + 3``), ``rid_max_tokens`` (160), ``doc_chars`` (600),
+    ``max_prompt_chars`` (6000: beyond it the answer is forced)."""
+
+    name = "search-o1"
+    needs_retriever = True
+
+    @property
+    def max_searches(self) -> int:
+        return int(self.options.get("max_searches", self.max_steps))
+
+    @property
+    def max_prompt_chars(self) -> int:
+        """Force the answer before the growing prompt can overflow the model's window."""
+        return int(self.options.get("max_prompt_chars", 6000))
+
+    @property
+    def max_turns(self) -> int:
+        return int(self.options.get("max_turns", self.max_searches + 3))
+
+    # -- one question -------------------------------------------------------------
+    def solve(self, question: str, st: RunState) -> None:
+        run = self.new_run(question, st)
+        while not run.done:
+            self.advance(run)
+            if run.pending is not None:
+                query = run.pending
+                try:
+                    passages = self.retrieve(st, query, route="search_o1")
+                except SearchError as e:
+                    self.search_failed(run, e)
+                    continue
+                self.condense(run, passages)
+
+    def new_run(self, question: str, st: RunState) -> O1Run:
+        prompt = self.prompt(st, "search_o1", question=question, max_searches=self.max_searches)
+        return O1Run(st=st, prompt=prompt, start=len(prompt))
+
+    def advance(self, run: O1Run) -> None:
+        """One reasoning turn: generate until a query, an answer or the end."""
+        st = run.st
+        if run.turns >= self.max_turns:
+            st.emit("note", type="step_limit", message=f"{run.turns} turns used; forcing the final answer")
+            self.force_answer(run, STEP_LIMIT)
+            return
+        if len(run.prompt) > self.max_prompt_chars:
+            st.emit(
+                "note",
+                type="context_full",
+                message=f"prompt reached {len(run.prompt)} characters; forcing the final answer",
+            )
+            self.force_answer(run, STEP_LIMIT)
+            return
+        run.turns += 1
+        c = self.generate(st, run.prompt, step=f"reason {run.turns}", stop=STOPS)
+        step = parse_search_o1(c.text)
+        if step.query is not None:
+            run.prompt += step.consumed + END_QUERY + "\n"
+            key = normalize_query(step.query)
+            if run.searches >= self.max_searches:
+                self.insert(run, self.prompt(st, "search_o1_limit"), note="search_limit", query=step.query)
+            elif key in run.seen:
+                self.insert(run, self.prompt(st, "search_o1_repeat"), note="repeated_query", query=step.query)
+            else:
+                run.seen.add(key)
+                run.searches += 1
+                run.pending = step.query
+                st.emit("follow_up", question=step.query, step=run.turns, type="search_query")
+            return
+        run.prompt += step.consumed
+        if step.answer is not None:
+            self.set_answer(run, step.answer, FINISHED)
+            return
+        if c.finish_reason == "length" and c.text.strip():
+            return  # still reasoning: next turn continues the same text
+        st.emit("note", type="no_answer", message="the model stopped without a query or an answer; forcing it")
+        self.force_answer(run, FINISHED)
+
+    def condense(self, run: O1Run, passages: list[Passage]) -> None:
+        """Reason-in-Documents, then insert the result block and resume."""
+        st, query = run.st, run.pending or ""
+        run.pending = None
+        if self.retriever is None:
+            self.insert(run, self.prompt(st, "search_o1_unavailable"), note="no_retriever", query=query)
+            return
+        if not passages:
+            self.insert(run, self.prompt(st, "search_o1_rid_empty"), note="no_passages", query=query)
+            return
+        docs = format_passages(
+            passages, max_chars=int(self.options.get("doc_chars", 600)), budget=self.context_chars(st)
+        )
+        c = self.ask(
+            st,
+            self.prompt(
+                st, "search_o1_rid", reasoning=tail(run.reasoning, 2000) or "(none yet)", query=query, documents=docs
+            ),
+            step=f"reason-in-documents {run.searches}",
+            max_tokens=int(self.options.get("rid_max_tokens", 160)),
+        )
+        info = sanitize(parse_reason_in_documents(c.text), 800) or self.prompt(st, "search_o1_rid_empty")
+        helpful = not _NOTHING.search(info)
+        if helpful:  # passages the facts came from are citations; unhelpful ones are not
+            st.cite(passages)
+        st.emit("reason_in_documents", query=query, info=info, passages=[p.id for p in passages], helpful=helpful)
+        run.prompt += f"{BEGIN_RESULT} {info} {END_RESULT}\n"
+
+    def search_failed(self, run: O1Run, e: Exception) -> None:
+        run.pending = None
+        self.insert(run, self.prompt(run.st, "search_o1_unavailable"), note="search_failed", query=str(e)[:200])
+
+    def insert(self, run: O1Run, notice: str, *, note: str, query: str) -> None:
+        run.st.emit("note", type=note, query=query, message=notice)
+        run.prompt += f"{BEGIN_RESULT} {notice} {END_RESULT}\n"
+
+    def force_answer(self, run: O1Run, reason: str) -> None:
+        run.prompt += self.prompt(run.st, "search_o1_force")
+        c = self.generate(run.st, run.prompt, step="final answer", stop=["}", "\n"], max_tokens=48)
+        run.prompt += c.text + "}"
+        self.set_answer(run, clean_short(c.text), reason)
+
+    def set_answer(self, run: O1Run, answer: str, reason: str) -> None:
+        r = run.st.result
+        r.short_answer = clean_short(answer)
+        r.answer = answer
+        r.finish_reason = reason
+        run.st.emit("note", type="reasoning", text=tail(run.reasoning, 4000))
+        run.done = True
+
+    # -- many questions, step-synchronous --------------------------------------------
+    def run_batch(
+        self,
+        questions: Sequence[str],
+        *,
+        filters: Filters | None = None,
+        concurrency: int = 8,
+        listeners: Sequence[Listener] = (),
+    ) -> list[Result]:
+        """Answer ``questions`` together; results in input order, each with its finish reason.
+
+        Each round: one reasoning turn for every active question (``concurrency``
+        calls in flight), one ``search_batch`` for all their queries, Reason-in-
+        Documents for all of them; finished questions leave the batch.
+        """
+        results: list[Result | None] = [None] * len(questions)
+        runs: dict[int, O1Run] = {}
+        for i, q in enumerate(questions):
+            try:
+                st = self.begin(q, filters=filters, listeners=listeners)
+            except BadQuestion as e:
+                results[i] = Result(question=str(q)[:200], strategy=self.name, finish_reason=BAD_INPUT, error=str(e))
+                continue
+            runs[i] = self.new_run(st.result.question, st)
+
+        def guarded(fn: Callable[..., None], run: O1Run, *args: object) -> None:
+            try:
+                fn(run, *args)
+            except (StrategyAbort, LLMError, SearchError) as e:
+                self.fail(run.st, e)
+                run.done = True
+                run.pending = None
+
+        rounds = 0
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            active = [runs[i] for i in sorted(runs)]
+            while active:
+                rounds += 1
+                list(pool.map(lambda r: guarded(self.advance, r), active))
+                waiting = [r for r in active if r.pending is not None and not r.done]
+                if waiting:
+                    try:
+                        found = self.retrieve_many(
+                            [r.st for r in waiting], [r.pending or "" for r in waiting], route="search_o1"
+                        )
+                    except SearchError as e:
+                        for r in waiting:
+                            self.search_failed(r, e)
+                    else:
+                        list(
+                            pool.map(lambda rp: guarded(self.condense, rp[0], rp[1]), zip(waiting, found, strict=True))
+                        )
+                for r in active:
+                    if r.done:
+                        r.st.emit("note", type="batch", message=f"left the batch after round {rounds}")
+                active = [r for r in active if not r.done]
+        for i, run in runs.items():
+            results[i] = self.finish(run.st)
+        return [r for r in results if r is not None]

@@ -1,0 +1,125 @@
+"""Step-back prompting with RAG (Zheng et al., 2024, "Take a Step Back").
+
+1. Abstraction: ask for a step-back question that keeps the topic and asks
+   for the applicable principle, scope or exceptions (never answering it,
+   never presupposing an exception).  Unusable output falls back to a
+   template ("What are the general rules, scope and exceptions ...").
+2. Two-way retrieval: the original question (``k_original`` passages,
+   route ``original``) and the step-back question (``k_stepback``, route
+   ``stepback``), each within the run's filters (``Strategy.retrieve``
+   applies them to both routes unchanged).
+3. Merge and dedupe by (doc_id, chunk_id), keeping every route that found a
+   passage in ``found_by`` and its source/version/section.
+4. Rerank with reciprocal-rank fusion over four rankings of the pool: the
+   two retrieval lists and the pool scored by token overlap with each of
+   the two questions; the best passage of each route is always kept, so
+   the general rule cannot be pushed out by literal matches.
+5. Reasoning: state the rule, apply it to the specific clause, cite both,
+   say plainly when the specific clause is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sleuth.search.base import Passage
+from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.parsing import parse_long_answer, parse_step_back
+from sleuth.strategies.rag import pick_cited
+from sleuth.strategies.text import clean_short, content_tokens, format_passages
+
+
+def merge_routes(routes: dict[str, list[Passage]]) -> list[Passage]:
+    """Union of the routes' passages, deduped by key, ``found_by`` merged (copies; inputs untouched)."""
+    merged: dict[tuple[str, str], Passage] = {}
+    for route, passages in routes.items():
+        for p in passages:
+            routes_of_p = list(dict.fromkeys([*p.found_by, route]))
+            if p.key in merged:
+                q = merged[p.key]
+                q.found_by = list(dict.fromkeys([*q.found_by, *routes_of_p]))
+                q.score = max(q.score, p.score)
+            else:
+                merged[p.key] = replace(p, found_by=routes_of_p, metadata=dict(p.metadata))
+    return list(merged.values())
+
+
+def _overlap(p: Passage, question: str) -> float:
+    qt = content_tokens(question)
+    if not qt:
+        return 0.0
+    pt = content_tokens(f"{p.title} {p.section} {p.text}")
+    return len(qt & pt) / len(qt)
+
+
+def rrf_rerank(
+    pool: list[Passage],
+    routes: dict[str, list[Passage]],
+    questions: list[str],
+    rrf_k: int = 60,
+) -> list[tuple[Passage, float]]:
+    """Reciprocal-rank fusion of the route rankings and per-question overlap rankings."""
+    rankings: list[list[tuple[str, str]]] = [[p.key for p in ps] for ps in routes.values()]
+    for q in questions:
+        scored = sorted(pool, key=lambda p: -_overlap(p, q))
+        rankings.append([p.key for p in scored])
+    score: dict[tuple[str, str], float] = {p.key: 0.0 for p in pool}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, 1):
+            if key in score:
+                score[key] += 1.0 / (rrf_k + rank)
+    return sorted(((p, score[p.key]) for p in pool), key=lambda t: -t[1])
+
+
+class StepBack(Strategy):
+    """Options: ``k_original`` / ``k_stepback`` (default ``k``) per-route quotas,
+    ``k_context`` (default ``k_original + k_stepback``) passages shown to the model, ``rrf_k`` (60)."""
+
+    name = "step-back"
+    needs_retriever = True
+    default_max_tokens = 320
+
+    def solve(self, question: str, st: RunState) -> None:
+        k_orig = int(self.options.get("k_original", self.k))
+        k_back = int(self.options.get("k_stepback", self.k))
+        k_ctx = int(self.options.get("k_context", k_orig + k_back))
+        c = self.ask(st, self.prompt(st, "step_back_question", question=question), step="step back", max_tokens=64)
+        abstract = parse_step_back(c.text, question)
+        fallback = abstract is None
+        if abstract is None:
+            abstract = self.prompt(st, "step_back_fallback", question=question)
+        st.emit("step_back", question=abstract, generated=c.text.strip()[:500], fallback=fallback)
+
+        routes = {
+            "original": self.retrieve(st, question, k=k_orig, route="original"),
+            "stepback": self.retrieve(st, abstract, k=k_back, route="stepback"),
+        }
+        pool = merge_routes(routes)
+        ranked = rrf_rerank(pool, routes, [question, abstract], int(self.options.get("rrf_k", 60)))
+        context = [p for p, _ in ranked[:k_ctx]]
+        for route, ps in routes.items():  # the best of each route always stays
+            if ps and not any(route in p.found_by for p in context):
+                best = next(p for p, _ in ranked if route in p.found_by)
+                context = [*context[: max(0, k_ctx - 1)], best] if context else [best]
+        ctx_keys = {p.key for p in context}
+        st.emit(
+            "rerank",
+            method="rrf(original, stepback, overlap(question), overlap(step-back question))",
+            ranking=[
+                {"id": p.id, "found_by": p.found_by, "score": round(s, 5), "in_context": p.key in ctx_keys}
+                for p, s in ranked
+            ],
+        )
+        if not context:
+            st.emit("note", type="no_passages", message="neither route found a passage within the caller's scope")
+        docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
+        ac = self.ask(
+            st,
+            self.prompt(st, "step_back_answer", question=question, step_back=abstract, documents=docs),
+            step="answer",
+            max_tokens=self.max_tokens,
+        )
+        answer, short = parse_long_answer(ac.text)
+        st.result.answer = answer.strip()
+        st.result.short_answer = short if short is not None else clean_short(answer)
+        st.result.citations = pick_cited(answer, context)

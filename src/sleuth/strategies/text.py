@@ -1,0 +1,223 @@
+"""Text helpers shared by the strategies: passage sanitising and formatting,
+token overlap, short-answer clean-up, citation markers.
+
+Retrieved passages are *data*.  Before a passage goes into a prompt,
+:func:`sanitize` collapses it to one line and defuses everything that could
+look like scaffold syntax to the model or to our parsers (special tokens,
+Search-o1 tags, ``\\boxed``, "So the final answer is:", "Follow up:",
+"追问：", our own document delimiters...).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+from sleuth.search.base import Passage
+
+# -- sanitising -------------------------------------------------------------
+
+#: any special-token-looking thing: <|im_end|>, <|begin_search_query|>, <begin_search_result> ...
+_SPECIAL = re.compile(r"<\s*\|[^<>|]{0,40}\|?\s*>|<\s*/?\s*(?:begin|end)_search_(?:query|result)\s*\|?\s*>", re.I)
+_BOXED = re.compile(r"\\+boxed", re.I)
+#: scaffold phrases followed by a colon (ASCII or full-width), or a bare "Follow up"
+_MARKER = re.compile(
+    r"(so\s+the\s+(?:final\s+)?answer\s+is|final\s+answer|intermediate\s+answer|follow[\s_-]*up(?:\s+question)?"
+    r"|are\s+follow\s+up\s+questions\s+needed\s+here|question|answer|short\s+answer|final\s+information"
+    r"|step[\s-]*back\s+question|query|documents?|所以最终答案是|最终答案|中间答案|追问|问题|答案|简短答案|最终信息)"
+    r"\s*[:：]",
+    re.I,
+)
+_DELIMS = re.compile(r"(end\s+of\s+documents\.?|</?documents?>|文档到此为止。?|文档结束|\[\[/?doc[^\]]*\]\])", re.I)
+_WS = re.compile(r"\s+")
+
+
+def sanitize(text: str, max_chars: int = 1200) -> str:
+    """One line of inert text: safe to put between document delimiters."""
+    t = unicodedata.normalize("NFC", (text or "")[: max_chars * 4 + 256])  # bounded work on huge input
+    t = "".join(ch if (ch.isprintable() or ch in "\n\t") else " " for ch in t)
+    t = _SPECIAL.sub(" ", t)
+    t = _BOXED.sub("boxed", t)
+    t = _DELIMS.sub(" ", t)
+    t = _MARKER.sub(lambda m: m.group(1) + " -", t)
+    t = t.replace("<|", "<").replace("|>", ">")
+    t = _WS.sub(" ", t).strip()
+    if len(t) > max_chars:
+        t = t[:max_chars].rstrip() + " …"
+    return t
+
+
+def passage_header(p: Passage) -> str:
+    """Title plus the provenance the model may need (section, version, region)."""
+    bits = [p.title, p.section, f"version {p.version}" if p.version else "", p.region]
+    return " | ".join(sanitize(str(b), 120) for b in bits if b)
+
+
+def format_passages(
+    passages: Sequence[Passage], max_chars: int = 700, start: int = 1, budget: int | None = None
+) -> str:
+    """Numbered, one passage per line: ``[1] (Title | section | version 2025) text``.
+
+    ``budget`` caps the total characters (each passage gets an equal share,
+    at least 160), so a long context never overflows a small model's window.
+    """
+    if budget and passages:
+        max_chars = min(max_chars, max(160, budget // len(passages)))
+    lines = []
+    for i, p in enumerate(passages, start):
+        head = passage_header(p)
+        body = sanitize(p.text, max_chars)
+        lines.append(f"[{i}] ({head}) {body}" if head else f"[{i}] {body}")
+    return "\n".join(lines)
+
+
+# -- tokens and overlap --------------------------------------------------------
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_WORD = re.compile(r"[0-9a-z\u00c0-\u024f]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "and",
+        "or",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "do",
+        "does",
+        "did",
+        "what",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "when",
+        "where",
+        "why",
+        "how",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "as",
+        "into",
+        "than",
+        "then",
+        "there",
+        "their",
+        "his",
+        "her",
+        "he",
+        "she",
+        "they",
+        "them",
+        "i",
+        "you",
+        "we",
+        "us",
+        "our",
+        "your",
+        "me",
+        "my",
+        "up",
+        "so",
+        "if",
+        "not",
+        "no",
+        "yes",
+        *list("的了吗呢是在和与及或对于把被从到吧啊么什谁哪怎个"),
+    ]
+)
+
+
+def content_tokens(text: str) -> set[str]:
+    """Lower-cased words (and single CJK characters) without stop words."""
+    t = unicodedata.normalize("NFKC", text or "").lower()
+    return {w for w in _WORD.findall(t) if w not in _STOP}
+
+
+def similarity(a: str, b: str) -> float:
+    """Jaccard overlap of content tokens (0..1)."""
+    ta, tb = content_tokens(a), content_tokens(b)
+    if not ta or not tb:
+        return 1.0 if ta == tb and (a or "").strip().lower() == (b or "").strip().lower() else 0.0
+    return len(ta & tb) / len(ta | tb)
+
+
+def most_similar(text: str, others: Iterable[str]) -> tuple[float, str]:
+    best = (0.0, "")
+    for o in others:
+        s = similarity(text, o)
+        if s > best[0]:
+            best = (s, o)
+    return best
+
+
+def normalize_query(q: str) -> str:
+    """Canonical form used by repeated-query guards."""
+    return " ".join(sorted(content_tokens(q))) or _WS.sub(" ", (q or "").strip().lower())
+
+
+# -- answers ---------------------------------------------------------------------
+
+_CITE = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
+_ANSWER_PREFIX = re.compile(
+    r"^\s*(?:(?:short\s+|final\s+)?answer|so\s+the\s+(?:final\s+)?answer\s+is|the\s+answer\s+is|a|答案|简短答案|最终答案)\s*[:：]\s*",
+    re.I,
+)
+
+
+def cited_numbers(text: str) -> list[int]:
+    """Document numbers cited as [1], [2, 3], 【1】 in order of first mention."""
+    seen: list[int] = []
+    for m in _CITE.finditer(text or ""):
+        for n in re.split(r"[,，、]", m.group(1)):
+            v = int(n.strip())
+            if v not in seen:
+                seen.append(v)
+    return seen
+
+
+def strip_citations(text: str) -> str:
+    return _WS.sub(" ", _CITE.sub("", text or "")).strip()
+
+
+def clean_short(text: str, max_chars: int = 200) -> str:
+    """A short answer span: first non-empty line, no label, quotes, citations or final period."""
+    head = (text or "")[:20_000]
+    t = next((ln.strip() for ln in head.splitlines() if ln.strip()), "")
+    for _ in range(2):
+        t = _ANSWER_PREFIX.sub("", t)
+    t = strip_citations(t)
+    t = t.strip().strip("*").strip().rstrip("。．.!！ ").strip()
+    if len(t) >= 2 and t[0] in "\"'“‘「" and t[-1] in "\"'”’」":
+        t = t[1:-1].strip()
+    t = t.rstrip("。．.!！ ").strip()
+    if len(t) > max_chars:
+        t = t[:max_chars].rstrip() + "…"
+    return t
+
+
+def truncate(text: str, max_chars: int) -> str:
+    return text if len(text) <= max_chars else text[:max_chars].rstrip() + " …"
+
+
+def tail(text: str, max_chars: int) -> str:
+    return text if len(text) <= max_chars else "… " + text[-max_chars:].lstrip()
