@@ -120,8 +120,14 @@ def work_sleuth(n: int) -> dict:
             t = time.perf_counter()
             idx.search(q, K, f)
             lat.append(time.perf_counter() - t)
-        lex: dict = {"n": n, "disk_mb": disk / 2**20, "build_per_s": n / build_s, "build_s": build_s,
-                     "build_per_cpu_s": n / build_cpu, "rss_mb": rss_mb() - base}
+        lex: dict = {
+            "n": n,
+            "disk_mb": disk / 2**20,
+            "build_per_s": n / build_s,
+            "build_s": build_s,
+            "build_per_cpu_s": n / build_cpu,
+            "rss_mb": rss_mb() - base,
+        }
         lex["p50"], lex["p99"] = pct(lat)
         c0 = time.process_time()
         for q in qs:
@@ -148,8 +154,14 @@ def work_sleuth(n: int) -> dict:
             fused = rrf([idx.lexical.search(q, depth, f), dense.search_vectors(qv[i : i + 1], depth, f)[0]], K)
             idx._passages(fused, f)
             lat_h.append(time.perf_counter() - t)
-        hyb: dict = {"n": n, "build_s": ann_s, "build_per_s": n / ann_s if ann_s > 0 else None, "rss_mb": rss_mb() - base,
-                     "disk_mb": None, "ann": "ivf" if ann is not None else "exact"}
+        hyb: dict = {
+            "n": n,
+            "build_s": ann_s,
+            "build_per_s": n / ann_s if ann_s > 0 else None,
+            "rss_mb": rss_mb() - base,
+            "disk_mb": None,
+            "ann": "ivf" if ann is not None else "exact",
+        }
         hyb["dense_p50"], hyb["dense_p99"] = pct(lat_d)
         hyb["p50"], hyb["p99"] = pct(lat_h)
         hyb["peak_mb"] = peak_mb()
@@ -316,8 +328,12 @@ def main() -> None:
                     (
                         "rank_bm25 (baseline)",
                         n,
-                        {"p50": base["p50"] * scale, "p99": base["p99"] * scale, "build_per_s": base["build_per_s"],
-                         "note": f"extrapolated linearly from {base['n']:,} (it scores every passage in Python per query)"},
+                        {
+                            "p50": base["p50"] * scale,
+                            "p99": base["p99"] * scale,
+                            "build_per_s": base["build_per_s"],
+                            "note": f"extrapolated linearly from {base['n']:,} (it scores every passage in Python per query)",
+                        },
                     )
                 )
     print("... embedding model", file=sys.stderr, flush=True)

@@ -77,6 +77,8 @@ def test_yesno_and_abstain_and_mentions() -> None:
     assert mentions("应在 15 个自然日内提交", ["15"]) == 1.0
     assert mentions("抽查比例为 5%", [], ["5%"]) == 0.0
     assert mentions("没有相关规定", [], ["5%"]) == 1.0
+    assert mentions("每晚不超过600元", ["60"]) == 0.0 and mentions("每晚不超过600元", ["600"]) == 1.0
+    assert mentions("比例为15%", ["5%"]) == 0.0
 
 
 def test_recall_from_citations_and_trace() -> None:

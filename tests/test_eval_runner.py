@@ -80,6 +80,18 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """Run the real `sleuth` CLI in this process; returns (exit code, stderr)."""
+    from sleuth.cli import main
+
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    return code, capsys.readouterr().err
+
+
 def _lines(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines(keepends=True) if path.exists() else []
 
@@ -179,7 +191,7 @@ def test_interrupted_run_resumes_without_duplicates(tmp_path: Path, data_dir: Pa
     assert final[:5] == first and len(final) == 12
 
 
-def test_manifest_guard(tmp_path: Path, data_dir: Path) -> None:
+def test_manifest_guard(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "m"
     run_eval(_cfg(data_dir, out, limit=2), progress=False)
     with pytest.raises(ManifestMismatch, match=r"seed: 1 then, 2 now"):
@@ -189,11 +201,8 @@ def test_manifest_guard(tmp_path: Path, data_dir: Path) -> None:
     # concurrency and executor are not part of the comparison
     assert run_eval(_cfg(data_dir, out, limit=2, concurrency=4), progress=False).skipped == 4
     # the CLI says it in one sentence with exit code 2
-    p = subprocess.run(
+    code, err = _cli(
         [
-            sys.executable,
-            "-m",
-            "sleuth",
             "eval",
             "--data",
             str(data_dir / "hotpotqa/test.jsonl"),
@@ -209,12 +218,9 @@ def test_manifest_guard(tmp_path: Path, data_dir: Path) -> None:
             str(out),
             "--no-progress",
         ],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
+        capsys,
     )
-    assert p.returncode == 2 and "different settings" in p.stderr and "Traceback" not in p.stderr
+    assert code == 2 and "different settings" in err and "Traceback" not in err
 
 
 def test_user_mistakes(tmp_path: Path, data_dir: Path) -> None:
@@ -309,21 +315,15 @@ def test_executor_seam_runs_tasks_in_other_processes(tmp_path: Path, data_dir: P
     assert sorted(map(strip, read_records(tmp_path / "a"))) == sorted(map(strip, read_records(tmp_path / "b")))
 
 
-def test_report_regenerates_identically(tmp_path: Path, data_dir: Path) -> None:
+def test_report_regenerates_identically(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "rep"
     run_eval(_cfg(data_dir, out, strategies=[f"{MOD}:FirstWord", f"{MOD}:YesMan", f"{MOD}:Flaky"]), progress=False)
     names = ["report.md", "scores.png", "cost.png", "accuracy_vs_tokens.png"]
     before = {n: (out / n).read_bytes() for n in names}
     for n in names:
         (out / n).unlink()
-    p = subprocess.run(
-        [sys.executable, "-m", "sleuth", "eval", "report", str(out)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-    )
-    assert p.returncode == 0, p.stderr
+    code, err = _cli(["eval", "report", str(out)], capsys)
+    assert code == 0, err
     assert {n: (out / n).read_bytes() for n in names} == before
 
 
@@ -471,3 +471,24 @@ def test_rescore_recomputes_scores_in_place(tmp_path: Path, data_dir: Path) -> N
     assert [(r["strategy"], r["qid"], r["answer"]) for r in after] == [
         (r["strategy"], r["qid"], r["answer"]) for r in before
     ]
+
+
+def test_local_executor_starts_the_next_task_before_yielding() -> None:
+    """While the driver scores and writes a result, the next task already runs (no idle slot)."""
+    import threading
+
+    started = [threading.Event() for _ in range(3)]
+
+    def task(payload: dict) -> dict:
+        started[payload["i"]].set()
+        return payload
+
+    ex = executors.LocalExecutor(1)
+    try:
+        stream = ex.map_unordered(task, ({"i": i} for i in range(3)))
+        first = next(stream)
+        # the generator is suspended at its yield: only a refill done before it can have started task 1
+        assert started[first["i"] + 1].wait(5), "the next task was not submitted before the result was yielded"
+        assert [r["i"] for r in stream] == [1, 2]
+    finally:
+        ex.close()

@@ -227,6 +227,8 @@ LONG = [
     ("一般规定：30天[1]\n专门条款：15天[2]\n结论：应在15个自然日内提交。\n简短答案：15个自然日", None, "15个自然日"),
     # recorded from qwen2.5-0.5b on policy_zh (free-form prompt, before the structured one)
     ("[1] 原资料：[1]", "[1] 原资料：[1]", None),
+    # recorded from qwen2.5-1.5b on policy_zh q5: only the first field was written
+    ("一般规定：根据现有可查阅的材料无法回答。", None, "根据现有可查阅的材料无法回答"),
     # recorded from qwen2.5-0.5b (RAT final pass): the label written inline
     (
         "Dragon Ball Z has 10 episodes. [1] Short answer: Dragon Ball Z has 10 episodes.",

@@ -319,3 +319,32 @@ def test_cli_ask_user_errors(
     err = capsys.readouterr().err
     assert exc.value.code == 2, err
     assert needle in " ".join(err.split()) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("opts, shown", [({}, 3), ({"extract_k": 2}, 2)])
+def test_self_ask_extraction_reads_top_passages_and_cites_all(fake_server, retriever, opts, shown) -> None:
+    """``extract_k``: the extraction call reads the top passages only; every passage found is cited."""
+    from sleuth.llm import OpenAICompatLLM
+
+    extract_prompts: list[str] = []
+
+    def script(body: dict) -> str:
+        if "messages" in body:  # the extraction call
+            extract_prompts.append(body["messages"][-1]["content"])
+            return "Steven Spielberg"
+        mine = str(body["prompt"]).rsplit("Are follow up questions needed here:", 1)[-1]
+        if "Intermediate answer:" in mine:
+            return " So the final answer is: Steven Spielberg"
+        return " Yes.\nFollow up: Which film directed by Spielberg is about Sharks?\nIntermediate answer:"
+
+    fake_server.script = script
+    llm = OpenAICompatLLM(fake_server.base_url, "fake-model", max_retries=0)
+    try:
+        r = get_strategy("self-ask", llm, retriever, k=4, max_steps=2, lang="en", **opts).run(QUESTION, filters=SCOPE)
+    finally:
+        llm.close()
+    found = [p for e in r.trace.of("intermediate_answer") for p in e.data.get("passages", [])]
+    assert len(extract_prompts) == 1 and len(found) > shown
+    assert f"[{shown}]" in extract_prompts[0] and f"[{shown + 1}]" not in extract_prompts[0]
+    assert sorted(p.id for p in r.citations) == sorted(found)
+    assert r.short_answer == "Steven Spielberg"

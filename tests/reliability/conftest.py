@@ -128,9 +128,7 @@ CHAT_TEMPLATES = (
     "cot",
     "direct",
 )
-_SIGS: dict[str, list[str]] = {
-    n: [c for lang in ("en", "zh") for c in _chunks(n, lang)[:1]] for n in CHAT_TEMPLATES
-}
+_SIGS: dict[str, list[str]] = {n: [c for lang in ("en", "zh") for c in _chunks(n, lang)[:1]] for n in CHAT_TEMPLATES}
 _DOC_LINE = re.compile(r"^\[\d+\] .*$", re.M)
 END_RESULT = "<|end_search_result|>"
 
@@ -378,11 +376,25 @@ class FakeSearchServer:
     """
 
     RESULTS = [
-        {"url": "https://example.org/jaws", "title": "Jaws", "content": "Jaws was directed by Steven Spielberg.", "score": 0.9},
-        {"url": "https://example.org/spielberg", "title": "Spielberg", "content": "His father was Arnold Spielberg.", "score": 0.8},
+        {
+            "url": "https://example.org/jaws",
+            "title": "Jaws",
+            "content": "Jaws was directed by Steven Spielberg.",
+            "score": 0.9,
+        },
+        {
+            "url": "https://example.org/spielberg",
+            "title": "Spielberg",
+            "content": "His father was Arnold Spielberg.",
+            "score": 0.8,
+        },
     ]
     GARBAGE = [
-        None, 42, "text", [], {"url": None, "title": None, "content": None},
+        None,
+        42,
+        "text",
+        [],
+        {"url": None, "title": None, "content": None},
         {"url": "https://example.org/x", "title": "x", "content": "Jaws facts", "score": "not-a-number"},
         {"url": "https://example.org/y", "title": {"nested": 1}, "content": ["a", "list"], "score": [1]},
         {"content": "\x00\x01binary\ufffd" * 10, "score": float("nan")},
@@ -522,7 +534,9 @@ def rss_kb(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def serve_process(args: list[str], *, startup_s: float = 120, **env: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def serve_process(
+    args: list[str], *, startup_s: float = 120, **env: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """``python -m sleuth serve ARGS`` (or any module command) on a free port; yields (process, base URL)."""
     import httpx
 

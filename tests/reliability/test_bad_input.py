@@ -167,7 +167,11 @@ def test_cli_bad_input_in_process(cli_env: dict[str, str], tmp_path: Path, monke
         (["ask", "Who?", "-s", "direct"], {"SLEUTH_LLM_MAX_RETRIES": "many"}, "SLEUTH_LLM_MAX_RETRIES"),
         (["ask", "Who?", "-s", "nope"], {}, "unknown strategy"),
         (["ask", "Who?", "-s", "rag", "--filter", "acl"], {}, "acl"),
-        (["ask", "Who?", "-s", "direct", "--filter", "[/x]=1"], {"SLEUTH_LLM_BASE_URL": "garbage"}, "SLEUTH_LLM_BASE_URL"),
+        (
+            ["ask", "Who?", "-s", "direct", "--filter", "[/x]=1"],
+            {"SLEUTH_LLM_BASE_URL": "garbage"},
+            "SLEUTH_LLM_BASE_URL",
+        ),
         (["ask", "Who?", "-s", "rag", "--index", str(tmp_path / "missing")], {}, "does not exist"),
         (["ask", "Who?", "-s", "direct", "--lang", "xx"], {}, "--lang"),
         (["ask", "Who?", "-s", "rag", "--opt", "k"], {}, "--opt"),
@@ -188,7 +192,9 @@ def test_cli_bad_input_in_process(cli_env: dict[str, str], tmp_path: Path, monke
 @pytest.fixture
 def api(fake_llm, en_index) -> Any:
     app = create_app(
-        ServerSettings(max_concurrency=2, timeout_s=20), llm=fast_client(fake_llm().base_url), retrievers={"en": en_index}
+        ServerSettings(max_concurrency=2, timeout_s=20),
+        llm=fast_client(fake_llm().base_url),
+        retrievers={"en": en_index},
     )
     with running(app) as url:
         yield url

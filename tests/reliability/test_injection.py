@@ -60,7 +60,9 @@ def test_documents_cannot_steer_the_run(name: str, max_tokens: int, fake_llm, en
     if name not in ("direct", "cot"):
         found = {p["doc_id"] for e in r.trace.of("search") for p in e.data["passages"]}
         assert "inject" in found, found
-        assert any("Sharks live in all oceans" in part for b in srv.requests for part in dangerous_parts(name, b["body"]))
+        assert any(
+            "Sharks live in all oceans" in part for b in srv.requests for part in dangerous_parts(name, b["body"])
+        )
 
     # 1. no raw scaffold syntax from a document ever reaches a prompt
     for req in srv.requests:

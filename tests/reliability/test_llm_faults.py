@@ -133,7 +133,9 @@ def test_ignore_stop_matches_well_behaved_server(fake_llm, en_index, tally) -> N
         good = run(name, fast_client(fake_llm().base_url), en_index)[0]
         bad = run(name, fast_client(fake_llm(fault="ignore-stop").base_url), en_index)[0]
         tally.add("fault_scenarios")
-        assert [e.data["completion"] for e in good.trace.of("llm")] == [e.data["completion"] for e in bad.trace.of("llm")]
+        assert [e.data["completion"] for e in good.trace.of("llm")] == [
+            e.data["completion"] for e in bad.trace.of("llm")
+        ]
         assert (good.answer, good.searches) == (bad.answer, bad.searches)
 
 

@@ -146,9 +146,7 @@ FRAGMENTS = [
     "Final Information:", "Query:", "Step-back question:", "Question:", "Are follow up questions needed here:",
     "Yes.", "No.", "[1]", "【2】", "**", "```", "\n", "\n\n", " ", "?", "。", "Arnold Spielberg", "\x00", "\u202e",
 ]  # fmt: skip
-model_output = hs.lists(
-    hs.one_of(hs.sampled_from(FRAGMENTS), hs.text(max_size=40)), max_size=60
-).map("".join)
+model_output = hs.lists(hs.one_of(hs.sampled_from(FRAGMENTS), hs.text(max_size=40)), max_size=60).map("".join)
 
 
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)

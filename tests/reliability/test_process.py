@@ -29,7 +29,9 @@ pytestmark = [pytest.mark.reliability, pytest.mark.timeout(240)]
 def big_corpus(path: Path, n: int, seed: int = 0) -> Path:
     rnd = random.Random(seed)
     words = [f"w{i}" for i in range(3000)]
-    rows = [{"id": f"b{i}", "title": f"T{i}", "text": " ".join(rnd.choices(words, k=30)), "acl": "all"} for i in range(n)]
+    rows = [
+        {"id": f"b{i}", "title": f"T{i}", "text": " ".join(rnd.choices(words, k=30)), "acl": "all"} for i in range(n)
+    ]
     return write_jsonl(path, rows)
 
 
@@ -138,7 +140,12 @@ def test_kill_client_mid_request(tmp_path: Path, fake_llm, tally) -> None:
         wait_for(lambda: httpx.get(url + "/healthz").json()["active"] == 0, 60, "all slots released")
         assert proc.poll() is None
         tally.add("requests")
-        assert httpx.post(url + "/v1/ask", json={"question": "Who directed Jaws?", "strategy": "rag"}, timeout=60).status_code == 200
+        assert (
+            httpx.post(
+                url + "/v1/ask", json={"question": "Who directed Jaws?", "strategy": "rag"}, timeout=60
+            ).status_code
+            == 200
+        )
 
 
 def _children(pid: int) -> list[int]:
@@ -181,7 +188,9 @@ def test_kill_worker_mid_request(tmp_path: Path, fake_llm, tally) -> None:
         ok = [r for r in got if isinstance(r, httpx.Response)]
         lost = [r for r in got if not isinstance(r, httpx.Response)]
         assert ok, "requests on the surviving worker complete"
-        assert all(r.status_code == 200 and r.json()["finish_reason"] == "finished" for r in ok), [r.text[:200] for r in ok]
+        assert all(r.status_code == 200 and r.json()["finish_reason"] == "finished" for r in ok), [
+            r.text[:200] for r in ok
+        ]
         assert all(isinstance(e, httpx.TransportError) for e in lost), lost
         # the supervisor replaces the dead worker; the service answers again
         wait_for(lambda: len(_children(proc.pid)) == 2 and workers[0] not in _children(proc.pid), 60, "a new worker")

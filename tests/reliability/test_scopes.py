@@ -102,16 +102,26 @@ def test_policy_q5_never_sees_restricted_files(name, fake_llm, policy_index, pol
 
 def test_index_scope_is_enforced_for_any_query(policy_index, tally) -> None:
     f5 = Filters.make({"version": "2025", "region": "境内"}, acl=["all"])
-    queries = ["内部审计 抽查比例", "虚假报销 解除劳动合同", "仅限人力资源部门查阅", "5%", "fin-audit-2025", "*", "审计 OR 奖惩"]
+    queries = [
+        "内部审计 抽查比例",
+        "虚假报销 解除劳动合同",
+        "仅限人力资源部门查阅",
+        "5%",
+        "fin-audit-2025",
+        "*",
+        "审计 OR 奖惩",
+    ]
     for q in queries:
         for k in (1, 5, 50):
             got = policy_index.search(q, k, f5)
             tally.add("scope_checks")
             assert not {p.doc_id for p in got} & set(FORBIDDEN_Q5), (q, [p.id for p in got])
             assert all(f5.matches(p) for p in got)
-    assert policy_index.count(f5) == sum(
-        1 for p in policy_index.search("差旅 报销 审计 奖惩 预算 伙食 住宿", 50, Filters()) if f5.matches(p)
-    ) or policy_index.count(f5) > 0
+    assert (
+        policy_index.count(f5)
+        == sum(1 for p in policy_index.search("差旅 报销 审计 奖惩 预算 伙食 住宿", 50, Filters()) if f5.matches(p))
+        or policy_index.count(f5) > 0
+    )
 
 
 # ------------------------------------------------------------------ caches key on scope
@@ -165,7 +175,13 @@ def test_service_responses_stay_in_scope(policy_service, policy_questions, tally
     q5, q6 = policy_questions["q5"], policy_questions["q6"]
     for name in ALL_STRATEGIES:
         for stream in (False, True):
-            body = {"question": q5["question"], "strategy": name, "filters": q5["scope"], "max_steps": 3, "stream": stream}
+            body = {
+                "question": q5["question"],
+                "strategy": name,
+                "filters": q5["scope"],
+                "max_steps": 3,
+                "stream": stream,
+            }
             tally.add("requests")
             if stream:
                 with c.stream("POST", "/v1/ask", json=body) as resp:
@@ -181,7 +197,12 @@ def test_service_responses_stay_in_scope(policy_service, policy_questions, tally
             check_absent(tally, f"{name} response (stream={stream})", text, FORBIDDEN_Q5)
             # the stored trace: visible to the same key and scope, to nobody else
             tid = result["id"]
-            same = c.get(f"/v1/traces/{tid}", params={"filters": [f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in q5["scope"].items()]})
+            same = c.get(
+                f"/v1/traces/{tid}",
+                params={
+                    "filters": [f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in q5["scope"].items()]
+                },
+            )
             assert same.status_code == 200
             check_absent(tally, f"{name} stored trace", same.text, FORBIDDEN_Q5)
             other = c.get(f"/v1/traces/{tid}", params={"filters": ["acl=all,finance", "version=2025", "region=境内"]})
@@ -189,7 +210,14 @@ def test_service_responses_stay_in_scope(policy_service, policy_questions, tally
             assert other.status_code == 404
     # chat-completions endpoint with the same scope
     tally.add("requests")
-    r = c.post("/v1/chat/completions", json={"model": "sleuth-search-o1", "messages": [{"role": "user", "content": q5["question"]}], "filters": q5["scope"]})
+    r = c.post(
+        "/v1/chat/completions",
+        json={
+            "model": "sleuth-search-o1",
+            "messages": [{"role": "user", "content": q5["question"]}],
+            "filters": q5["scope"],
+        },
+    )
     assert r.status_code == 200, r.text[:300]
     check_absent(tally, "chat completion", r.text, FORBIDDEN_Q5)
     check_absent(tally, "service prompts", prompts_seen(srv), FORBIDDEN_Q5)
@@ -214,7 +242,10 @@ WORDS = ["river", "mountain", "budget", "audit", "salary", "harbour", "lantern",
 )
 @given(
     docs=hs.lists(
-        hs.tuples(hs.sets(hs.sampled_from(LABELS), min_size=1, max_size=2), hs.lists(hs.sampled_from(WORDS), min_size=3, max_size=8)),
+        hs.tuples(
+            hs.sets(hs.sampled_from(LABELS), min_size=1, max_size=2),
+            hs.lists(hs.sampled_from(WORDS), min_size=3, max_size=8),
+        ),
         min_size=3,
         max_size=12,
     ),
@@ -238,7 +269,9 @@ def test_random_acls_never_leak(docs, caller, name, query, module_fake_llm, tmp_
     assert {p.doc_id for p in got} <= set(visible)
     assert idx.count(scope) == len(visible)
     # a whole run with a hostile, leaky model writing the queries
-    srv = module_fake_llm(script=ScriptedModel(follow_up=query + "?", query=query, step_back=f"What is known about {query}?"))
+    srv = module_fake_llm(
+        script=ScriptedModel(follow_up=query + "?", query=query, step_back=f"What is known about {query}?")
+    )
     s = get_strategy(name, fast_client(srv.base_url), idx, lang="en", max_steps=2, max_tokens=256, k=5)
     r = s.run(f"What about {query}?", filters=scope)
     assert r.finish_reason in (FINISHED, STEP_LIMIT), r.error

@@ -10,6 +10,10 @@
   search engine) and an LLM reachable by URL (``--base-url``); each worker
   process builds its LLM client, retrievers and strategies once and reuses them.
 
+Without ``--base-url`` every worker process starts its own embedded llama.cpp
+server (one model copy per process): fine for the small models on one machine,
+but a real cluster should share LLM servers through ``--base-url``.
+
 The runner stays the single writer: tasks are shipped out (at most
 ``concurrency`` in flight, so a hosted API is never flooded by a big cluster),
 results stream back as they finish and the driver appends each one to the same
@@ -92,7 +96,11 @@ class DaskExecutor:
                     protocol="tcp",
                     silence_logs=logging.WARNING,
                 )
-            self.client = Client(self.cluster, set_as_default=False, timeout=start_timeout)
+            try:
+                self.client = Client(self.cluster, set_as_default=False, timeout=start_timeout)
+            except BaseException:
+                self.cluster.close()
+                raise
             self.name = f"dask[local {workers}x{threads}]"
         else:
             try:

@@ -60,7 +60,9 @@ class LocalExecutor:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
                     pending.discard(fut)
-                    yield fut.result()
+                    result = fut.result()
+                    fill()  # start the next task before the consumer scores/writes this one
+                    yield result
                 fill()
         finally:
             self._stop.set()
@@ -85,9 +87,20 @@ def executor_schemes() -> list[str]:
     return sorted(_FACTORIES)
 
 
+#: modules that register a scheme when imported (loaded on first use, so the CLI needs no import)
+_PLUGINS = {"dask": "sleuth.eval.cluster"}
+
+
 def make_executor(spec: str | None, concurrency: int = 1) -> Executor:
     spec = (spec or "local").strip()
     scheme = spec.split("://", 1)[0].split(":", 1)[0]
+    if scheme not in _FACTORIES and scheme in _PLUGINS:
+        import importlib
+
+        try:
+            importlib.import_module(_PLUGINS[scheme])
+        except ImportError as e:
+            raise ValueError(f"the {scheme} executor needs an extra package ({e}); install sleuth[cluster]") from e
     if scheme not in _FACTORIES:
         raise ValueError(f"unknown executor {spec!r}; available: {', '.join(executor_schemes())}")
     return _FACTORIES[scheme](spec, concurrency)

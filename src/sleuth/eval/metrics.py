@@ -143,7 +143,13 @@ def mentions(answer: str, must: Sequence[str], must_not: Sequence[str] = ()) -> 
     a = re.sub(r"\s+", "", unicodedata.normalize("NFKC", answer or "")).lower()
 
     def has(s: str) -> bool:
-        return re.sub(r"\s+", "", unicodedata.normalize("NFKC", s)).lower() in a
+        t = re.sub(r"\s+", "", unicodedata.normalize("NFKC", s)).lower()
+        if not t:
+            return True
+        # a number must not be part of a longer number ("30" is not in "300")
+        pre = r"(?<!\d)" if t[0].isdigit() else ""
+        post = r"(?!\d)" if t[-1].isdigit() else ""
+        return re.search(pre + re.escape(t) + post, a) is not None
 
     return float(all(has(m) for m in must) and not any(has(m) for m in must_not))
 

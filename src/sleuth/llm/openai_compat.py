@@ -180,6 +180,16 @@ def _server_message(resp: httpx.Response) -> str:
     return str(d)[:200]
 
 
+#: connections per client (at least; more when the limiter allows more concurrent requests).
+#: Every one may stay alive, so concurrency up to the pool size never re-opens connections.
+MAX_CONNECTIONS = 64
+
+
+def _http_limits(limiter: Limiter | None = None) -> httpx.Limits:
+    n = max(MAX_CONNECTIONS, (limiter.limits.max_concurrency or 0) if limiter is not None else 0)
+    return httpx.Limits(max_connections=n, max_keepalive_connections=n)
+
+
 class OpenAICompatLLM:
     """An :class:`~sleuth.llm.base.LLM` over HTTP (OpenAI protocol).
 
@@ -273,7 +283,7 @@ class OpenAICompatLLM:
                 self._client = httpx.Client(
                     headers=self._headers,
                     timeout=self._timeout(None),
-                    limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+                    limits=_http_limits(self.limiter),
                 )
             return self._client
 
@@ -285,7 +295,7 @@ class OpenAICompatLLM:
             c = httpx.AsyncClient(
                 headers=self._headers,
                 timeout=self._timeout(None),
-                limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+                limits=_http_limits(self.limiter),
             )
             self._aclients[loop] = c
         return c

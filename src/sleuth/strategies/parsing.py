@@ -238,9 +238,12 @@ def parse_long_answer(text: str) -> tuple[str, str | None]:
         m = inline[-1] if inline else None
     if m is None:
         short = parse_cot(text)[1]
-        if short is None:  # a structured answer cut before its last line: use its conclusion
-            concl = parse_labelled(text, ("Conclusion", "结论"))
-            short = clean_short(concl, 300) if concl else None
+        # a structured answer cut before its last line: its conclusion, else its last field
+        for labels in (("Conclusion", "结论"), ("Specific clause", "专门条款"), ("General rule", "一般规定")):
+            if short is not None:
+                break
+            field = parse_labelled(text, labels)
+            short = clean_short(field, 300) if field else None
         return text, short or None
     body = text[: m.start()].strip()
     after = text[m.end() :]

@@ -12,16 +12,20 @@ short notice instead of searching.  The final answer is read from
 appending "... the final answer is \\boxed{".
 
 :meth:`SearchO1.run_batch` runs many questions step-synchronously (as
-FlashRAG's reasoning pipeline does): generate for every active question
-concurrently, search all their queries in one ``search_batch``, condense
-concurrently, continue; finished questions leave the batch.
+FlashRAG's reasoning pipeline does): generate for the active questions
+concurrently, search their queries in batches (``search_batch``), condense
+concurrently, continue; finished questions leave the batch.  Questions are
+fed from a queue so that ``concurrency`` LLM calls stay in flight instead of
+every round waiting for its slowest question.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from sleuth.llm.base import LLMError
@@ -73,7 +77,8 @@ class O1Run:
 class SearchO1(Strategy):
     """Options: ``max_searches`` (default ``max_steps``), ``max_turns``
     (default ``max_searches + 3``), ``rid_max_tokens`` (160), ``doc_chars`` (600),
-    ``max_prompt_chars`` (6000: beyond it the answer is forced)."""
+    ``max_prompt_chars`` (6000: beyond it the answer is forced), ``batch_window_s``
+    (0.05: in :meth:`run_batch`, the longest a query waits to share a search batch)."""
 
     name = "search-o1"
     needs_retriever = True
@@ -210,9 +215,15 @@ class SearchO1(Strategy):
     ) -> list[Result]:
         """Answer ``questions`` together; results in input order, each with its finish reason.
 
-        Each round: one reasoning turn for every active question (``concurrency``
-        calls in flight), one ``search_batch`` for all their queries, Reason-in-
-        Documents for all of them; finished questions leave the batch.
+        Each question steps turn -> search -> Reason-in-Documents -> turn ...;
+        ``concurrency`` LLM calls (turns and Reason-in-Documents) stay in flight,
+        fed from a queue of active questions, so one slow question no longer
+        idles the others.  The queries of the questions whose turn ended are
+        searched together in one ``search_batch``, flushed when no turn is in
+        flight, when a slot would otherwise stay idle, or ``batch_window_s``
+        (option, default 0.05 s) after the first one waited; their Reason-in-
+        Documents calls then join the in-flight calls.
+        Finished questions leave the batch.
         """
         results: list[Result | None] = [None] * len(questions)
         runs: dict[int, O1Run] = {}
@@ -232,29 +243,51 @@ class SearchO1(Strategy):
                 run.done = True
                 run.pending = None
 
-        rounds = 0
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            active = [runs[i] for i in sorted(runs)]
-            while active:
-                rounds += 1
-                list(pool.map(lambda r: guarded(self.advance, r), active))
-                waiting = [r for r in active if r.pending is not None and not r.done]
-                if waiting:
-                    try:
-                        found = self.retrieve_many(
-                            [r.st for r in waiting], [r.pending or "" for r in waiting], route="search_o1"
-                        )
-                    except SearchError as e:
-                        for r in waiting:
-                            self.search_failed(r, e)
-                    else:
-                        list(
-                            pool.map(lambda rp: guarded(self.condense, rp[0], rp[1]), zip(waiting, found, strict=True))
-                        )
-                for r in active:
+        window = max(0.0, float(self.options.get("batch_window_s", 0.05)))
+        width = max(1, concurrency)
+        queue: deque[O1Run] = deque(runs[i] for i in sorted(runs))  # active, ready for a reasoning turn
+        inflight: dict[Future[None], tuple[str, O1Run]] = {}  # LLM calls: "gen" (turn) or "rid" (condense)
+        ready: list[O1Run] = []  # turn done, query waiting for the next search batch
+        ready_since = 0.0
+        rounds: dict[int, int] = {}
+
+        def flush() -> None:
+            try:
+                found = self.retrieve_many([r.st for r in ready], [r.pending or "" for r in ready], route="search_o1")
+            except SearchError as e:
+                for r in ready:
+                    self.search_failed(r, e)
+                    queue.append(r)
+            else:
+                for r, passages in zip(ready, found, strict=True):
+                    inflight[pool.submit(guarded, self.condense, r, passages)] = ("rid", r)
+            ready.clear()
+
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            while queue or inflight or ready:
+                while queue and len(inflight) < width:  # keep `concurrency` LLM calls busy
+                    r = queue.popleft()
+                    rounds[id(r)] = rounds.get(id(r), 0) + 1
+                    inflight[pool.submit(guarded, self.advance, r)] = ("gen", r)
+                generating = any(kind == "gen" for kind, _ in inflight.values())
+                now = time.perf_counter()
+                idle_slot = not queue and len(inflight) < width  # waiting would leave a slot unused
+                if ready and (not generating or idle_slot or now - ready_since >= window):
+                    flush()  # every turn of this wave is in, a slot is free, or the window is over
+                    continue
+                timeout = max(0.0, ready_since + window - now) if ready else None
+                done, _ = wait(inflight, timeout=timeout, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    kind, r = inflight.pop(fut)
+                    fut.result()  # unexpected errors end the batch, as before
                     if r.done:
-                        r.st.emit("note", type="batch", message=f"left the batch after round {rounds}")
-                active = [r for r in active if not r.done]
+                        r.st.emit("note", type="batch", message=f"left the batch after round {rounds[id(r)]}")
+                    elif kind == "gen" and r.pending is not None:
+                        if not ready:
+                            ready_since = time.perf_counter()
+                        ready.append(r)
+                    else:
+                        queue.append(r)
         for i, run in runs.items():
             results[i] = self.finish(run.st)
         return [r for r in results if r is not None]

@@ -5,9 +5,10 @@ The algorithm, as in the paper's ``self-ask_plus_search_engine`` loop:
 1. prompt = few-shot examples + ``Question: Q`` + ``Are follow up questions needed here:``
 2. complete the prompt, stopping at ``Intermediate answer:``
 3. if the completion asks ``Follow up: F``: answer F by search (the passages'
-   answer, read out by a short separate extraction call; passages become
-   citations) or, when search finds nothing / there is no retriever, by the
-   model itself (marked ``source="model"`` in the trace); append
+   answer, read out of the top ``extract_k`` passages by a short separate
+   extraction call; all passages found become citations) or, when search
+   finds nothing / there is no retriever, by the model itself (marked
+   ``source="model"`` in the trace); append
    ``Intermediate answer: A`` and go to 2
 4. if it says ``So the final answer is: X``: done
 5. at the step limit (or when the model stops making progress) append
@@ -67,6 +68,8 @@ class SelfAsk(Strategy):
 
     Options: ``repeat_threshold`` (0.7): content-token Jaccard overlap above
     which a follow-up counts as a restatement; ``extract_max_tokens`` (64);
+    ``extract_k`` (3): how many of the top passages the extraction call reads
+    (every passage found is still cited);
     ``max_prompt_chars`` (7000: beyond it the final answer is forced, so the
     scaffold never overflows a 2048-token window).
     ``max_steps`` bounds the number of scaffold completions (follow-ups).
@@ -178,7 +181,9 @@ class SelfAsk(Strategy):
                 why = f"search failed: {e}"
                 st.emit("note", type="search_failed", message=str(e))
         if passages:
-            docs = format_passages(passages, budget=self.context_chars(st))
+            # the concise answer is read from the top passages only (all of them are still cited)
+            top = passages[: max(1, int(self.options.get("extract_k", 3)))]
+            docs = format_passages(top, budget=self.context_chars(st))
             c = self.ask(
                 st,
                 self.prompt(st, "self_ask_extract", question=follow_up, documents=docs),

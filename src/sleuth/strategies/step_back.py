@@ -20,13 +20,16 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.parsing import parse_long_answer, parse_step_back
 from sleuth.strategies.rag import pick_cited
-from sleuth.strategies.text import clean_short, content_tokens, format_passages
+from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
+
+_CANNOT = re.compile(r"cannot be answered|can't be answered|无法回答|不能回答", re.I)
 
 
 def merge_routes(routes: dict[str, list[Passage]]) -> list[Passage]:
@@ -44,12 +47,15 @@ def merge_routes(routes: dict[str, list[Passage]]) -> list[Passage]:
     return list(merged.values())
 
 
+def _passage_tokens(p: Passage) -> set[str]:
+    return content_tokens(f"{p.title} {p.section} {p.text}")
+
+
 def _overlap(p: Passage, question: str) -> float:
     qt = content_tokens(question)
     if not qt:
         return 0.0
-    pt = content_tokens(f"{p.title} {p.section} {p.text}")
-    return len(qt & pt) / len(qt)
+    return len(qt & _passage_tokens(p)) / len(qt)
 
 
 def rrf_rerank(
@@ -60,9 +66,12 @@ def rrf_rerank(
 ) -> list[tuple[Passage, float]]:
     """Reciprocal-rank fusion of the route rankings and per-question overlap rankings."""
     rankings: list[list[tuple[str, str]]] = [[p.key for p in ps] for ps in routes.values()]
+    pool_tokens = [_passage_tokens(p) for p in pool]  # once per passage, not once per question
     for q in questions:
-        scored = sorted(pool, key=lambda p: -_overlap(p, q))
-        rankings.append([p.key for p in scored])
+        qt = content_tokens(q)
+        overlaps = [len(qt & pt) / len(qt) if qt else 0.0 for pt in pool_tokens]
+        order = sorted(range(len(pool)), key=lambda i: -overlaps[i])  # stable, like sorting the pool
+        rankings.append([pool[i].key for i in order])
     score: dict[tuple[str, str], float] = {p.key: 0.0 for p in pool}
     for ranking in rankings:
         for rank, key in enumerate(ranking, 1):
@@ -122,4 +131,7 @@ class StepBack(Strategy):
         answer, short = parse_long_answer(ac.text)
         st.result.answer = answer.strip()
         st.result.short_answer = short if short is not None else clean_short(answer)
-        st.result.citations = pick_cited(answer, context)
+        if _CANNOT.search(answer) and not cited_numbers(answer):
+            st.result.citations = []  # "cannot be answered" cites nothing
+        else:
+            st.result.citations = pick_cited(answer, context)

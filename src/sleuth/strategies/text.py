@@ -31,12 +31,16 @@ _MARKER = re.compile(
 )
 _DELIMS = re.compile(r"(end\s+of\s+documents\.?|</?documents?>|文档到此为止。?|文档结束|\[\[/?doc[^\]]*\]\])", re.I)
 _WS = re.compile(r"\s+")
+#: whitespace that the filter below would keep or blank anyway; every later step treats it like a space
+_WS_TABLE = str.maketrans(dict.fromkeys("\n\t\r\x0b\x0c", " "))
 
 
 def sanitize(text: str, max_chars: int = 1200) -> str:
     """One line of inert text: safe to put between document delimiters."""
     t = unicodedata.normalize("NFC", (text or "")[: max_chars * 4 + 256])  # bounded work on huge input
-    t = "".join(ch if (ch.isprintable() or ch in "\n\t") else " " for ch in t)
+    t = t.translate(_WS_TABLE)  # fast path: ordinary text is printable after this
+    if not t.isprintable():
+        t = "".join(ch if ch.isprintable() else " " for ch in t)
     t = _SPECIAL.sub(" ", t)
     t = _BOXED.sub("boxed", t)
     t = _DELIMS.sub(" ", t)
