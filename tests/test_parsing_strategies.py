@@ -74,6 +74,14 @@ SELF_ASK = [
     # the model starts a new example: stop reading there
     (" No.\nQuestion: Who is X?\nAre follow up questions needed here: Yes.", None, None, None),
     (' Yes.\nFollow up: "Who directed Jaws?"', "Who directed Jaws?", None, None),
+    # recorded from qwen2.5-1.5b: the final answer runs on, repeating the marker on one line
+    (
+        "So the final answer is: Washington, D.C. So the final answer is: Washington, D.C. So the final answer is: Wash",
+        None,
+        "Washington, D.C",
+        None,
+    ),
+    ("So the final answer is: Basel Follow up: Where is Basel?", None, "Basel", None),
 ]
 
 
@@ -108,6 +116,8 @@ def test_self_ask_needed_flag() -> None:
         (" Joseph Ball [1].", "Joseph Ball"),
         ("", ""),
         ("所以最终答案是：一等座。", "一等座"),
+        (" Switzerland. So the final answer is: Switzerland. So the final answer is:", "Switzerland"),
+        (" 15天。最终答案：15天", "15天"),
     ],
 )
 def test_parse_final_line(text: str, expected: str) -> None:

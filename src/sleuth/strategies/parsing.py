@@ -64,6 +64,18 @@ _QUESTION_LINE = re.compile(r"^\s*(?:question|问题)\s*[:：]", re.I)
 #: what :func:`~sleuth.strategies.text.sanitize` leaves of a marker inside a document
 #: ("So the final answer is - X"): a model quoting it has not given a final answer
 _DEFUSED = re.compile(r"^(?:is\s+)?-(?:\s|$)", re.I)
+#: a scaffold marker inside an answer: the model ran on ("X. So the final answer is: X. So the ...")
+_RUN_ON = re.compile(
+    r"\s*(?:so\s+the\s+(?:final\s+)?answer\s+is|(?:the\s+)?final\s+answer\s*[:：]|follow[\s_-]*up\s*[:：]"
+    r"|intermediate[\s_-]*answer|question\s*[:：]|所以最终答案|最终答案|追问\s*[:：]|中间答案)",
+    re.I,
+)
+
+
+def _first_answer(ans: str) -> str:
+    """The answer before any scaffold marker the model wrote after it on the same line."""
+    m = _RUN_ON.search(ans)
+    return ans[: m.start()] if m and ans[: m.start()].strip() else ans
 
 
 @dataclass
@@ -139,7 +151,7 @@ def parse_self_ask(text: str) -> SelfAskStep:
                 nxt = next(((c, d) for c, d in spans[i + 1 :] if text[c:d].strip()), None)
                 if nxt is not None:
                     ans, end = text[nxt[0] : nxt[1]], nxt[1]
-            ans = clean_short(ans, 300)
+            ans = clean_short(_first_answer(ans), 300)
             if ans:
                 step.final = ans
                 step.consumed = text[:end]
@@ -176,7 +188,7 @@ def parse_final_line(text: str) -> str:
             line = next((g for g in m.groups() if g is not None), "")
             if _DEFUSED.match(line.strip()):
                 continue
-        ans = clean_short(line, 300)
+        ans = clean_short(_first_answer(line), 300)
         if ans:
             return ans
     return ""
