@@ -8,11 +8,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +24,7 @@ from sleuth.search.index import (
     IndexError_,
     IndexNotFound,
     as_filters,
+    file_lock,
 )
 
 __all__ = [
@@ -72,21 +69,9 @@ def corpus_index_dir(
     return base / f"{root.name[:40]}-{h.hexdigest()[:20]}"
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
 def _open_corpus(corpus: Path, *, format: str, dense: bool, embedder: str | None, cache_dir: Any, progress: bool) -> Index:
     target = corpus_index_dir(corpus, format=format, dense=dense, embedder=embedder, cache_dir=cache_dir)
-    with _lock(target.with_name(target.name + ".lock")):
+    with file_lock(target.with_name(target.name + ".lock")):
         if not Index.is_index(target):
             Index.build([corpus], target, format=format, dense=dense, embedder=embedder, progress=progress)
     return Index.open(target)

@@ -111,15 +111,20 @@ def _fsync_tree(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _writer_lock(root: Path) -> Iterator[None]:
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _writer_lock(root: Path) -> contextlib.AbstractContextManager[None]:
+    return file_lock(root / "LOCK")
 
 
 def _check_target(root: Path) -> None:
