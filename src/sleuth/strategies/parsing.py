@@ -66,7 +66,7 @@ _QUESTION_LINE = re.compile(r"^\s*(?:question|问题)\s*[:：]", re.I)
 _DEFUSED = re.compile(r"^(?:is\s+)?-(?:\s|$)", re.I)
 #: a scaffold marker inside an answer: the model ran on ("X. So the final answer is: X. So the ...")
 _RUN_ON = re.compile(
-    r"\s*(?:so\s+the\s+(?:final\s+)?answer\s+is|(?:the\s+)?final\s+answer\s*[:：]|follow[\s_-]*up\s*[:：]"
+    r"(?:so\s+the\s+(?:final\s+)?answer\s+is|(?:the\s+)?final\s+answer\s*[:：]|follow[\s_-]*up\s*[:：]"
     r"|intermediate[\s_-]*answer|question\s*[:：]|所以最终答案|最终答案|追问\s*[:：]|中间答案)",
     re.I,
 )
