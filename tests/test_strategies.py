@@ -348,3 +348,32 @@ def test_self_ask_extraction_reads_top_passages_and_cites_all(fake_server, retri
     assert f"[{shown}]" in extract_prompts[0] and f"[{shown + 1}]" not in extract_prompts[0]
     assert sorted(p.id for p in r.citations) == sorted(found)
     assert r.short_answer == "Steven Spielberg"
+
+
+def test_search_o1_repeat_guard_forces_the_answer(fake_server, retriever) -> None:
+    """A model that keeps asking the query it already asked is stopped after ``max_refusals`` notices.
+
+    Recorded from qwen2.5-1.5b on HotpotQA: after one search it asked the same query eight more
+    times, each answered by the "already searched" notice, until the turn limit.
+    """
+    from sleuth.llm import OpenAICompatLLM
+
+    def script(body: dict) -> str:
+        if "messages" in body:  # Reason-in-Documents
+            return "No helpful information found."
+        if str(body["prompt"]).rstrip().endswith("\\boxed{"):
+            return "Steven Spielberg"
+        return " I need to search. <|begin_search_query|> director of Jaws "
+
+    fake_server.script = script
+    llm = OpenAICompatLLM(fake_server.base_url, "fake-model", max_retries=0)
+    try:
+        s = get_strategy("search-o1", llm, retriever, k=2, max_steps=5, lang="en")
+        r = s.run(QUESTION, filters=SCOPE)
+    finally:
+        llm.close()
+    notes = [e.data.get("type") for e in r.trace.of("note")]
+    assert notes.count("repeated_query") == 2 and "repeat_guard" in notes
+    reasoning_calls = [e for e in r.trace.of("llm") if str(e.data["step"]).startswith("reason ")]
+    assert len(reasoning_calls) == 3  # one search, two refused repeats, then the forced answer
+    assert r.finish_reason == "step_limit" and r.searches == 1

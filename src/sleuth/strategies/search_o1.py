@@ -67,6 +67,7 @@ class O1Run:
     searches: int = 0
     seen: set[str] = field(default_factory=set)
     pending: str | None = None  # a query waiting for search
+    refused: int = 0  # consecutive queries answered with a notice instead of a search
     done: bool = False
 
     @property
@@ -77,7 +78,9 @@ class O1Run:
 class SearchO1(Strategy):
     """Options: ``max_searches`` (default ``max_steps``), ``max_turns``
     (default ``max_searches + 3``), ``rid_max_tokens`` (160), ``doc_chars`` (600),
-    ``max_prompt_chars`` (6000: beyond it the answer is forced), ``batch_window_s``
+    ``max_prompt_chars`` (6000: beyond it the answer is forced), ``max_refusals`` (2: after
+    that many refused queries in a row (repeated, or over the search limit) the answer is
+    forced instead of letting the model ask again), ``batch_window_s``
     (0.05: in :meth:`run_batch`, the longest a query waits to share a search batch)."""
 
     name = "search-o1"
@@ -135,11 +138,23 @@ class SearchO1(Strategy):
         if step.query is not None:
             run.prompt += step.consumed + END_QUERY + "\n"
             key = normalize_query(step.query)
+            refusal = None
             if run.searches >= self.max_searches:
-                self.insert(run, self.prompt(st, "search_o1_limit"), note="search_limit", query=step.query)
+                refusal = ("search_o1_limit", "search_limit")
             elif key in run.seen:
-                self.insert(run, self.prompt(st, "search_o1_repeat"), note="repeated_query", query=step.query)
+                refusal = ("search_o1_repeat", "repeated_query")
+            if refusal is not None:
+                self.insert(run, self.prompt(st, refusal[0]), note=refusal[1], query=step.query)
+                run.refused += 1
+                if run.refused >= int(self.options.get("max_refusals", 2)):
+                    st.emit(
+                        "note",
+                        type="repeat_guard",
+                        message=f"{run.refused} refused queries in a row; forcing the final answer",
+                    )
+                    self.force_answer(run, STEP_LIMIT)
             else:
+                run.refused = 0
                 run.seen.add(key)
                 run.searches += 1
                 run.pending = step.query
