@@ -167,7 +167,9 @@ def test_kill_worker_mid_request(tmp_path: Path, fake_llm, tally) -> None:
     corpus = write_jsonl(tmp_path / "c.jsonl", EN_DOCS)
     args = ["-m", "uvicorn", "--factory", "reliability.service_app:make_app", "--workers", "2", "--port", "{port}",
             "--host", "127.0.0.1", "--log-level", "warning"]  # fmt: skip
-    env = {"RELIABILITY_LLM_URL": srv.base_url, "RELIABILITY_CORPUS": str(corpus)}
+    # the concurrency limit is above the 10 requests: if uvicorn hands them all to one worker,
+    # none may be turned away with a 429 (this test is about the kill, not the limit)
+    env = {"RELIABILITY_LLM_URL": srv.base_url, "RELIABILITY_CORPUS": str(corpus), "RELIABILITY_MAX_CONCURRENCY": "16"}
     with serve_process(args, **env) as (proc, url):
         workers = wait_for(lambda: len(_children(proc.pid)) == 2 and _children(proc.pid), 60, "two workers")
         # warm both workers so each has opened the model client and the index
