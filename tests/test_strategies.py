@@ -377,3 +377,29 @@ def test_search_o1_repeat_guard_forces_the_answer(fake_server, retriever) -> Non
     reasoning_calls = [e for e in r.trace.of("llm") if str(e.data["step"]).startswith("reason ")]
     assert len(reasoning_calls) == 3  # one search, two refused repeats, then the forced answer
     assert r.finish_reason == "step_limit" and r.searches == 1
+
+
+def test_self_ask_final_answer_drops_a_copied_repeat_notice(fake_server, retriever) -> None:
+    """Recorded from qwen2.5-1.5b on HotpotQA: after a repeated follow-up the model copied the
+    intermediate answer line, notice included, into its final answer."""
+    from sleuth.llm import OpenAICompatLLM
+
+    def script(body: dict) -> str:
+        if "messages" in body:  # the extraction call
+            return "Steven Spielberg"
+        mine = str(body["prompt"]).rsplit("Are follow up questions needed here:", 1)[-1]
+        if "already asked" in mine:
+            return (
+                " So the final answer is: Steven Spielberg (This follow up was already asked. "
+                "Ask a different follow up question, or give the final answer.)"
+            )
+        return " Yes.\nFollow up: Who directed Jaws?\nIntermediate answer:"
+
+    fake_server.script = script
+    llm = OpenAICompatLLM(fake_server.base_url, "fake-model", max_retries=0)
+    try:
+        r = get_strategy("self-ask", llm, retriever, k=2, max_steps=4, lang="en").run(QUESTION, filters=SCOPE)
+    finally:
+        llm.close()
+    assert [e.data.get("repeat_of") for e in r.trace.of("follow_up")][1] == "Who directed Jaws?"
+    assert r.answer == "Steven Spielberg" and r.short_answer == "Steven Spielberg"

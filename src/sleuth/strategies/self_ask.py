@@ -164,6 +164,10 @@ class SelfAsk(Strategy):
                 final = clean_short(asked[-1][1])
                 st.emit("note", type="empty_final", message="empty forced answer; used the last intermediate answer")
         st.emit("note", type="scaffold", text=prompt[start_len:][-4000:])
+        # a model that copies the intermediate answer after a repeat also copies the notice
+        notice = self.prompt(st, "self_ask_repeat", answer="").strip()[:12]
+        if final and notice and notice in final:
+            final = final[: final.index(notice)].strip() or final
         st.result.answer = final or ""
         st.result.short_answer = clean_short(final or "")
         st.result.finish_reason = finish
