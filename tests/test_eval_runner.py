@@ -492,3 +492,80 @@ def test_local_executor_starts_the_next_task_before_yielding() -> None:
         assert [r["i"] for r in stream] == [1, 2]
     finally:
         ex.close()
+
+
+def test_fingerprint_follows_only_the_code_a_strategy_uses(tmp_path: Path) -> None:
+    import shutil
+
+    from sleuth.eval.fingerprint import _strategy_stems, fingerprint_in
+
+    src = ROOT / "src" / "sleuth"
+    root = tmp_path / "sleuth"
+    shutil.copytree(src, root, ignore=shutil.ignore_patterns("__pycache__"))
+    stems = _strategy_stems(src / "strategies")
+    assert {"self_ask", "rat", "rag", "search_o1", "step_back", "direct", "cot"} <= stems
+
+    def prints() -> dict[str, str]:
+        return {s: fingerprint_in(root, root / "strategies" / f"{s}.py", stems) for s in stems}
+
+    base = prints()
+    assert len(set(base.values())) == len(base)
+
+    def touch(rel: str) -> set[str]:
+        nonlocal base
+        p = root / rel
+        p.write_text(p.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
+        now = prints()
+        changed = {s for s in now if now[s] != base[s]}
+        base = now
+        return changed
+
+    assert touch("strategies/self_ask.py") == {"self_ask"}
+    assert touch("strategies/prompts/zh/rat_draft.txt") == {"rat"}
+    assert touch("strategies/prompts/en/rag.txt") == {"rag"}  # not rat: owners match whole names
+    assert touch("strategies/prompts/en/search_o1_rid.txt") == {"search_o1"}
+    assert touch("strategies/prompts/en/short_answer.txt") == stems  # owned by nobody: shared
+    assert touch("strategies/parsing.py") == stems
+    assert touch("search/base.py") == stems
+    assert touch("llm/openai_compat.py") == stems
+    assert touch("eval/report.py") == set()  # scoring and reporting do not change answers
+
+
+def test_records_carry_their_code_and_redo_stale_reruns_the_others(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rich.console import Console
+
+    from sleuth.eval.fingerprint import code_fingerprint
+
+    out = tmp_path / "c"
+    run_eval(_cfg(data_dir, out, limit=3), progress=False)
+    recs = read_records(out)
+    assert recs and all(r["code"] == code_fingerprint(r["strategy"]) and len(r["code"]) == 12 for r in recs)
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["code"] == {s: code_fingerprint(s) for s in (f"{MOD}:FirstWord", f"{MOD}:YesMan")}
+
+    # one YesMan record made by "older code", one with no fingerprint at all (records before fingerprints)
+    lines = (out / RESULTS).read_text(encoding="utf-8").splitlines()
+    yes = [i for i, ln in enumerate(lines) if json.loads(ln)["strategy"].endswith("YesMan")]
+    old = json.loads(lines[yes[0]])
+    old["code"] = "0123456789ab"
+    lines[yes[0]] = json.dumps(old)
+    legacy = json.loads(lines[yes[1]])
+    del legacy["code"]
+    lines[yes[1]] = json.dumps(legacy)
+    (out / RESULTS).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    console = Console(stderr=True, width=200)
+    s = run_eval(_cfg(data_dir, out, limit=3), progress=False, console=console)
+    assert s.ran == 0
+    assert "2 of 6 records" in capsys.readouterr().err
+    report = (out / "report.md").read_text()
+    assert "**Mixed versions:**" in report and "`0123456789ab`: 1" in report and "not recorded: 1" in report
+
+    s = run_eval(_cfg(data_dir, out, limit=3, redo_stale=True), progress=False, console=console)
+    assert (s.ran, s.skipped) == (2, 4)
+    recs = read_records(out)
+    assert len(recs) == 6 and all(r["code"] == code_fingerprint(r["strategy"]) for r in recs)
+    assert "Mixed versions" not in (out / "report.md").read_text()
+    assert len((out / RESULTS).read_text().splitlines()) == 8  # the superseded lines stay; the last one wins

@@ -67,6 +67,9 @@ def eval_cmd(
     prices: str = typer.Option(None, "--prices", help="USD per 1M tokens: PROMPT,COMPLETION[,CACHED]."),
     executor: str = typer.Option("local", "--executor", help="local, or a registered scheme like dask://ADDR."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed questions again on resume."),
+    redo_stale: bool = typer.Option(
+        False, "--redo-stale", help="On resume, run again the records that other code (an older version) produced."
+    ),
     no_llm_cache: bool = typer.Option(False, "--no-llm-cache", help="Bypass the LLM response cache (fresh timings)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
@@ -101,6 +104,7 @@ def eval_cmd(
         concurrency=concurrency,
         executor=executor,
         retry_failed=retry_failed,
+        redo_stale=redo_stale,
         llm_cache=not no_llm_cache,
         command="sleuth eval " + " ".join(shlex.quote(a) for a in sys.argv[sys.argv.index("eval") + 1 :])
         if "eval" in sys.argv

@@ -170,6 +170,38 @@ def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> l
     return out
 
 
+def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], current: Mapping[str, str]) -> list[str]:
+    """Which code produced the records: one line per strategy, with a warning when versions are mixed."""
+    by: dict[str, dict[str, int]] = {}
+    for r in records:
+        fp = str(r.get("code") or "") or "not recorded"
+        by.setdefault(r["strategy"], {}).setdefault(fp, 0)
+        by[r["strategy"]][fp] += 1
+    if not by:
+        return []
+    names = [s for s in order if s in by] + sorted(set(by) - set(order))
+    mixed = [s for s in names if len(by[s]) > 1]
+    out = [
+        "",
+        "## Code versions",
+        "",
+        "Each record carries the fingerprint of the code that produced it (the strategy's module and prompts, "
+        "the shared strategy code, the search and LLM layers; `sleuth.eval.fingerprint`).",
+        "",
+    ]
+    if mixed:
+        out += [
+            f"**Mixed versions:** {', '.join(mixed)} hold records from more than one version of the code; "
+            "`sleuth eval ... --redo-stale` reruns those that differ from the current code.",
+            "",
+        ]
+    out += ["| strategy | fingerprint: records | latest run's code |", "|---|---|---|"]
+    for s in names:
+        fps = ", ".join(f"`{fp}`: {n}" if fp != "not recorded" else f"not recorded: {n}" for fp, n in by[s].items())
+        out.append(f"| {s} | {fps} | {'`' + current[s] + '`' if current.get(s) else '–'} |")
+    return out
+
+
 def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
     manifest = manifest or {}
     settings = manifest.get("settings") or {}
@@ -250,6 +282,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
                         f"| {s} | {m} | {row.questions} | {row.composed_right_overall} | "
                         f"{row.hops_right}/{row.hops} | {row.subs_all_right} | {row.composed_wrong} | {_f(row.gap)} |"
                     )
+    lines += _code_table(records, order, manifest.get("code") or {})
     failures = [r for r in records if r.get("status") == "failed"]
     if failures:
         lines += ["", "## Failures (first 20)", "", "| strategy | question id | reason | error |", "|---|---|---|---|"]

@@ -31,6 +31,7 @@ from typing import Any
 from sleuth.eval.corpus import RetrievalPlan, plan_retrieval
 from sleuth.eval.datasets import Dataset, Item, load_dataset
 from sleuth.eval.executors import make_executor
+from sleuth.eval.fingerprint import code_fingerprint
 from sleuth.eval.gap import sub_items
 from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
@@ -75,6 +76,7 @@ class EvalConfig:
     concurrency: int = 1
     executor: str = "local"
     retry_failed: bool = False
+    redo_stale: bool = False  # rerun records made by other code (see sleuth.eval.fingerprint)
     llm_cache: bool = True  # Sleuth's response cache (a rerun then costs no model time)
     command: str = ""
 
@@ -197,6 +199,10 @@ def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
     name = payload["strategy"]
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"strategy": name, "qid": item.id}
+    try:
+        rec["code"] = code_fingerprint(name)
+    except Exception:  # provenance is best effort; it never costs the question
+        rec["code"] = ""
     try:
         strat = _worker_for(payload["config"]).strategy(name, item)
         result = strat.run(item.prompt(), filters=item.filters)
@@ -358,10 +364,22 @@ def run_eval(
 
         tasks = build_tasks(dataset, cfg.strategies, cfg.gap)
         existing = read_records(out / RESULTS)
+        code = _fingerprints(cfg.strategies)
+        manifest["code"] = code
+        stale = [r for r in existing if r.get("code") != code.get(r["strategy"], r.get("code"))]
+        if stale and console is not None:
+            console.print(
+                f"[yellow]{len(stale)} of {len(existing)} records in {out} were made by other code "
+                f"({_stale_text(stale)}); "
+                + ("they are run again.[/]" if cfg.redo_stale else "they are kept: --redo-stale runs them again.[/]")
+            )
+        stale_keys = {(r["strategy"], r["qid"]) for r in stale} if cfg.redo_stale else set()
         running = _Running()
         done: set[tuple[str, str]] = set()
         for rec in existing:
             if cfg.retry_failed and rec.get("status") == FAILED:
+                continue
+            if (rec["strategy"], rec["qid"]) in stale_keys:
                 continue
             done.add((rec["strategy"], rec["qid"]))
             running.add(rec)
@@ -420,6 +438,21 @@ def run_eval(
         return summary
 
 
+def _fingerprints(strategies: Sequence[str]) -> dict[str, str]:
+    """The running code's fingerprint for each strategy of the run."""
+    try:
+        return {s: code_fingerprint(s) for s in strategies}
+    except Exception as e:  # an unknown name fails later, per question, with its own message
+        raise EvalError(f"cannot fingerprint the strategies' code: {e}") from e
+
+
+def _stale_text(stale: Sequence[Mapping[str, Any]]) -> str:
+    by: dict[str, int] = defaultdict(int)
+    for r in stale:
+        by[r["strategy"]] += 1
+    return ", ".join(f"{s}: {n}" for s, n in sorted(by.items()))
+
+
 def _bar_text(running: _Running, order: Sequence[str]) -> str:
     txt = running.line(order)
     return f"{txt}  failed {running.failed}" if running.failed else txt
@@ -446,6 +479,7 @@ def _finalise(
         "short_answer": result.get("short_answer", ""),
         "scores": score(item, result, prices),
         "wall_s": rec.get("wall_s", 0.0),
+        "code": rec.get("code", ""),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "result": rec.get("result"),
     }
