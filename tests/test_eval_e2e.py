@@ -86,3 +86,61 @@ def test_policy_scope_is_honoured_through_the_runner(tmp_path: Path, data_dir: P
     assert by["q5"]["scores"]["primary"] == "mention"
     manifest = json.loads((out / "run.json").read_text())
     assert manifest["settings"]["index"]["source"] == "corpus file corpus.jsonl"
+
+
+def _first_call_cached(rec: dict) -> int:
+    """Prompt tokens the task's first LLM call took from the server's KV cache."""
+    first = next(e for e in rec["result"]["trace"] if e["kind"] == "llm")
+    return int(first["data"]["usage"].get("cached_prompt_tokens") or 0)
+
+
+def test_isolated_tasks_start_from_an_empty_kv_cache_and_resume_reproduces(
+    tmp_path: Path, data_dir: Path, eval_cache: Path
+) -> None:
+    """One task at a time: the embedded server's KV cache is wiped before each task, so no
+    task reuses another's prompt prefix and an interrupted, resumed run gives the same
+    answers as an uninterrupted one."""
+
+    def cfg(out: Path, **kw) -> EvalConfig:
+        base = dict(
+            data=str(data_dir / "hotpotqa/test.jsonl"),
+            out=str(out),
+            setting="distractor",
+            strategies=["direct", "cot", "rag"],
+            limit=2,
+            seed=3,
+            model=MODEL,
+            max_tokens=32,
+            llm_cache=False,
+        )
+        return EvalConfig(**(base | kw))
+
+    whole = tmp_path / "whole"
+    run_eval(cfg(whole), progress=False)
+    assert json.loads((whole / "run.json").read_text())["isolated_tasks"] is True
+    a = {(r["strategy"], r["qid"]): r for r in read_records(whole)}
+    assert len(a) == 6 and all(_first_call_cached(r) == 0 for r in a.values())
+
+    parts = tmp_path / "parts"
+    n = 0
+
+    def stop_after_two(rec: dict) -> None:
+        nonlocal n
+        n += 1
+        if n == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(cfg(parts), progress=False, on_record=stop_after_two)
+    run_eval(cfg(parts), progress=False)
+    b = {(r["strategy"], r["qid"]): r for r in read_records(parts)}
+    assert b.keys() == a.keys()
+    for key in a:
+        assert b[key]["answer"] == a[key]["answer"], key
+        assert b[key]["result"]["usage"]["completion_tokens"] == a[key]["result"]["usage"]["completion_tokens"]
+
+    # the control: without isolation, later tasks start on the previous task's cache
+    shared = tmp_path / "shared"
+    run_eval(cfg(shared, isolate=False), progress=False)
+    assert json.loads((shared / "run.json").read_text())["isolated_tasks"] is False
+    assert any(_first_call_cached(r) > 0 for r in read_records(shared))

@@ -70,6 +70,12 @@ def eval_cmd(
     redo_stale: bool = typer.Option(
         False, "--redo-stale", help="On resume, run again the records that other code (an older version) produced."
     ),
+    isolate: bool = typer.Option(
+        True,
+        "--isolate/--no-isolate",
+        help="Wipe the embedded model's KV cache before each task (one task at a time), so an answer does not "
+        "depend on the tasks run before it; --no-isolate lets tasks reuse each other's prompt prefixes (faster).",
+    ),
     no_llm_cache: bool = typer.Option(False, "--no-llm-cache", help="Bypass the LLM response cache (fresh timings)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
@@ -105,6 +111,7 @@ def eval_cmd(
         executor=executor,
         retry_failed=retry_failed,
         redo_stale=redo_stale,
+        isolate=isolate,
         llm_cache=not no_llm_cache,
         command="sleuth eval " + " ".join(shlex.quote(a) for a in sys.argv[sys.argv.index("eval") + 1 :])
         if "eval" in sys.argv

@@ -77,8 +77,15 @@ class EvalConfig:
     executor: str = "local"
     retry_failed: bool = False
     redo_stale: bool = False  # rerun records made by other code (see sleuth.eval.fingerprint)
+    # wipe the embedded server's KV cache before each task, so an answer does not depend on
+    # the tasks before it (None: yes when one task runs at a time; see isolated_tasks())
+    isolate: bool | None = None
     llm_cache: bool = True  # Sleuth's response cache (a rerun then costs no model time)
     command: str = ""
+
+    def isolated_tasks(self) -> bool:
+        """Whether tasks are isolated: only possible one at a time (concurrent tasks share slots)."""
+        return self.concurrency == 1 and (self.isolate if self.isolate is not None else True)
 
     def settings(self, dataset: Dataset, plan: RetrievalPlan) -> dict[str, Any]:
         return {
@@ -125,6 +132,13 @@ class _LazyLLM:
     @property
     def model(self) -> str:
         return self._llm.model if self._llm is not None else (self._model or "")
+
+    def reset_prompt_cache(self) -> bool:
+        """Wipe the server's KV cache if the LLM exists and can (a model not started yet has none)."""
+        with self._lock:
+            llm = self._llm
+        reset = getattr(llm, "reset_prompt_cache", None) if llm is not None else None
+        return bool(reset()) if reset is not None else False
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # private/dunder lookups never start a model
@@ -204,7 +218,10 @@ def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
     except Exception:  # provenance is best effort; it never costs the question
         rec["code"] = ""
     try:
-        strat = _worker_for(payload["config"]).strategy(name, item)
+        worker = _worker_for(payload["config"])
+        strat = worker.strategy(name, item)
+        if (payload["config"].get("llm_options") or {}).get("isolated"):
+            worker.llm.reset_prompt_cache()  # this task starts from an empty KV cache
         result = strat.run(item.prompt(), filters=item.filters)
         rd = result.to_dict()
         rd["strategy"] = name
@@ -352,6 +369,7 @@ def run_eval(
         "settings": cfg.settings(dataset, plan),
         "executor": cfg.executor,
         "concurrency": cfg.concurrency,
+        "isolated_tasks": cfg.isolated_tasks(),
         "prices": cfg.prices,
     }
     with run_lock(out):
@@ -399,7 +417,7 @@ def run_eval(
             "max_tokens": cfg.max_tokens,
             "strategy_options": cfg.strategy_options,
             # parallel slots of the embedded server follow the concurrency
-            "llm_options": {"cache": cfg.llm_cache, "n_parallel": cfg.concurrency},
+            "llm_options": {"cache": cfg.llm_cache, "n_parallel": cfg.concurrency, "isolated": cfg.isolated_tasks()},
             "retrieval": plan.to_dict(),
         }
         items_by_id = {t[1].id: (t[1], t[2]) for t in tasks}

@@ -97,6 +97,7 @@ def get_llm(
     tokens_per_min: float | None = None,
     max_concurrency: int | None = None,
     defaults: GenParams | None = None,
+    isolated: bool = False,
     **kw: Any,
 ) -> LLM:
     """An LLM client for the configured backend.
@@ -127,6 +128,11 @@ def get_llm(
         ``$SLEUTH_LLM_MAX_CONCURRENCY``).
     defaults:
         Sampling defaults for parameters a call leaves ``None``.
+    isolated:
+        Embedded server only: start (or share) a server whose KV cache
+        ``llm.reset_prompt_cache()`` can wipe, so a sequence of calls can be made
+        independent of earlier ones (evaluations do this per task).  Ignored for
+        remote servers, whose ``reset_prompt_cache()`` returns ``False``.
     kw:
         ``embedded_mode="inprocess"|"subprocess"`` for the embedded server;
         the rest goes to :class:`OpenAICompatLLM` (``backoff_base``,
@@ -157,6 +163,7 @@ def get_llm(
             ctx_size=ctx_size or env_int("SLEUTH_CTX_SIZE", DEFAULT_CTX_SIZE) or DEFAULT_CTX_SIZE,
             threads=threads,
             mode=embedded_mode,
+            isolated=isolated,
         )
         assert srv.base_url is not None
         extra_body = {"cache_prompt": True, **kw.pop("extra_body", {})}
@@ -169,6 +176,7 @@ def get_llm(
             defaults=defaults,
             extra_body=extra_body,
             name=f"embedded:{s.model}",
+            prompt_cache_reset=srv.erase_slots if isolated else None,
             **kw,
         )
         backend = f"embedded:{s.model}"  # stable across runs (the port is random)

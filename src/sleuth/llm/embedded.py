@@ -27,6 +27,7 @@ import gc
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -63,7 +64,10 @@ def _import_engine() -> Any:
     return xllamacpp
 
 
-def _build_params(xlc: Any, path: Path, *, alias: str, n_parallel: int, ctx_size: int, threads: int) -> Any:
+def _build_params(
+    xlc: Any, path: Path, *, alias: str, n_parallel: int, ctx_size: int, threads: int, slot_dir: Path | None = None
+) -> Any:
+    """Engine parameters; ``slot_dir`` makes the server *isolatable* (see :meth:`EmbeddedServer.erase_slots`)."""
     p = xlc.CommonParams()
     p.model.path = str(path)
     p.port = 0  # the OS picks a free port
@@ -78,6 +82,12 @@ def _build_params(xlc: Any, path: Path, *, alias: str, n_parallel: int, ctx_size
     p.warmup = False
     p.endpoint_slots = False
     p.endpoint_metrics = True
+    if slot_dir is not None:
+        # isolatable: no host-memory prompt cache (it would bring back other requests' KV
+        # after an erase) and the /slots endpoint, whose erase action needs a save path
+        p.cache_ram_mib = 0
+        p.endpoint_slots = True
+        p.slot_save_path = str(slot_dir)
     with contextlib.suppress(Exception):
         p.model_alias = {alias}
     return p
@@ -90,6 +100,7 @@ class _Key:
     ctx_size: int
     threads: int
     mode: str
+    isolated: bool = False
 
 
 class EmbeddedServer:
@@ -109,6 +120,7 @@ class EmbeddedServer:
         cache_dir: str | Path | None = None,
         mode: str | None = None,
         start_timeout: float = 300.0,
+        isolated: bool = False,
     ) -> None:
         if isinstance(model, Path):
             self.path = model
@@ -125,6 +137,9 @@ class EmbeddedServer:
         if self.mode not in ("inprocess", "subprocess"):
             raise ValueError(f"embedded mode must be 'inprocess' or 'subprocess', not {self.mode!r}")
         self.start_timeout = start_timeout
+        #: requests can be isolated from each other's KV cache (:meth:`erase_slots`)
+        self.isolated = bool(isolated)
+        self._slot_dir: tempfile.TemporaryDirectory[str] | None = None
         self.base_url: str | None = None
         self.load_s: float = 0.0
         self._server: Any = None
@@ -151,10 +166,19 @@ class EmbeddedServer:
             if self.base_url is not None:
                 return self
             t0 = time.perf_counter()
+            if self.isolated and self._slot_dir is None:
+                self._slot_dir = tempfile.TemporaryDirectory(prefix="sleuth-slots-")
+            slot_dir = Path(self._slot_dir.name) if self._slot_dir is not None else None
             if self.mode == "inprocess":
                 xlc = _import_engine()
                 params = _build_params(
-                    xlc, self.path, alias=self.name, n_parallel=self.n_parallel, ctx_size=self.ctx_size, threads=self.threads
+                    xlc,
+                    self.path,
+                    alias=self.name,
+                    n_parallel=self.n_parallel,
+                    ctx_size=self.ctx_size,
+                    threads=self.threads,
+                    slot_dir=slot_dir,
                 )
                 try:
                     self._server = xlc.Server(params)
@@ -162,7 +186,7 @@ class EmbeddedServer:
                     raise LLMUnavailable(f"The embedded engine could not load {self.path.name}: {e}") from e
                 url = str(self._server.listening_address).rstrip("/")
             else:
-                url = self._start_subprocess()
+                url = self._start_subprocess(slot_dir)
             try:
                 _wait_healthy(url, self.start_timeout)
             except LLMUnavailable:
@@ -172,13 +196,36 @@ class EmbeddedServer:
             self.load_s = time.perf_counter() - t0
             return self
 
-    def _start_subprocess(self) -> str:
+    def erase_slots(self) -> int:
+        """Wipe every slot's KV cache, so that the next request is computed from scratch.
+
+        llama.cpp's numerics depend on how a prompt is split between cached and new
+        tokens (a reused prefix changes logprobs by ~1e-2, enough to flip a greedy
+        token now and then).  An evaluation erases the slots before each task, so a
+        task's answer does not depend on which tasks ran before it, and a resumed run
+        reproduces an uninterrupted one.  Returns the number of tokens erased.
+        """
+        if not self.isolated:
+            raise LLMUnavailable("this embedded server was not started with isolated=True; it cannot erase its slots")
+        if self.base_url is None:
+            return 0
+        erased = 0
+        for i in range(self.n_parallel):
+            r = httpx.post(f"{self.base_url}/slots/{i}", params={"action": "erase"}, timeout=60)
+            if r.status_code != 200:
+                raise LLMUnavailable(f"erasing slot {i} of the embedded server failed: HTTP {r.status_code} {r.text[:200]}")
+            erased += int(r.json().get("n_erased", 0))
+        return erased
+
+    def _start_subprocess(self, slot_dir: Path | None) -> str:
         env_ = dict(os.environ)
         env_.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         cmd = [
             sys.executable, "-m", "sleuth.llm.embedded", "--path", str(self.path), "--alias", self.name,
             "--n-parallel", str(self.n_parallel), "--ctx-size", str(self.ctx_size), "--threads", str(self.threads),
         ]  # fmt: skip
+        if slot_dir is not None:
+            cmd += ["--slot-dir", str(slot_dir)]
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env_
         )
@@ -188,6 +235,12 @@ class EmbeddedServer:
             self._shutdown()
             raise LLMUnavailable(f"The embedded engine subprocess failed to start for {self.path.name}.")
         return line.rstrip("/")
+
+    def _cleanup_slot_dir(self) -> None:
+        if self._slot_dir is not None:
+            with contextlib.suppress(Exception):
+                self._slot_dir.cleanup()
+            self._slot_dir = None
 
     def _shutdown(self) -> None:
         if self._server is not None:
@@ -214,6 +267,7 @@ class EmbeddedServer:
         with self._lock:
             self._shutdown()
             self.base_url = None
+            self._cleanup_slot_dir()
 
     def __enter__(self) -> EmbeddedServer:
         return self.start()
@@ -250,17 +304,28 @@ def get_server(
     threads: int | None = None,
     cache_dir: str | Path | None = None,
     mode: str | None = None,
+    isolated: bool = False,
 ) -> EmbeddedServer:
-    """The process-wide running server for these settings, started on first use."""
+    """The process-wide running server for these settings, started on first use.
+
+    ``isolated``: a server whose KV cache can be wiped between tasks (no host-memory
+    prompt cache; :meth:`EmbeddedServer.erase_slots`), for reproducible evaluations.
+    """
     m = get_model(model) if isinstance(model, str) else model
     path = ensure_model(m, cache_dir)
     mode_ = (mode or env("SLEUTH_EMBEDDED_MODE") or "inprocess").lower()
-    key = _Key(str(path), max(1, n_parallel), min(ctx_size, m.n_ctx_train), _threads(threads), mode_)
+    key = _Key(str(path), max(1, n_parallel), min(ctx_size, m.n_ctx_train), _threads(threads), mode_, bool(isolated))
     with _servers_lock:
         srv = _servers.get(key)
         if srv is None:
             srv = EmbeddedServer(
-                m, n_parallel=key.n_parallel, ctx_size=key.ctx_size, threads=key.threads, cache_dir=cache_dir, mode=mode_
+                m,
+                n_parallel=key.n_parallel,
+                ctx_size=key.ctx_size,
+                threads=key.threads,
+                cache_dir=cache_dir,
+                mode=mode_,
+                isolated=key.isolated,
             )
             _servers[key] = srv
     return srv.start()
@@ -315,10 +380,17 @@ def _child_main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n-parallel", type=int, default=1)
     ap.add_argument("--ctx-size", type=int, default=DEFAULT_CTX_SIZE)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--slot-dir", default=None)
     a = ap.parse_args(argv)
     xlc = _import_engine()
     params = _build_params(
-        xlc, Path(a.path), alias=a.alias, n_parallel=a.n_parallel, ctx_size=a.ctx_size, threads=a.threads
+        xlc,
+        Path(a.path),
+        alias=a.alias,
+        n_parallel=a.n_parallel,
+        ctx_size=a.ctx_size,
+        threads=a.threads,
+        slot_dir=Path(a.slot_dir) if a.slot_dir else None,
     )
     server = xlc.Server(params)
     print(str(server.listening_address), flush=True)

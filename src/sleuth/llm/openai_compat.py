@@ -25,7 +25,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -238,6 +238,7 @@ class OpenAICompatLLM:
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         name: str | None = None,
+        prompt_cache_reset: Callable[[], Any] | None = None,
     ) -> None:
         _check_url(base_url)
         self.base_url = base_url.rstrip("/")
@@ -266,6 +267,7 @@ class OpenAICompatLLM:
             weakref.WeakKeyDictionary()
         )
         self._closed = False
+        self._prompt_cache_reset = prompt_cache_reset
 
     # ------------------------------------------------------------------ plumbing
     def __repr__(self) -> str:
@@ -299,6 +301,18 @@ class OpenAICompatLLM:
             )
             self._aclients[loop] = c
         return c
+
+    def reset_prompt_cache(self) -> bool:
+        """Wipe the server's KV / prompt cache, when this client can (Sleuth's embedded
+        server started ``isolated``); ``False`` when it cannot (any other server).
+
+        The next request is then computed from scratch, so its output does not depend
+        on what was asked before (see :meth:`EmbeddedServer.erase_slots`).
+        """
+        if self._prompt_cache_reset is None:
+            return False
+        self._prompt_cache_reset()
+        return True
 
     def close(self) -> None:
         """Close the sync client (async clients close with :meth:`aclose` or their loop)."""
