@@ -532,3 +532,59 @@ def test_parsers_accept_non_strings() -> None:
     assert parse_self_ask(None).follow_up is None  # type: ignore[arg-type]
     assert parse_search_o1(None).query is None  # type: ignore[arg-type]
     assert parse_cot(None) == ("", None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Facts: Denise Levertov was born in 1923.", "Denise Levertov was born in 1923."),
+        ("Facts (in Chinese): 退款到账后15个自然日内", "退款到账后15个自然日内"),
+        ("事实：15个自然日", "15个自然日"),
+        ("Harvey Pekar was born in 1939. Facts show nothing else.", "Harvey Pekar was born in 1939. Facts show nothing else."),
+    ],
+)
+def test_parse_reason_in_documents_facts_label(text: str, expected: str) -> None:
+    assert parse_reason_in_documents(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("info", "nothing"),
+    [
+        ("No helpful information found.", True),
+        ("Nothing was found.", True),
+        ("nothing found", True),
+        ("No relevant documents were found.", True),
+        ("没有找到取消行程后退票费用的报销期限。", True),
+        ("未找到相关信息", True),
+        ("Denise Levertov was born on 24 October 1923.", False),
+        ("The documents show nothing was found about X, but Y was born in 1923.", False),
+        ("根据文档，退票费用应在退款结算完成后15个自然日内提交报销。", False),
+    ],
+)
+def test_reason_in_documents_nothing_found_variants(info: str, nothing: bool) -> None:
+    from sleuth.strategies.search_o1 import _NOTHING
+
+    assert bool(_NOTHING.search(info)) is nothing
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "repeat"),
+    [
+        ("Who directed Jaws?", "Who directed Jaws?", True),
+        ("Who directed Jaws?", "who  directed JAWS", True),
+        ("Who was the commander of the Colorado forces?", "Who was the commander of the Colorado forces in the war?", True),
+        (
+            "What was the name of the Curaçao Centre for Correction and Detention before it changed?",
+            "What was the name of the Curaçao Centre for Correction and Detention after it changed?",
+            False,
+        ),
+        ("When was Harvey Pekar born?", "When was Denise Levertov born?", False),
+        ("What year?", "In what year was the English actor who appeared in Spider-Man 2 born?", False),
+        ("退票费用的报销期限是多少？", "退票费用的报销期限是多少", True),
+        ("退票费用的报销期限是多少？", "酒店费用的报销期限是多少？", False),
+    ],
+)
+def test_is_repeat(a: str, b: str, repeat: bool) -> None:
+    from sleuth.strategies.text import is_repeat
+
+    assert is_repeat(a, b) is repeat and is_repeat(b, a) is repeat

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from sleuth.eval.diagnose import diagnosis_section
 from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.metrics import PRIMARY
 from sleuth.eval.store import RESULTS, read_manifest, read_records
@@ -282,6 +283,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
                         f"| {s} | {m} | {row.questions} | {row.composed_right_overall} | "
                         f"{row.hops_right}/{row.hops} | {row.subs_all_right} | {row.composed_wrong} | {_f(row.gap)} |"
                     )
+    lines += diagnosis_section(records, [r["strategy"] for r in rows])
     lines += _code_table(records, order, manifest.get("code") or {})
     failures = [r for r in records if r.get("status") == "failed"]
     if failures:

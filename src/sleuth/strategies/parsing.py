@@ -470,7 +470,11 @@ def parse_search_o1(text: str) -> O1Step:
     return step
 
 
-_FINAL_INFO = re.compile(r"\**\s*(?:final\s+information|最终信息|有用信息)\s*\**\s*[:：]?\s*\**", re.I)
+_FINAL_INFO = re.compile(
+    r"\**\s*(?:final\s+information|最终信息|有用信息|^\s*facts(?:\s*\(in\s+\w+\))?(?=\s*\**\s*[:：])|^\s*事实(?=\s*[:：]))"
+    r"\s*\**\s*[:：]?\s*\**",
+    re.I | re.M,
+)
 
 
 def parse_reason_in_documents(text: str, max_chars: int = 800) -> str:

@@ -52,7 +52,10 @@ from sleuth.strategies.text import clean_short, format_passages, normalize_query
 
 STOPS = [END_QUERY, BEGIN_RESULT, "\nQuestion:", "\n问题："]
 _NOTHING = re.compile(
-    r"^\W*(?:no\s+(?:helpful|useful|relevant)\s+information|没有找到有用的信息|没有有用的信息|无有用信息)", re.I
+    r"^\W*(?:no\s+(?:helpful|useful|relevant)\s+information|nothing\s+(?:(?:was|is)\s+)?found"
+    r"|no\s+(?:relevant\s+|helpful\s+)?(?:information|documents?|facts?)\s+(?:(?:was|were)\s+)?found"
+    r"|没有找到|未找到|没有有用的信息|无有用信息|没有相关)",
+    re.I,
 )
 
 

@@ -20,8 +20,9 @@ server's prompt cache reuses everything already evaluated.
 Small-model failure modes handled here: variant spellings of the scaffold
 (see :func:`~sleuth.strategies.parsing.parse_self_ask`), the model answering
 its own follow-up (its answer is dropped and the follow-up is searched), and
-follow-ups that restate the question or a previous follow-up (token overlap
->= ``repeat_threshold``): a restated question is searched once; a repeat gets
+follow-ups that restate the question (token overlap >= ``restate_threshold``)
+or repeat a previous follow-up (:func:`~sleuth.strategies.text.is_repeat`:
+nothing new asked): a restated question is searched once; a repeat gets
 the earlier answer plus a request for a different sub-question, and a second
 repeat moves straight to the final answer.  Every path consumes a step, so
 the loop always ends.
@@ -35,7 +36,7 @@ from typing import Any
 from sleuth.search.base import Passage, SearchError
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState, Strategy
 from sleuth.strategies.parsing import parse_final_line, parse_self_ask
-from sleuth.strategies.text import clean_short, format_passages, most_similar, sanitize, similarity
+from sleuth.strategies.text import clean_short, format_passages, is_repeat, most_similar, sanitize, similarity
 
 #: the scaffold's own words, per prompt language (the parser accepts both and their variants)
 SCAFFOLD = {
@@ -66,8 +67,11 @@ def _one_line(text: str, max_chars: int = 300) -> str:
 class SelfAsk(Strategy):
     """Self-Ask with search, completion mode, append-only prompt.
 
-    Options: ``repeat_threshold`` (0.7): content-token Jaccard overlap above
-    which a follow-up counts as a restatement; ``extract_max_tokens`` (64);
+    Options: ``restate_threshold`` (0.7): content-token Jaccard overlap with the
+    question above which a follow-up counts as a restatement;
+    ``repeat_threshold`` (0.9): overlap with an earlier follow-up above which it
+    is a repeat (a follow-up whose words are all in an earlier one, or the other
+    way round, is one at 0.5 already); ``extract_max_tokens`` (64);
     ``extract_k`` (3): how many of the top passages the extraction call reads
     (every passage found is still cited);
     ``max_prompt_chars`` (7000: beyond it the final answer is forced, so the
@@ -82,7 +86,8 @@ class SelfAsk(Strategy):
         lang = st.result.lang
         words = SCAFFOLD.get(lang, SCAFFOLD["en"])
         sep = " " if lang == "en" else ""
-        threshold = float(self.options.get("repeat_threshold", 0.7))
+        threshold = float(self.options.get("restate_threshold", 0.7))
+        repeat_at = float(self.options.get("repeat_threshold", 0.9))
         max_chars = int(self.options.get("max_prompt_chars", 7000))
         prompt = self.prompt(st, "self_ask", question=question)
         start_len = len(prompt)
@@ -130,8 +135,8 @@ class SelfAsk(Strategy):
                     dropped=parsed.self_answer[:300],
                     message="the model answered its own follow-up; its answer was dropped and the follow-up searched",
                 )
-            sim_prev, prev = most_similar(fu, [f for f, _ in asked])
-            if sim_prev >= threshold:
+            sim_prev, prev = most_similar(fu, [f for f, _ in asked if is_repeat(fu, f, repeat_at)])
+            if prev:
                 repeats += 1
                 prev_answer = dict(asked)[prev]
                 st.emit("follow_up", question=fu, step=steps, repeat_of=prev, similarity=round(sim_prev, 3))

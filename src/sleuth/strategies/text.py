@@ -165,6 +165,22 @@ def similarity(a: str, b: str) -> float:
     return len(ta & tb) / len(ta | tb)
 
 
+def is_repeat(a: str, b: str, threshold: float = 0.9) -> bool:
+    """Whether ``a`` asks nothing that ``b`` did not (or the other way round).
+
+    Jaccard overlap alone is too coarse for long questions that differ in one word
+    ("... before it changed?" / "... after it changed?" overlap 0.75), so a repeat
+    is either a near-identical token set (overlap >= ``threshold``) or one side's
+    content words all contained in the other's (a shortened or padded repeat), with
+    overlap >= 0.5 so that a two-word question is not a "repeat" of a long one.
+    """
+    ta, tb = content_tokens(a), content_tokens(b)
+    if not ta or not tb:
+        return (a or "").strip().lower() == (b or "").strip().lower()
+    j = len(ta & tb) / len(ta | tb)
+    return j >= threshold or ((ta <= tb or tb <= ta) and j >= 0.5)
+
+
 def most_similar(text: str, others: Iterable[str]) -> tuple[float, str]:
     best = (0.0, "")
     for o in others:
