@@ -1,0 +1,96 @@
+"""Where the answers go wrong: outcome buckets and trace signals read from records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sleuth.eval.diagnose import diagnosis_section, outcome, signals
+from sleuth.eval.report import render
+
+
+def _rec(strategy: str, qid: str, *, score: float, searches: int = 1, recall: float | None = None, status: str = "ok",
+         trace: list | None = None, kind: str = "main") -> dict:  # fmt: skip
+    scores = {"score": score, "primary": "f1", "searches": searches, "recall_id": recall}
+    return {
+        "strategy": strategy,
+        "qid": qid,
+        "status": status,
+        "task": {"kind": kind},
+        "scores": scores,
+        "result": {"trace": trace or []},
+    }
+
+
+def test_outcome_buckets() -> None:
+    assert outcome(_rec("rag", "a", score=1.0, recall=0.0)) == "correct"
+    assert outcome(_rec("rag", "a", score=0.5, recall=1.0)) == "correct"
+    assert outcome(_rec("rag", "a", score=0.0, status="failed")) == "failed"
+    assert outcome(_rec("direct", "a", score=0.0, searches=0)) == "closed_book"
+    assert outcome(_rec("rag", "a", score=0.2, recall=0.0)) == "no_evidence"
+    assert outcome(_rec("rag", "a", score=0.0, recall=0.5)) == "some_evidence"
+    assert outcome(_rec("rag", "a", score=0.0, recall=1.0)) == "all_evidence"
+    assert outcome(_rec("rag", "a", score=0.0, recall=None)) == "unknown_evidence"
+    # titles stand in when the dataset has no paragraph ids
+    r = _rec("rag", "a", score=0.0)
+    r["scores"]["recall_title"] = 1.0
+    assert outcome(r) == "all_evidence"
+
+
+def test_signals_count_what_the_trace_logged() -> None:
+    trace = [
+        {"kind": "note", "data": {"type": "scaffold", "text": "..."}},  # informational: not a signal
+        {"kind": "note", "data": {"type": "repeat_guard"}},
+        {"kind": "reason_in_documents", "data": {"helpful": False}},
+        {"kind": "reason_in_documents", "data": {"helpful": True}},
+        {"kind": "follow_up", "data": {"question": "q", "repeat_of": "q"}},
+        {"kind": "follow_up", "data": {"question": "r"}},
+        {"kind": "step_back", "data": {"fallback": True}},
+        {"kind": "revision", "data": {"skipped": True}},
+        {"kind": "revision", "data": {"skipped": False}},
+    ]
+    c = signals(_rec("x", "a", score=0, trace=trace))
+    assert c == {
+        "repeat_guard": 1,
+        "rid_steps": 2,
+        "rid_nothing_helpful": 1,
+        "repeated_follow_up": 1,
+        "step_back_fallback": 1,
+        "revision_skipped": 1,
+    }
+    assert signals({"strategy": "x", "qid": "a", "result": None}) == {}
+
+
+def test_diagnosis_table_in_the_report() -> None:
+    rid = [{"kind": "reason_in_documents", "data": {"helpful": False}}] * 2
+    recs = [
+        _rec("search-o1", "a", score=0.0, recall=1.0, trace=rid),
+        _rec("search-o1", "b", score=1.0, recall=1.0),
+        _rec("direct", "a", score=0.0, searches=0),
+        _rec("direct", "b", score=1.0, searches=0),
+        _rec("direct", "a#1", score=0.0, searches=0, kind="sub"),  # gap hops are not composed questions
+    ]
+    lines = diagnosis_section(recs, ["direct", "search-o1"])
+    text = "\n".join(lines)
+    assert "## Where the answers go wrong" in text
+    assert "| direct | 2 | 1 | 0 | 1 | 0 | 0 | 0 | 0 |" in text
+    assert "| search-o1 | 2 | 1 | 0 | 0 | 0 | 0 | 1 | 0 |" in text
+    assert "Reason-in-Documents found nothing helpful: 2 of 2 steps" in text
+    assert text.index("| direct |") < text.index("| search-o1 |")
+    assert diagnosis_section([], ["direct"]) == []
+    report = render(recs, {"settings": {"strategies": ["direct", "search-o1"]}})
+    assert "## Where the answers go wrong" in report
+
+
+def test_committed_reports_match_their_jsonl() -> None:
+    """Every report under docs/results is what `sleuth eval report DIR` makes of its JSONL."""
+    from sleuth.eval.report import PLOTS
+    from sleuth.eval.store import read_manifest, read_records
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "results"
+    for report in sorted(root.glob("*/report.md")):
+        d = report.parent
+        records = sorted(read_records(d / "results.jsonl"), key=lambda r: (r["strategy"], str(r["qid"])))
+        plots = [p for p in PLOTS if (d / p).exists()]
+        assert report.read_text(encoding="utf-8") == render(records, read_manifest(d), plots), d
+        if records:
+            assert "## Where the answers go wrong" in report.read_text(encoding="utf-8")
