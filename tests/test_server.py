@@ -382,3 +382,44 @@ def test_a_hundred_concurrent_requests_get_answers_or_clean_429s(slow_llm: Any) 
         assert all(int(r.headers["retry-after"]) >= 1 and r.json()["error"]["code"] == "busy" for r in busy)
         assert peak <= 4
         _wait_idle(url)
+
+
+# -- traces that survive a restart ------------------------------------------------------------
+@pytest.mark.model
+def test_traces_in_a_sqlite_file_survive_a_restart(llm: Any, wiki: Any, tmp_path: Path) -> None:
+    db = tmp_path / "traces" / "traces.sqlite"
+    settings = ServerSettings(model="smollm2-135m", api_keys=(KEY, "other-key-0123"), trace_db=str(db))
+    with running(create_app(settings, llm=llm, retrievers={"wiki": wiki})) as url, client(url) as c:
+        r = c.post("/v1/ask", json={"question": "Who was Evan Morris?", "strategy": "rag", "index": "wiki", **FAST})
+        assert r.status_code == 200, r.text
+        first = r.json()
+    assert db.is_file() and KEY not in db.read_bytes().decode("latin-1")
+    # a new server process on the same file: the trace is there, for its owner only
+    with running(create_app(settings, llm=llm, retrievers={"wiki": wiki})) as url, client(url) as c:
+        got = c.get(f"/v1/traces/{first['id']}")
+        assert got.status_code == 200 and got.json() == first
+        assert c.get(f"/v1/traces/{first['id']}", params={"filters": "acl=all"}).status_code == 404
+        assert client(url, "other-key-0123").get(f"/v1/traces/{first['id']}").status_code == 404
+
+
+def test_sqlite_trace_store_bounds_owners_and_bad_paths(tmp_path: Path) -> None:
+    from sleuth.server.traces import SqliteTraceStore, TraceStoreError
+
+    owner, other = ("k1", "scope-a"), ("k2", "scope-a")
+    s = SqliteTraceStore(tmp_path / "t.sqlite", capacity=3, max_bytes=10_000)
+    for i in range(5):
+        s.put(f"t{i}", owner, {"i": i, "text": "é" * 10})
+    assert len(s) == 3 and s.get("t0", owner) is None and s.get("t4", owner) == {"i": 4, "text": "é" * 10}
+    assert s.get("t4", other) is None and s.get("t4", ("k1", "scope-b")) is None
+    s.put("big", owner, {"text": "x" * 20_000})  # larger than the whole store: not kept, nothing evicted
+    assert s.get("big", owner) is None and len(s) == 3
+    s.put("mid", owner, {"text": "y" * 9_980})  # evicts the oldest until the bytes fit
+    assert s.get("mid", owner) is not None and len(s) == 1 and s.nbytes <= 10_000
+    raw = (tmp_path / "t.sqlite").read_bytes()
+    assert b"k1" not in raw and b"scope-a" not in raw  # owners are salted hashes
+    s2 = SqliteTraceStore(tmp_path / "t.sqlite", capacity=3, max_bytes=10_000)  # reopened: same salt, same data
+    assert s2.get("mid", owner) is not None
+    with pytest.raises(TraceStoreError, match="cannot use"):
+        SqliteTraceStore(tmp_path)  # a directory
+    with pytest.raises(ServerConfigError):
+        create_app(ServerSettings(trace_db=str(tmp_path)), open_on_startup=False)

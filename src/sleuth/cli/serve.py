@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import typer
 
@@ -26,6 +27,9 @@ def serve(
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds a run may take (then 504 / finish_reason timeout)."),
     max_body: int = typer.Option(256 * 1024, "--max-body", help="Largest request body in bytes (then 413)."),
     default_strategy: str = typer.Option("self-ask", "--strategy", help="Strategy when a request names none."),
+    traces: Path = typer.Option(
+        None, "--traces", help="Keep run traces in this SQLite file (they survive a restart); default: in memory."
+    ),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /."""
@@ -58,6 +62,7 @@ def serve(
             timeout_s=timeout,
             max_body_bytes=max_body,
             default_strategy=default_strategy,
+            trace_db=str(traces) if traces else None,
         )
         application = create_app(settings)
     except ServerConfigError as e:

@@ -32,7 +32,7 @@ from sleuth.search.base import Filters, Passage, Retriever, SearchUnavailable
 from sleuth.strategies.base import ERROR, Event, Result, Strategy, Trace
 
 from .settings import ServerSettings
-from .traces import TraceStore
+from .traces import open_trace_store
 
 log = logging.getLogger("sleuth.server")
 
@@ -234,7 +234,7 @@ class Runtime:
         self.active = 0
         self.errors: list[str] = []
         self.opened = False
-        self.traces = TraceStore(settings.trace_capacity, settings.trace_max_bytes)
+        self.traces = open_trace_store(settings.trace_db, settings.trace_capacity, settings.trace_max_bytes)
         self._durations: deque[float] = deque(maxlen=32)
         self._jobs: set[Job] = set()
         self.executor = ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="sleuth-run")

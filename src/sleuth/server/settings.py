@@ -37,6 +37,8 @@ class ServerSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY
     trace_capacity: int = 256
     trace_max_bytes: int = 64 * 1024 * 1024
+    #: a SQLite file for the traces (they then survive a restart); None keeps them in memory
+    trace_db: str | None = None
     default_strategy: str = "self-ask"
 
     def __post_init__(self) -> None:
