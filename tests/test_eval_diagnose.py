@@ -94,3 +94,33 @@ def test_committed_reports_match_their_jsonl() -> None:
         assert report.read_text(encoding="utf-8") == render(records, read_manifest(d), plots), d
         if records:
             assert "## Where the answers go wrong" in report.read_text(encoding="utf-8")
+
+
+def test_paired_differences_against_the_baseline() -> None:
+    from sleuth.eval.report import paired_differences
+
+    recs = []
+    for i in range(30):
+        recs.append(_rec("rag", f"q{i}", score=0.0))
+        recs.append(_rec("self-ask", f"q{i}", score=1.0))  # always better
+        recs.append(_rec("cot", f"q{i}", score=float(i % 2)))  # better on half, worse on none
+        recs.append(_rec("direct", f"q{i}", score=0.0, searches=0))  # the same
+    recs.append(_rec("direct", "q0#1", score=1.0, kind="sub"))  # gap hops are not compared
+    base, rows = paired_differences(recs, ["direct", "cot", "rag", "self-ask"])
+    assert base == "rag"
+    by = {r["strategy"]: r for r in rows}
+    assert set(by) == {"direct", "cot", "self-ask"}
+    assert by["self-ask"]["diff"] == (1.0, 1.0, 1.0) and by["self-ask"]["wins"] == 30
+    assert by["direct"]["diff"] == (0.0, 0.0, 0.0) and by["direct"]["ties"] == 30
+    m, lo, hi = by["cot"]["diff"]
+    assert m == 0.5 and 0.25 <= lo < 0.5 < hi <= 0.75 and by["cot"]["wins"] == 15 and by["cot"]["n"] == 30
+    # without rag the first strategy is the baseline; only questions both answered are paired
+    base, rows = paired_differences([*[r for r in recs if r["strategy"] != "rag"][:-1], _rec("cot", "extra", score=1.0)],
+                                    ["direct", "cot", "self-ask"])  # fmt: skip
+    assert base == "direct" and {r["strategy"]: r["n"] for r in rows} == {"cot": 30, "self-ask": 30}
+    assert paired_differences([], ["rag"]) == (None, [])
+    report = render(recs, {"settings": {"strategies": ["direct", "cot", "rag", "self-ask"]}})
+    assert "## Paired differences against rag" in report and "| self-ask | 30 | +1.000 [+1.000, +1.000] | 30 | 0 | 0 |" in report
+    assert "Fewer than 20 paired" not in report
+    small = render(recs[:8], {"settings": {"strategies": ["direct", "cot", "rag", "self-ask"]}})
+    assert "Fewer than 20 paired questions" in small

@@ -171,6 +171,77 @@ def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> l
     return out
 
 
+def paired_differences(
+    records: Sequence[Mapping[str, Any]], order: Sequence[str], baseline: str | None = None
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """Each strategy against a baseline on the questions both answered (composed questions only).
+
+    The difference of primary scores per question, its mean with a 95 % paired bootstrap CI,
+    and how many questions each side won.  Pairing removes the question-to-question variance
+    that makes the per-strategy intervals overlap, so it is the fairer test of "is A better
+    than B on this data".  Baseline: ``rag`` when present, else the first strategy.
+    """
+    scores: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in records:
+        if (r.get("task") or {}).get("kind", "main") == "main":
+            scores[r["strategy"]][str(r["qid"])] = float((r.get("scores") or {}).get("score") or 0.0)
+    names = [s for s in order if s in scores] + sorted(set(scores) - set(order))
+    if baseline is None:
+        baseline = "rag" if "rag" in scores else (names[0] if names else None)
+    if baseline is None or baseline not in scores:
+        return None, []
+    base = scores[baseline]
+    rows = []
+    for s in names:
+        if s == baseline:
+            continue
+        common = sorted(set(scores[s]) & set(base))
+        if not common:
+            continue
+        d = [scores[s][q] - base[q] for q in common]
+        mean, lo, hi = bootstrap_ci(d)
+        rows.append(
+            {
+                "strategy": s,
+                "n": len(common),
+                "diff": (mean, lo, hi),
+                "wins": sum(x > 0 for x in d),
+                "losses": sum(x < 0 for x in d),
+                "ties": sum(x == 0 for x in d),
+            }
+        )
+    return baseline, rows
+
+
+def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+    baseline, rows = paired_differences(records, order)
+    if not rows:
+        return []
+    out = [
+        "",
+        f"## Paired differences against {baseline}",
+        "",
+        f"Primary score minus {baseline}'s on the same questions: mean with a 95% paired bootstrap CI "
+        f"({BOOTSTRAP} resamples), and the questions each side won. An interval that excludes 0 is a "
+        "difference this sample supports; one that includes 0 is not."
+        + (
+            " **Fewer than 20 paired questions: the percentile bootstrap understates the uncertainty "
+            "at this size; read these rows as description, not evidence.**"
+            if min(r["n"] for r in rows) < 20
+            else ""
+        ),
+        "",
+        f"| strategy | questions | difference [95% CI] | better than {baseline} | worse | same |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        m, lo, hi = r["diff"]
+        out.append(
+            f"| {r['strategy']} | {r['n']} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['wins']} | {r['losses']} | {r['ties']} |"
+        )
+    return out
+
+
 def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], current: Mapping[str, str]) -> list[str]:
     """Which code produced the records: one line per strategy, with a warning when versions are mixed."""
     by: dict[str, dict[str, int]] = {}
@@ -260,6 +331,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
         lines += ["", "## Finish reasons", "", "| strategy | reasons |", "|---|---|"]
         for r in rows:
             lines.append(f"| {r['strategy']} | " + ", ".join(f"{k}: {v}" for k, v in r["reasons"].items()) + " |")
+    lines += _paired_section(records, [r["strategy"] for r in rows])
     lines += _kind_table(records, [r["strategy"] for r in rows])
     gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}
     if any(gaps.values()):
