@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sleuth.eval.store import in_order, is_composed, primary_score
+
 #: a composed question counts as answered correctly at this primary score or above
 CORRECT_AT = 0.5
 
@@ -47,7 +49,7 @@ def outcome(rec: Mapping[str, Any]) -> str:
     scores = rec.get("scores") or {}
     if rec.get("status") == "failed":
         return "failed"
-    if float(scores.get("score") or 0.0) >= CORRECT_AT:
+    if primary_score(rec) >= CORRECT_AT:
         return "correct"
     if not int(scores.get("searches") or 0):
         return "closed_book"
@@ -80,19 +82,15 @@ def signals(rec: Mapping[str, Any]) -> Counter[str]:
     return c
 
 
-def _main(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [r for r in records if (r.get("task") or {}).get("kind", "main") == "main"]
-
-
 def diagnosis_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
     """Markdown: the outcome table and the trace-signal table (empty without records)."""
-    main = _main(records)
+    main = [r for r in records if is_composed(r)]
     if not main:
         return []
     by: dict[str, list[Mapping[str, Any]]] = {}
     for r in main:
         by.setdefault(r["strategy"], []).append(r)
-    names = [s for s in order if s in by] + sorted(set(by) - set(order))
+    names = in_order(by, order)
     out = [
         "",
         "## Where the answers go wrong",

@@ -18,7 +18,7 @@ import numpy as np
 from sleuth.eval.diagnose import diagnosis_section
 from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.metrics import PRIMARY
-from sleuth.eval.store import RESULTS, read_manifest, read_records
+from sleuth.eval.store import RESULTS, in_order, is_composed, primary_score, read_manifest, read_records
 
 REPORT = "report.md"
 PLOTS = ("scores.png", "cost.png", "accuracy_vs_tokens.png")
@@ -49,9 +49,9 @@ def summarise(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -
     """One row per strategy over the composed (main) questions."""
     by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
-        if (r.get("task") or {}).get("kind", "main") == "main":
+        if is_composed(r):
             by[r["strategy"]].append(r)
-    names = [s for s in order if s in by] + sorted(s for s in by if s not in order)
+    names = in_order(by, order)
     rows = []
     for s in names:
         rs = sorted(by[s], key=lambda r: str(r["qid"]))
@@ -59,7 +59,7 @@ def summarise(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -
         primaries = Counter(x.get("primary", "f1") for x in sc)
         primary = primaries.most_common(1)[0][0]
         row: dict[str, Any] = {"strategy": s, "n": len(rs), "primary": primary}
-        row["score"] = bootstrap_ci([float(x.get("score") or 0.0) for x in sc])
+        row["score"] = bootstrap_ci([primary_score(r) for r in rs])
         for m in ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id"):
             vals = [float(x[m]) for x in sc if x.get(m) is not None]
             row[m] = _mean(vals) if vals else None
@@ -153,8 +153,8 @@ def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> l
     """Primary score per question kind (bridge/comparison, n-hop, subject) when the data has kinds."""
     cells: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in records:
-        if (r.get("task") or {}).get("kind", "main") == "main" and r.get("kind"):
-            cells[(r["strategy"], r["kind"])].append(float((r.get("scores") or {}).get("score") or 0.0))
+        if is_composed(r) and r.get("kind"):
+            cells[(r["strategy"], r["kind"])].append(primary_score(r))
     kinds = sorted({k for _, k in cells})
     if len(kinds) < 2:
         return []
@@ -183,9 +183,9 @@ def paired_differences(
     """
     scores: dict[str, dict[str, float]] = defaultdict(dict)
     for r in records:
-        if (r.get("task") or {}).get("kind", "main") == "main":
-            scores[r["strategy"]][str(r["qid"])] = float((r.get("scores") or {}).get("score") or 0.0)
-    names = [s for s in order if s in scores] + sorted(set(scores) - set(order))
+        if is_composed(r):
+            scores[r["strategy"]][str(r["qid"])] = primary_score(r)
+    names = in_order(scores, order)
     if baseline is None:
         baseline = "rag" if "rag" in scores else (names[0] if names else None)
     if baseline is None or baseline not in scores:
@@ -244,14 +244,12 @@ def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) 
 
 def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], current: Mapping[str, str]) -> list[str]:
     """Which code produced the records: one line per strategy, with a warning when versions are mixed."""
-    by: dict[str, dict[str, int]] = {}
+    by: dict[str, Counter[str]] = defaultdict(Counter)
     for r in records:
-        fp = str(r.get("code") or "") or "not recorded"
-        by.setdefault(r["strategy"], {}).setdefault(fp, 0)
-        by[r["strategy"]][fp] += 1
+        by[r["strategy"]][str(r.get("code") or "") or "not recorded"] += 1
     if not by:
         return []
-    names = [s for s in order if s in by] + sorted(set(by) - set(order))
+    names = in_order(by, order)
     mixed = [s for s in names if len(by[s]) > 1]
     out = [
         "",

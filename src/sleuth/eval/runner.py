@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import traceback
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -39,6 +39,8 @@ from sleuth.eval.store import (
     RESULTS,
     ResultsWriter,
     check_manifest,
+    is_composed,
+    primary_score,
     read_manifest,
     read_records,
     run_lock,
@@ -289,9 +291,9 @@ class _Running:
         self.failed = 0
 
     def add(self, rec: Mapping[str, Any]) -> None:
-        if (rec.get("task") or {}).get("kind", "main") != "main":
+        if not is_composed(rec):
             return
-        self.sum[rec["strategy"]] += float((rec.get("scores") or {}).get("score") or 0.0)
+        self.sum[rec["strategy"]] += primary_score(rec)
         self.n[rec["strategy"]] += 1
 
     def line(self, order: Sequence[str]) -> str:
@@ -465,9 +467,7 @@ def _fingerprints(strategies: Sequence[str]) -> dict[str, str]:
 
 
 def _stale_text(stale: Sequence[Mapping[str, Any]]) -> str:
-    by: dict[str, int] = defaultdict(int)
-    for r in stale:
-        by[r["strategy"]] += 1
+    by = Counter(r["strategy"] for r in stale)
     return ", ".join(f"{s}: {n}" for s, n in sorted(by.items()))
 
 

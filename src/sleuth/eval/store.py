@@ -8,7 +8,7 @@ import fcntl
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +164,20 @@ def check_manifest(old: Mapping[str, Any], new: Mapping[str, Any], out: str | Pa
             f"{out} holds a run with different settings ({'; '.join(diffs)}); "
             "resume with the original settings or choose another --out directory"
         )
+
+
+# -- reading records ------------------------------------------------------------------------------
+def is_composed(rec: Mapping[str, Any]) -> bool:
+    """A record of a dataset question itself, not of a decomposition hop run for the gap."""
+    return (rec.get("task") or {}).get("kind", "main") == "main"
+
+
+def primary_score(rec: Mapping[str, Any]) -> float:
+    """The record's primary score (0 when it has none, e.g. a failed run)."""
+    return float((rec.get("scores") or {}).get("score") or 0.0)
+
+
+def in_order(present: Iterable[str], order: Sequence[str]) -> list[str]:
+    """Strategy names: those of ``order`` that are present, in that order, then the rest sorted."""
+    have = set(present)
+    return [s for s in order if s in have] + sorted(have - set(order))

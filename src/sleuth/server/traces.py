@@ -101,17 +101,20 @@ class SqliteTraceStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                seq = (db.execute("SELECT COALESCE(MAX(seq), 0) FROM traces").fetchone()[0] or 0) + 1
+                seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM traces").fetchone()[0] + 1
                 db.execute(
                     "INSERT OR REPLACE INTO traces (id, owner, seq, size, body) VALUES (?, ?, ?, ?, ?)",
                     (trace_id, self._owner(owner), seq, size, body),
                 )
                 n, total = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM traces").fetchone()
-                for old_id, old_size in db.execute("SELECT id, size FROM traces ORDER BY seq").fetchall():
-                    if n <= self.capacity and total <= self.max_bytes:
-                        break
-                    db.execute("DELETE FROM traces WHERE id = ?", (old_id,))
-                    n, total = n - 1, total - old_size
+                if n > self.capacity or total > self.max_bytes:  # evict the oldest until both bounds hold
+                    doomed = []
+                    for old_id, old_size in db.execute("SELECT id, size FROM traces ORDER BY seq"):
+                        if n <= self.capacity and total <= self.max_bytes:
+                            break
+                        doomed.append((old_id,))
+                        n, total = n - 1, total - old_size
+                    db.executemany("DELETE FROM traces WHERE id = ?", doomed)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
