@@ -7,7 +7,7 @@ import math
 import pytest
 
 from sleuth.eval.datasets import MC, YESNO, Item, SubQuestion
-from sleuth.eval.gap import compositionality_gap, sub_items, substitute
+from sleuth.eval.gap import as_question, compositionality_gap, sub_items, substitute
 from sleuth.eval.metrics import (
     Prices,
     abstains,
@@ -150,11 +150,42 @@ def test_substitution_and_sub_items() -> None:
     )
     subs = sub_items(it)
     assert [s.id for s in subs] == ["q1::sub1", "q1::sub2"]
-    assert subs[1].question == "Who was the first president of APA ?"
+    assert subs[1].question == "Who was the first president of APA?"
     assert subs[1].answers == ["G. Stanley Hall", "Stanley Hall"]
-    assert subs[1].metadata == {"parent": "q1", "hop": 2, "hops": 2}
+    assert subs[1].metadata == {
+        "parent": "q1",
+        "hop": 2,
+        "hops": 2,
+        "source_question": "Who was the first president of #1 ?",
+    }
     # StrategyQA-style decompositions without gold answers give no sub-items
     assert sub_items(Item("s", "?", ["yes"], decomposition=[SubQuestion("a"), SubQuestion("b")])) == []
+
+
+def test_triple_hops_are_asked_as_questions() -> None:
+    # MuSiQue writes many hops as Wikidata triples; they are asked as the question they mean
+    assert as_question("Hello Love >> performer") == "Who is the performer of Hello Love?"
+    assert as_question("Akinoshu Kenji >> place of birth") == "Where was Akinoshu Kenji born?"
+    assert as_question("Bubye River >> country") == "Which country is Bubye River in?"
+    assert as_question("X >> native language") == "What is the native language of X?"  # generic form
+    assert as_question("X >>  spouse ") == "Who is the spouse of X?"
+    # a subject with commas keeps them, with the spacing tidied
+    assert as_question("Midway , White County >> country") == "Which country is Midway, White County in?"
+    # hops already written as questions only get their spacing tidied
+    assert as_question("how many publix stores are in  Texas ?") == "how many publix stores are in Texas?"
+    it = Item(
+        "q2",
+        "Composed?",
+        ["Austria"],
+        decomposition=[
+            SubQuestion("Aschenbrödel >> composer", "Johann Strauss II"),
+            SubQuestion("#1 >> country of citizenship", "Austria"),
+        ],
+    )
+    assert [s.question for s in sub_items(it)] == [
+        "Who is the composer of Aschenbrödel?",
+        "What is the country of citizenship of Johann Strauss II?",
+    ]
 
 
 def _rec(strategy: str, qid: str, ok: bool, hops: int = 2) -> dict:

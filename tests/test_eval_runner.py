@@ -279,6 +279,7 @@ def test_gap_tasks_and_table(tmp_path: Path, data_dir: Path) -> None:
     sample = load_dataset(data_dir / "musique/train.json").sample(3, 0).items
     assert len(mains) == 3 and len(subs) == sum(len(it.decomposition) for it in sample)
     assert all("#1" not in r["question"] for r in subs)  # earlier answers substituted
+    assert all(">>" not in r["question"] and r["task"]["source_question"] for r in subs)  # triples asked as questions
     assert {r["task"]["parent"] for r in subs} == {r["qid"] for r in mains}
     assert all(r["kind"].endswith("-hop") for r in mains)
     report = (out / "report.md").read_text()

@@ -8,7 +8,9 @@ question it answers **incorrectly**::
 
 Sub-questions come from MuSiQue's ``question_decomposition``; a reference to an
 earlier hop (``#1``, ``#2``...) is replaced by that hop's *gold* answer, so each
-sub-question stands alone (the paper asks the two sub-questions independently).
+sub-question stands alone (the paper asks the two sub-questions independently),
+and a hop written as a Wikidata triple (``"Hello Love >> performer"``) is asked as
+the question it means (``"Who is the performer of Hello Love?"``).
 Computed per strategy from the result records alone, so reports regenerate from
 the JSONL.
 """
@@ -37,6 +39,71 @@ def substitute(question: str, answers: list[str]) -> str:
     return " ".join(_REF.sub(rep, question).split())
 
 
+# MuSiQue writes about 40 % of its hops as Wikidata triples, ``"Hello Love >> performer"``
+# (subject >> property), not as questions. Asked verbatim, a model reads them as
+# noise, and every such miss shrinks the gap's denominator for a reason that has
+# nothing to do with composition. They are asked as the question the triple means.
+_TRIPLE = re.compile(r"^(?P<subject>.+?)\s*>>\s*(?P<relation>[^>]+?)\s*\??$")
+_RELATION_QUESTIONS = {
+    "place of birth": "Where was {s} born?",
+    "place of death": "Where did {s} die?",
+    "location": "Where is {s} located?",
+    "located in the administrative territorial entity": "In which administrative territorial entity is {s} located?",
+    "located in or next to body of water": "Which body of water is {s} located in or next to?",
+    "country": "Which country is {s} in?",
+    "continent": "Which continent is {s} on?",
+    "part of": "What is {s} part of?",
+    "instance of": "What is {s} an instance of?",
+    "shares border with": "What shares a border with {s}?",
+    "educated at": "Where was {s} educated?",
+    "member of sports team": "Which sports team was {s} a member of?",
+    "member of political party": "Which political party was {s} a member of?",
+    "capital of": "What is {s} the capital of?",
+    "follows": "What does {s} follow?",
+    "followed by": "What is {s} followed by?",
+    "conflict": "Which conflict was {s} involved in?",
+    "sport": "Which sport does {s} play?",
+    "applies to jurisdiction": "Which jurisdiction does {s} apply to?",
+    "licensed to broadcast to": "Where is {s} licensed to broadcast to?",
+    "location of formation": "Where was {s} formed?",
+    "mouth of the watercourse": "Where does {s} flow into?",
+    "headquarters location": "Where is the headquarters of {s}?",
+    "employer": "Who was the employer of {s}?",
+    "record label": "Which record label released {s}?",
+    "publisher": "Who published {s}?",
+    "manufacturer": "Who manufactured {s}?",
+    "owned by": "Who owns {s}?",
+    "founded by": "Who founded {s}?",
+    "inception": "When was {s} founded?",
+    "date of birth": "When was {s} born?",
+    "date of death": "When did {s} die?",
+    "publication date": "When was {s} published?",
+}
+_PERSON_RELATIONS = {
+    "performer", "author", "composer", "producer", "director", "screenwriter", "creator", "developer",
+    "spouse", "father", "mother", "sibling", "child", "lyricist", "architect", "designer",
+}  # fmt: skip
+
+
+def as_question(hop: str) -> str:
+    """A MuSiQue hop as a question: ``"X >> performer"`` -> ``"Who is the performer of X?"``.
+
+    Hops already written as questions are returned with their spacing tidied
+    (``"... of #1 ?"`` -> ``"... of #1?"``); an unknown property becomes
+    ``"What is the <property> of X?"``.
+    """
+    text = re.sub(r"\s+([?.!,;:])", r"\1", " ".join(hop.split()))
+    m = _TRIPLE.match(text)
+    if not m:
+        return text
+    subject, relation = m.group("subject").strip(" ,"), m.group("relation").strip()
+    template = _RELATION_QUESTIONS.get(relation.lower())
+    if template is None:
+        who = "Who" if relation.lower() in _PERSON_RELATIONS else "What"
+        template = who + " is the " + relation + " of {s}?"
+    return template.replace("{s}", subject)
+
+
 def sub_items(item: Item) -> list[Item]:
     """One stand-alone :class:`Item` per hop of ``item``'s decomposition (none when it has no gold answers)."""
     hops = item.decomposition
@@ -48,13 +115,13 @@ def sub_items(item: Item) -> list[Item]:
         out.append(
             Item(
                 id=f"{item.id}{SUB_SEP}{i}",
-                question=substitute(h.question, gold),
+                question=as_question(substitute(h.question, gold)),
                 answers=list(dict.fromkeys([h.answer, *h.aliases])),
                 type=OPEN,
                 gold_ids=[h.support_id] if h.support_id else [],
                 paragraphs=item.paragraphs,
                 filters=item.filters,
-                metadata={"parent": item.id, "hop": i, "hops": len(hops)},
+                metadata={"parent": item.id, "hop": i, "hops": len(hops), "source_question": h.question},
             )
         )
     return out
