@@ -560,7 +560,8 @@ def test_records_carry_their_code_and_redo_stale_reruns_the_others(
     console = Console(stderr=True, width=200)
     s = run_eval(_cfg(data_dir, out, limit=3), progress=False, console=console)
     assert s.ran == 0
-    assert "2 of 6 records" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "2 of 6 records" in err and "2 made by other code" in err and "worded" not in err
     report = (out / "report.md").read_text()
     assert "**Mixed versions:**" in report and "`0123456789ab`: 1" in report and "not recorded: 1" in report
 
@@ -570,3 +571,29 @@ def test_records_carry_their_code_and_redo_stale_reruns_the_others(
     assert len(recs) == 6 and all(r["code"] == code_fingerprint(r["strategy"]) for r in recs)
     assert "Mixed versions" not in (out / "report.md").read_text()
     assert len((out / RESULTS).read_text().splitlines()) == 8  # the superseded lines stay; the last one wins
+
+
+def test_a_record_for_a_differently_worded_question_is_stale(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fingerprint covers the answering code; the question text covers the dataset side
+    (a changed sub-question rendering must not leave old answers counted under the same id)."""
+    from rich.console import Console
+
+    out = tmp_path / "w"
+    run_eval(_cfg(data_dir, out, limit=2), progress=False)
+    lines = (out / RESULTS).read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    first["question"] = first["question"] + " (as an older loader worded it)"
+    lines[0] = json.dumps(first)
+    (out / RESULTS).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    console = Console(stderr=True, width=200)
+    assert run_eval(_cfg(data_dir, out, limit=2), progress=False, console=console).ran == 0
+    err = capsys.readouterr().err
+    assert "1 of 4 records" in err and "differently worded question" in err and "other code" not in err
+
+    s = run_eval(_cfg(data_dir, out, limit=2, redo_stale=True), progress=False, console=console)
+    assert (s.ran, s.skipped) == (1, 3)
+    recs = {(r["strategy"], r["qid"]): r for r in read_records(out)}
+    assert recs[(first["strategy"], first["qid"])]["question"] != first["question"]

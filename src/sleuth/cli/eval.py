@@ -68,7 +68,7 @@ def eval_cmd(
     executor: str = typer.Option("local", "--executor", help="local, or a registered scheme like dask://ADDR."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed questions again on resume."),
     redo_stale: bool = typer.Option(
-        False, "--redo-stale", help="On resume, run again the records that other code (an older version) produced."
+        False, "--redo-stale", help="On resume, run again the stale records: made by other code, or for a differently worded question."
     ),
     isolate: bool = typer.Option(
         True,

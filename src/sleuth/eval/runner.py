@@ -78,7 +78,7 @@ class EvalConfig:
     concurrency: int = 1
     executor: str = "local"
     retry_failed: bool = False
-    redo_stale: bool = False  # rerun records made by other code (see sleuth.eval.fingerprint)
+    redo_stale: bool = False  # rerun stale records: other code (sleuth.eval.fingerprint) or reworded question
     # wipe the embedded server's KV cache before each task, so an answer does not depend on
     # the tasks before it (None: yes when one task runs at a time; see isolated_tasks())
     isolate: bool | None = None
@@ -386,11 +386,26 @@ def run_eval(
         existing = read_records(out / RESULTS)
         code = _fingerprints(cfg.strategies)
         manifest["code"] = code
-        stale = [r for r in existing if r.get("code") != code.get(r["strategy"], r.get("code"))]
+        items_by_id = {t[1].id: (t[1], t[2]) for t in tasks}
+        # stale: made by other code, or asked a question worded differently from what this
+        # code asks for that id (e.g. a changed sub-question rendering); the code fingerprint
+        # covers strategies, search and llm, the question text covers the dataset side
+        other_code, reworded = [], []
+        for r in existing:
+            if r.get("code") != code.get(r["strategy"], r.get("code")):
+                other_code.append(r)
+            elif _reworded(r, items_by_id):
+                reworded.append(r)
+        stale = other_code + reworded
         if stale and console is not None:
+            why = [
+                f"{len(other_code)} made by other code ({_stale_text(other_code)})" if other_code else "",
+                f"{len(reworded)} asked a differently worded question ({_stale_text(reworded)})" if reworded else "",
+            ]
             console.print(
-                f"[yellow]{len(stale)} of {len(existing)} records in {out} were made by other code "
-                f"({_stale_text(stale)}); "
+                f"[yellow]{len(stale)} of {len(existing)} records in {out} are stale: "
+                + "; ".join(w for w in why if w)
+                + "; "
                 + ("they are run again.[/]" if cfg.redo_stale else "they are kept: --redo-stale runs them again.[/]")
             )
         stale_keys = {(r["strategy"], r["qid"]) for r in stale} if cfg.redo_stale else set()
@@ -422,7 +437,6 @@ def run_eval(
             "llm_options": {"cache": cfg.llm_cache, "n_parallel": cfg.concurrency, "isolated": cfg.isolated_tasks()},
             "retrieval": plan.to_dict(),
         }
-        items_by_id = {t[1].id: (t[1], t[2]) for t in tasks}
         payloads = ({"strategy": s, "item": it.to_dict(), "config": worker_cfg} for s, it, _ in todo)
 
         t0 = time.perf_counter()
@@ -464,6 +478,12 @@ def _fingerprints(strategies: Sequence[str]) -> dict[str, str]:
         return {s: code_fingerprint(s) for s in strategies}
     except Exception as e:  # an unknown name fails later, per question, with its own message
         raise EvalError(f"cannot fingerprint the strategies' code: {e}") from e
+
+
+def _reworded(rec: Mapping[str, Any], items_by_id: Mapping[str, tuple[Item, Any]]) -> bool:
+    """Whether ``rec`` answered a question worded differently from the one its id asks now."""
+    entry = items_by_id.get(str(rec.get("qid")))
+    return entry is not None and "question" in rec and rec["question"] != entry[0].prompt()
 
 
 def _stale_text(stale: Sequence[Mapping[str, Any]]) -> str:
