@@ -284,6 +284,10 @@ def test_gap_tasks_and_table(tmp_path: Path, data_dir: Path) -> None:
     assert all(r["kind"].endswith("-hop") for r in mains)
     report = (out / "report.md").read_text()
     assert "## Compositionality gap" in report
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["hops"] == {it.id: len(it.decomposition) for it in sample}
+    assert manifest["tasks"] == len(recs)
+    assert f"| progress | complete: 3 questions × 1 strategy ({len(recs)} of {len(recs)} tasks) |" in report
 
 
 def _proc_executor(spec: str, concurrency: int) -> executors.Executor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,76 @@ def bootstrap_ci(
     means = a[rng.integers(0, a.size, size=(n, a.size))].mean(axis=1)
     lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
     return (float(a.mean()), float(lo), float(hi))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a run is: which questions every strategy has finished (the comparable set)."""
+
+    strategies: tuple[str, ...]
+    questions: int | None  # in the run's sample (None without a manifest)
+    complete: frozenset[str]  # question ids answered by every strategy (every hop too, with --gap)
+    tasks_done: int
+    tasks_total: int | None
+
+    @property
+    def finished(self) -> bool:
+        return self.questions is not None and len(self.complete) >= self.questions
+
+    def text(self) -> str:
+        tasks = f"{self.tasks_done} of {self.tasks_total} tasks" if self.tasks_total else f"{self.tasks_done} tasks"
+        ns = len(self.strategies)
+        if self.finished:
+            return f"complete: {_n(self.questions or 0, 'question')} × {_n(ns, 'strategy')} ({tasks})"
+        done = len(self.complete)
+        if self.questions is not None:
+            return f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
+        return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
+
+
+def _n(k: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{k} {noun if k == 1 else plural}"
+
+
+def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None) -> Progress:
+    """The questions every strategy of the run has finished, so that tables compare like with like.
+
+    A question is complete when each strategy has a record for it (failed ones count: they
+    score 0) and, in a ``--gap`` run, for each of its decomposition hops.  The hop count comes
+    from the manifest (written by the runner) or, for older runs, from the hop records.
+    """
+    manifest = manifest or {}
+    settings = manifest.get("settings") or {}
+    strategies = tuple(settings.get("strategies") or sorted({r["strategy"] for r in records}))
+    gap = bool(settings.get("gap"))
+    mains: dict[str, set[str]] = defaultdict(set)
+    subs: dict[tuple[str, str], set[int]] = defaultdict(set)
+    seen_hops: dict[str, int] = {}
+    for r in records:
+        task = r.get("task") or {}
+        if is_composed(r):
+            mains[str(r["qid"])].add(r["strategy"])
+        elif task.get("parent") is not None and task.get("hop") is not None:
+            parent = str(task["parent"])
+            subs[(parent, r["strategy"])].add(int(task["hop"]))
+            seen_hops[parent] = max(seen_hops.get(parent, 0), int(task.get("hops") or 0))
+    hops = {str(k): int(v) for k, v in (manifest.get("hops") or {}).items()}
+    complete = set()
+    for qid, done in mains.items():
+        if not all(s in done for s in strategies):
+            continue
+        if gap:
+            n = hops.get(qid, seen_hops.get(qid))
+            if n is None or any(subs.get((qid, s), set()) != set(range(1, n + 1)) for s in strategies):
+                continue
+        complete.add(qid)
+    data = manifest.get("data") or {}
+    questions = data.get("questions")
+    total = manifest.get("tasks")
+    if total is None and questions is not None and not gap:
+        total = int(questions) * len(strategies)
+    return Progress(strategies, questions, frozenset(complete), len(records), total)
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -272,10 +343,19 @@ def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], curr
     return out
 
 
+def comparable(records: Sequence[Mapping[str, Any]], prog: Progress) -> list[Mapping[str, Any]]:
+    """The records of complete questions (composed and hops): what the tables compare."""
+    return [r for r in records if str((r.get("task") or {}).get("parent") or r["qid"]) in prog.complete]
+
+
 def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
     manifest = manifest or {}
     settings = manifest.get("settings") or {}
     order = settings.get("strategies") or []
+    every = records
+    prog = progress(records, manifest)
+    records = comparable(records, prog)
+    left_out = len(every) - len(records)
     rows = summarise(records, order)
     data = manifest.get("data") or {}
     idx = manifest.get("index") or {}
@@ -290,11 +370,20 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
         f"| model | {settings.get('model', '?')}" + (f" (served as: {', '.join(models)})" if models else "") + " |",
         f"| index | {idx.get('source', settings.get('index', {}).get('source', '–')) if isinstance(settings.get('index'), dict) else '–'} |",
         f"| seed / limit / k | {settings.get('seed')} / {settings.get('limit')} / {settings.get('k')} |",
-        f"| results | {len(records)} records |",
+        f"| results | {len(every)} records |",
+        f"| progress | {prog.text()} |",
         "",
         "## Scores",
         "",
     ]
+    if left_out:
+        lines += [
+            f"The tables compare the {len(prog.complete)} questions that every strategy has finished; "
+            f"{left_out} record{'s' if left_out != 1 else ''} of questions still in progress "
+            f"{'are' if left_out != 1 else 'is'} left out until their question is complete "
+            "(they are in `results.jsonl`).",
+            "",
+        ]
     if not rows:
         lines.append("No results yet.")
     else:
@@ -354,8 +443,8 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
                         f"{row.hops_right}/{row.hops} | {row.subs_all_right} | {row.composed_wrong} | {_f(row.gap)} |"
                     )
     lines += diagnosis_section(records, [r["strategy"] for r in rows])
-    lines += _code_table(records, order, manifest.get("code") or {})
-    failures = [r for r in records if r.get("status") == "failed"]
+    lines += _code_table(every, order, manifest.get("code") or {})
+    failures = [r for r in every if r.get("status") == "failed"]
     if failures:
         lines += ["", "## Failures (first 20)", "", "| strategy | question id | reason | error |", "|---|---|---|---|"]
         for r in sorted(failures, key=lambda r: (r["strategy"], str(r["qid"])))[:20]:
@@ -377,7 +466,7 @@ def write_report(out: str | Path, *, plots: bool = True) -> Path:
     order = ((manifest or {}).get("settings") or {}).get("strategies") or []
     written: list[str] = []
     if plots:
-        rows = summarise(records, order)
+        rows = summarise(comparable(records, progress(records, manifest)), order)
         if rows:
             written = _plots(rows, out)
     path = out / REPORT

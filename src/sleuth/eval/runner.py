@@ -383,6 +383,9 @@ def run_eval(
             raise EvalError(f"{out} holds results but no {MANIFEST}; choose another --out directory")
 
         tasks = build_tasks(dataset, cfg.strategies, cfg.gap)
+        manifest["tasks"] = len(tasks)  # the report's progress line and comparable set read these two
+        if cfg.gap:
+            manifest["hops"] = {it.id: len(sub_items(it)) for it in dataset.items}
         existing = read_records(out / RESULTS)
         code = _fingerprints(cfg.strategies)
         manifest["code"] = code

@@ -1,0 +1,66 @@
+"""The report compares strategies on the same questions while a run is still in progress."""
+
+from __future__ import annotations
+
+from sleuth.eval.report import comparable, progress, render
+
+
+def _rec(strategy: str, qid: str, score: float, *, hop: int | None = None, hops: int = 2) -> dict:
+    task = {"kind": "main"} if hop is None else {"kind": "sub", "parent": qid, "hop": hop, "hops": hops}
+    return {
+        "strategy": strategy,
+        "qid": qid if hop is None else f"{qid}::sub{hop}",
+        "status": "ok",
+        "task": task,
+        "scores": {"score": score, "primary": "f1", "f1": score, "em": score},
+        "result": {"trace": []},
+    }
+
+
+def _manifest(questions: int, *, gap: bool = False, **extra: object) -> dict:
+    return {"settings": {"strategies": ["a", "b"], "gap": gap}, "data": {"questions": questions}, **extra}
+
+
+def test_tables_cover_only_questions_every_strategy_finished() -> None:
+    # "a" is one question ahead of "b", and scores 1 on it: counting it would flatter "a"
+    recs = [_rec("a", "q1", 0.0), _rec("b", "q1", 0.0), _rec("a", "q2", 1.0)]
+    prog = progress(recs, _manifest(3))
+    assert prog.complete == {"q1"} and not prog.finished
+    assert prog.text() == "1 of 3 questions answered by all 2 strategies (3 of 6 tasks)"
+    assert [r["qid"] for r in comparable(recs, prog)] == ["q1", "q1"]
+    report = render(recs, _manifest(3))
+    assert "| progress | 1 of 3 questions answered by all 2 strategies (3 of 6 tasks) |" in report
+    assert "1 record of questions still in progress is left out" in report
+    assert "| a | 1 | 0.000 [0.000, 0.000] |" in report  # not 0.5 over two questions
+    assert "| results | 3 records |" in report
+
+    recs.append(_rec("b", "q2", 1.0))
+    recs += [_rec("a", "q3", 0.0), _rec("b", "q3", 1.0)]
+    prog = progress(recs, _manifest(3))
+    assert prog.finished and prog.text() == "complete: 3 questions × 2 strategies (6 of 6 tasks)"
+    report = render(recs, _manifest(3))
+    assert "left out" not in report and "| a | 3 | 0.333" in report
+
+
+def test_a_gap_question_is_complete_once_every_hop_is_answered() -> None:
+    recs = [_rec(s, "q1", 1.0) for s in "ab"] + [_rec("a", "q1", 1.0, hop=h) for h in (1, 2)]
+    recs.append(_rec("b", "q1", 1.0, hop=1))
+    m = _manifest(1, gap=True, tasks=6, hops={"q1": 2})
+    assert progress(recs, m).complete == frozenset()  # b has not answered hop 2
+    assert "## Compositionality gap" not in render(recs, m)
+    recs.append(_rec("b", "q1", 0.0, hop=2))
+    prog = progress(recs, m)
+    assert prog.complete == {"q1"} and prog.text() == "complete: 1 question × 2 strategies (6 of 6 tasks)"
+    report = render(recs, m)
+    assert "## Compositionality gap" in report and "| a | em | 1 | 1 | 2/2 | 1 | 0 | 0.000 |" in report
+    # a run directory from before the manifest listed hops: the hop records tell the count
+    old = _manifest(1, gap=True)
+    assert progress(recs, old).complete == {"q1"} and progress(recs[:-1], old).complete == frozenset()
+    # a gap question without any hop answered yet is in progress, not complete
+    assert progress([_rec(s, "q2", 1.0) for s in "ab"], old).complete == frozenset()
+
+
+def test_without_a_manifest_every_strategy_present_counts() -> None:
+    recs = [_rec("a", "q1", 1.0), _rec("b", "q1", 1.0), _rec("b", "q2", 1.0)]
+    prog = progress(recs, None)
+    assert prog.complete == {"q1"} and prog.text() == "1 question answered by all 2 strategies (3 tasks)"
