@@ -5,7 +5,7 @@ from __future__ import annotations
 from sleuth.eval.report import comparable, progress, render
 
 
-def _rec(strategy: str, qid: str, score: float, *, hop: int | None = None, hops: int = 2) -> dict:
+def _rec(strategy: str, qid: str, score: float, *, hop: int | None = None, hops: int = 2, wall_s: float = 0.0) -> dict:
     task = {"kind": "main"} if hop is None else {"kind": "sub", "parent": qid, "hop": hop, "hops": hops}
     return {
         "strategy": strategy,
@@ -14,6 +14,7 @@ def _rec(strategy: str, qid: str, score: float, *, hop: int | None = None, hops:
         "task": task,
         "scores": {"score": score, "primary": "f1", "f1": score, "em": score},
         "result": {"trace": []},
+        "wall_s": wall_s,
     }
 
 
@@ -33,6 +34,12 @@ def test_tables_cover_only_questions_every_strategy_finished() -> None:
     assert "1 record of questions still in progress is left out" in report
     assert "| a | 1 | 0.000 [0.000, 0.000] |" in report  # not 0.5 over two questions
     assert "| results | 3 records |" in report
+    # the time still needed, at the pace of the complete questions (the partial one does not count)
+    timed = [_rec("a", "q1", 0.0, wall_s=1000.0), _rec("b", "q1", 0.0, wall_s=2600.0), _rec("a", "q2", 1, wall_s=9e9)]
+    assert progress(timed, _manifest(3)).text() == (
+        "1 of 3 questions answered by all 2 strategies (3 of 6 tasks); "
+        "the rest takes about 2.0 h at the recorded 3600 s per question"
+    )
 
     recs.append(_rec("b", "q2", 1.0))
     recs += [_rec("a", "q3", 0.0), _rec("b", "q3", 1.0)]

@@ -51,6 +51,7 @@ class Progress:
     complete: frozenset[str]  # question ids answered by every strategy (every hop too, with --gap)
     tasks_done: int
     tasks_total: int | None
+    seconds_per_question: float | None = None  # wall time of a complete question, all strategies, as recorded
 
     @property
     def finished(self) -> bool:
@@ -62,9 +63,13 @@ class Progress:
         if self.finished:
             return f"complete: {_n(self.questions or 0, 'question')} × {_n(ns, 'strategy')} ({tasks})"
         done = len(self.complete)
-        if self.questions is not None:
-            return f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
-        return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
+        if self.questions is None:
+            return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
+        text = f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
+        if self.seconds_per_question:
+            left = (self.questions - done) * self.seconds_per_question / 3600
+            text += f"; the rest takes about {left:.1f} h at the recorded {self.seconds_per_question:.0f} s per question"
+        return text
 
 
 def _n(k: int, noun: str) -> str:
@@ -109,7 +114,16 @@ def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] |
     total = manifest.get("tasks")
     if total is None and questions is not None and not gap:
         total = int(questions) * len(strategies)
-    return Progress(strategies, questions, frozenset(complete), len(records), total)
+    per_question = None
+    if complete:
+        spent = sum(float(r.get("wall_s") or 0.0) for r in records if _question_of(r) in complete)
+        per_question = spent / len(complete) or None
+    return Progress(strategies, questions, frozenset(complete), len(records), total, per_question)
+
+
+def _question_of(rec: Mapping[str, Any]) -> str:
+    """The dataset question a record belongs to (a hop's parent)."""
+    return str((rec.get("task") or {}).get("parent") or rec["qid"])
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -345,7 +359,7 @@ def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], curr
 
 def comparable(records: Sequence[Mapping[str, Any]], prog: Progress) -> list[Mapping[str, Any]]:
     """The records of complete questions (composed and hops): what the tables compare."""
-    return [r for r in records if str((r.get("task") or {}).get("parent") or r["qid"]) in prog.complete]
+    return [r for r in records if _question_of(r) in prog.complete]
 
 
 def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
