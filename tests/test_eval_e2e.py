@@ -10,6 +10,7 @@ import pytest
 from sleuth.eval.metrics import retrieved_passages
 from sleuth.eval.runner import EvalConfig, run_eval
 from sleuth.eval.store import read_records
+from sleuth.eval.verify import verify_run
 
 MODEL = "smollm2-135m"
 pytestmark = pytest.mark.model
@@ -144,3 +145,9 @@ def test_isolated_tasks_start_from_an_empty_kv_cache_and_resume_reproduces(
     run_eval(cfg(shared, isolate=False), progress=False)
     assert json.loads((shared / "run.json").read_text())["isolated_tasks"] is False
     assert any(_first_call_cached(r) > 0 for r in read_records(shared))
+
+    # `sleuth eval verify` runs the isolated records again: every completion, search and answer the same
+    ver = verify_run(whole, sample=None)
+    assert len(ver.checks) == 6 and all(c.steps >= 1 for c in ver.checks)
+    assert ver.ok, [c.difference for c in ver.checks if c.difference]
+    assert verify_run(shared, sample=1).warnings  # a run without isolation is flagged

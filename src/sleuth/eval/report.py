@@ -68,7 +68,9 @@ class Progress:
         text = f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
         if self.seconds_per_question:
             left = (self.questions - done) * self.seconds_per_question / 3600
-            text += f"; the rest takes about {left:.1f} h at the recorded {self.seconds_per_question:.0f} s per question"
+            text += (
+                f"; the rest takes about {left:.1f} h at the recorded {self.seconds_per_question:.0f} s per question"
+            )
         return text
 
 

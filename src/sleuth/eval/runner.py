@@ -13,7 +13,6 @@ LLM, retrievers and strategies once from the task's ``config`` and reuses them.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import shlex
@@ -46,6 +45,7 @@ from sleuth.eval.store import (
     run_lock,
     write_manifest,
 )
+from sleuth.llm.models import file_sha256
 
 SCHEMA = 1
 OK, FAILED = "ok", "failed"
@@ -245,14 +245,6 @@ def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- driver side
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def build_tasks(dataset: Dataset, strategies: Sequence[str], gap: bool) -> list[tuple[str, Item, dict[str, Any]]]:
     """Question-major order, so a partial run covers every strategy on the first questions."""
     tasks = []
@@ -364,7 +356,7 @@ def run_eval(
         "data": {
             "path": str(Path(cfg.data)),
             "name": dataset.name,
-            "sha256": _sha256(Path(cfg.data)),
+            "sha256": file_sha256(Path(cfg.data)),
             "questions": len(dataset.items),
             "question_ids": [it.id for it in dataset.items],
         },
@@ -429,17 +421,7 @@ def run_eval(
         manifest["index"] = plan.manifest()
         write_manifest(out, manifest)
 
-        worker_cfg = {
-            "model": cfg.model,
-            "base_url": cfg.base_url,
-            "k": cfg.k,
-            "max_steps": cfg.max_steps,
-            "max_tokens": cfg.max_tokens,
-            "strategy_options": cfg.strategy_options,
-            # parallel slots of the embedded server follow the concurrency
-            "llm_options": {"cache": cfg.llm_cache, "n_parallel": cfg.concurrency, "isolated": cfg.isolated_tasks()},
-            "retrieval": plan.to_dict(),
-        }
+        worker_cfg = worker_config(cfg, plan)
         payloads = ({"strategy": s, "item": it.to_dict(), "config": worker_cfg} for s, it, _ in todo)
 
         t0 = time.perf_counter()
@@ -473,6 +455,21 @@ def run_eval(
 
             _write_report(out)
         return summary
+
+
+def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
+    """The ``config`` every task of a run carries: how a worker builds its LLM, retriever and strategies."""
+    return {
+        "model": cfg.model,
+        "base_url": cfg.base_url,
+        "k": cfg.k,
+        "max_steps": cfg.max_steps,
+        "max_tokens": cfg.max_tokens,
+        "strategy_options": cfg.strategy_options,
+        # parallel slots of the embedded server follow the concurrency
+        "llm_options": {"cache": cfg.llm_cache, "n_parallel": cfg.concurrency, "isolated": cfg.isolated_tasks()},
+        "retrieval": plan.to_dict(),
+    }
 
 
 def _fingerprints(strategies: Sequence[str]) -> dict[str, str]:
@@ -596,7 +593,7 @@ def rescore_run(out: str | Path) -> int:
     path = Path(str(data.get("path", "")))
     if not path.is_file():
         raise EvalError(f"the data file {path} named in {out / MANIFEST} is missing")
-    if _sha256(path) != data.get("sha256"):
+    if file_sha256(path) != data.get("sha256"):
         raise EvalError(f"{path} changed since the run; rescoring against it would be wrong")
     settings = manifest.get("settings") or {}
     dataset = load_dataset(path, settings.get("format"))

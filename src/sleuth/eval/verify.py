@@ -1,0 +1,260 @@
+"""Check that a run directory's records are what its command produces: ``sleuth eval verify DIR``.
+
+A committed comparison claims that re-running the command in ``run.json`` gives the same
+answers (greedy decoding, the same model file and index, isolated tasks). ``report`` only
+shows that the report is a function of the JSONL; this module re-runs a sample of the
+records themselves and compares them with what the code produces now:
+
+* the settings come from ``run.json`` (the data file must still hash the same, the
+  rebuilt index must have the same content key and the sampled question ids must match);
+* only records made by the running code (same fingerprint) for the question as it is
+  worded now are compared: other records could legitimately differ;
+* each chosen (strategy, question) task runs again with the run's own task config, with
+  Sleuth's response cache off (a cached reply proves nothing) and from an empty KV cache;
+* the new result is compared with the record step by step: every LLM completion and every
+  search (query and passage ids), then the answer and finish reason; the first difference
+  is reported.
+
+Nothing in the run directory is written.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sleuth.eval.corpus import plan_retrieval
+from sleuth.eval.datasets import Item, load_dataset
+from sleuth.eval.fingerprint import code_fingerprint
+from sleuth.eval.runner import EvalConfig, EvalError, build_tasks, run_task, worker_config
+from sleuth.eval.store import MANIFEST, read_manifest, read_records
+from sleuth.llm.models import file_sha256
+
+SAME, DIFFERS = "same", "differs"
+
+
+@dataclass
+class Check:
+    """One re-run record and how it compares with the stored one."""
+
+    strategy: str
+    qid: str
+    verdict: str  # same | differs
+    difference: str  # "" when the same; else the first difference, in words
+    answer_then: str
+    answer_now: str
+    seconds_then: float
+    seconds_now: float
+    steps: int  # LLM calls + searches compared
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Verification:
+    run_dir: str
+    candidates: int  # records that could be compared (current code, current wording)
+    not_comparable: dict[str, int]  # reason -> count of records left out
+    checks: list[Check] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.verdict == SAME for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+def config_from_manifest(
+    manifest: Mapping[str, Any],
+    out: str | Path,
+    *,
+    data: str | Path | None = None,
+    corpus: str | Path | None = None,
+    index: str | None = None,
+    base_url: str | None = None,
+) -> EvalConfig:
+    """The :class:`EvalConfig` that a run's ``run.json`` records (machine-specific parts overridable)."""
+    s = manifest.get("settings") or {}
+    model = s.get("model")
+    return EvalConfig(
+        data=str(data if data is not None else (manifest.get("data") or {}).get("path", "")),
+        out=str(out),
+        format=s.get("format"),
+        setting=s.get("setting"),
+        strategies=list(s.get("strategies") or []),
+        limit=s.get("limit"),
+        seed=s.get("seed"),
+        k=int(s.get("k") or 5),
+        max_steps=s.get("max_steps"),
+        max_tokens=s.get("max_tokens"),
+        model=None if model in (None, "default") else str(model),
+        base_url=base_url,
+        index=index,
+        corpus=str(corpus) if corpus is not None else None,
+        gap=bool(s.get("gap")),
+        strategy_options=dict(s.get("strategy_options") or {}),
+        concurrency=1,
+        isolate=True,
+        llm_cache=False,
+    )
+
+
+def steps_of(result: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """The comparable steps of a result's trace: LLM completions and searches, in order."""
+    steps: list[tuple[str, Any]] = []
+    for ev in (result or {}).get("trace") or []:
+        d = ev.get("data") or {}
+        if ev.get("kind") == "llm":
+            steps.append(("llm", (d.get("step", ""), d.get("completion", ""))))
+        elif ev.get("kind") == "search":
+            ids = [p.get("id") for p in d.get("passages") or []]
+            steps.append(("search", (d.get("query", ""), ids)))
+    return steps
+
+
+def _clip(text: Any, n: int = 90) -> str:
+    t = " ".join(str(text).split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def first_difference(then: Mapping[str, Any] | None, now: Mapping[str, Any] | None) -> tuple[str, int]:
+    """The first way ``now`` differs from ``then`` ("" when none) and how many steps were compared."""
+    a, b = steps_of(then), steps_of(now)
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x == y:
+            continue
+        n = i + 1
+        if x[0] != y[0]:
+            return f"step {n}: then {x[0]}, now {y[0]}", n
+        if x[0] == "llm":
+            label = f"LLM call at step {n} ({x[1][0] or 'unnamed'})"
+            if x[1][0] != y[1][0]:
+                return f"{label}: then step {x[1][0]!r}, now {y[1][0]!r}", n
+            return f"{label}: then {_clip(x[1][1])!r}, now {_clip(y[1][1])!r}", n
+        if x[1][0] != y[1][0]:
+            return f"search at step {n}: then {_clip(x[1][0])!r}, now {_clip(y[1][0])!r}", n
+        return f"search at step {n} ({_clip(x[1][0], 60)!r}): other passages {x[1][1]} then, {y[1][1]} now", n
+    if len(a) != len(b):
+        return f"then {len(a)} steps, now {len(b)}", min(len(a), len(b))
+    ta, tb = then or {}, now or {}
+    for key in ("answer", "short_answer", "finish_reason"):
+        if ta.get(key) != tb.get(key):
+            return f"{key}: then {_clip(ta.get(key))!r}, now {_clip(tb.get(key))!r}", len(a)
+    return "", len(a)
+
+
+def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any]) -> Check:
+    then, now = rec.get("result"), fresh.get("result")
+    if then is None or now is None:  # a failure on either side: compare status and reason
+        diff = ""
+        if (rec.get("status"), rec.get("reason")) != (fresh.get("status"), fresh.get("reason")):
+            diff = f"then {rec.get('status')} ({rec.get('reason')}), now {fresh.get('status')} ({fresh.get('reason')})"
+            if fresh.get("error"):
+                diff += f": {_clip(fresh['error'], 160)}"
+        steps = 0
+    else:
+        diff, steps = first_difference(then, now)
+    return Check(
+        strategy=str(rec["strategy"]),
+        qid=str(rec["qid"]),
+        verdict=DIFFERS if diff else SAME,
+        difference=diff,
+        answer_then=str((then or {}).get("answer", "")),
+        answer_now=str((now or {}).get("answer", "")),
+        seconds_then=float(rec.get("wall_s") or 0.0),
+        seconds_now=float(fresh.get("wall_s") or 0.0),
+        steps=steps,
+    )
+
+
+def verify_run(
+    out: str | Path,
+    *,
+    sample: int | None = 3,
+    seed: int = 0,
+    strategies: Sequence[str] | None = None,
+    qids: Sequence[str] | None = None,
+    data: str | Path | None = None,
+    corpus: str | Path | None = None,
+    index: str | None = None,
+    base_url: str | None = None,
+    on_check: Callable[[Check], None] | None = None,
+) -> Verification:
+    """Re-run ``sample`` records of the run in ``out`` (None: all that qualify) and compare them."""
+    out = Path(out)
+    if sample is not None and sample < 1:
+        raise EvalError("--sample must be at least 1")
+    manifest = read_manifest(out)
+    if manifest is None:
+        raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
+    cfg = config_from_manifest(manifest, out, data=data, corpus=corpus, index=index, base_url=base_url)
+    unknown = [s for s in strategies or () if s not in cfg.strategies]
+    if unknown:
+        raise EvalError(f"{', '.join(unknown)} not among the run's strategies ({', '.join(cfg.strategies)})")
+    path = Path(cfg.data)
+    if not path.is_file():
+        raise EvalError(f"the data file {path} named in {out / MANIFEST} is missing; pass --data PATH")
+    if file_sha256(path) != (manifest.get("data") or {}).get("sha256"):
+        raise EvalError(f"{path} is not the file the run used (its sha256 differs)")
+    dataset = load_dataset(path, cfg.format, cfg.corpus).sample(cfg.limit, cfg.seed)
+    if [it.id for it in dataset.items] != list((manifest.get("data") or {}).get("question_ids") or []):
+        raise EvalError("the sample drawn now is not the run's sample (question ids differ)")
+    plan = plan_retrieval(dataset, cfg.setting, index=cfg.index)
+    want = (manifest.get("settings") or {}).get("index") or {}
+    now = plan.describe()
+    if (now.get("setting"), now.get("key")) != (want.get("setting"), want.get("key")):  # content, not paths
+        raise EvalError(
+            f"the index built now ({now.get('source')}, key {now.get('key')}) is not the run's "
+            f"({want.get('source')}, key {want.get('key')}); pass the run's --corpus or --index"
+        )
+
+    items: dict[str, Item] = {it.id: it for _, it, _ in build_tasks(dataset, cfg.strategies[:1], cfg.gap)}
+    fingerprints: dict[str, str] = {}
+    skipped: Counter[str] = Counter()
+    pool: list[dict[str, Any]] = []
+    for rec in read_records(out):
+        name, item = rec["strategy"], items.get(str(rec["qid"]))
+        if (strategies and name not in strategies) or (qids and str(rec["qid"]) not in qids):
+            continue
+        if item is None:
+            skipped["not in the run's sample"] += 1
+            continue
+        if name not in fingerprints:
+            try:
+                fingerprints[name] = code_fingerprint(name)
+            except Exception:
+                fingerprints[name] = ""
+        if rec.get("code") != fingerprints[name]:
+            skipped["made by other code"] += 1
+        elif rec.get("question") != item.prompt():
+            skipped["asked a differently worded question"] += 1
+        else:
+            pool.append(rec)
+    chosen = pool if sample is None or sample >= len(pool) else random.Random(seed).sample(pool, sample)
+
+    report = Verification(str(out), len(pool), dict(skipped))
+    if not manifest.get("isolated_tasks", False):
+        report.warnings.append(
+            "the run did not isolate its tasks (concurrency > 1 or --no-isolate): its answers could depend "
+            "on the tasks before them, so differences are expected"
+        )
+    if not chosen:
+        return report
+    plan.prepare()
+    task_cfg = worker_config(cfg, plan)
+    for rec in chosen:
+        fresh = run_task({"strategy": rec["strategy"], "item": items[str(rec["qid"])].to_dict(), "config": task_cfg})
+        check = _compare(rec, fresh)
+        report.checks.append(check)
+        if on_check is not None:
+            on_check(check)
+    return report
