@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sleuth.eval.diagnose import diagnosis_section, outcome, signals
+from sleuth.eval.diagnose import answer_form_section, diagnosis_section, is_sentence, outcome, signals
 from sleuth.eval.report import render
 
 
@@ -124,3 +124,32 @@ def test_paired_differences_against_the_baseline() -> None:
     assert "Fewer than 20 paired" not in report
     small = render(recs[:8], {"settings": {"strategies": ["direct", "cot", "rag", "self-ask"]}})
     assert "Fewer than 20 paired questions" in small
+
+
+def test_answer_form_counts_sentences_and_right_answers_scored_wrong() -> None:
+    def rec(strategy: str, qid: str, short: str, *, score: float, cover: float, primary: str = "f1") -> dict:
+        r = _rec(strategy, qid, score=score, recall=1.0)
+        r["short_answer"] = short
+        r["scores"].update(cover_em=cover, primary=primary)
+        return r
+
+    recs = [
+        rec("rag", "a", "The Gettysburg Address was part of Richard Heffner's show", score=0.29, cover=1.0),
+        rec("rag", "b", "Denise Levertov", score=1.0, cover=1.0),
+        rec("rag", "c", "It was written by someone else entirely, I think", score=0.0, cover=0.0),
+        rec("search-o1", "a", "Richard Heffner", score=1.0, cover=1.0),
+        rec("search-o1", "b", "Harvey Pekar or Denise Levertov", score=0.4, cover=1.0),  # both named: not a sentence
+        rec("search-o1", "c", "no", score=0.0, cover=0.0),
+        rec("rag", "a#1", "a hop answered in a sentence of many words here", score=0.0, cover=1.0),
+    ]
+    recs[-1]["task"] = {"kind": "sub"}  # gap hops are not composed questions
+    text = "\n".join(answer_form_section(recs, ["rag", "search-o1"]))
+    assert "## Answer form" in text
+    assert "| rag | 3 | 2 | 1 | 1 | 2 |" in text
+    assert "| search-o1 | 3 | 0 | 1 | 1 | 2 |" in text
+    assert text.index("| rag |") < text.index("| search-o1 |")
+    # only where the primary score compares answer tokens: a must-mention set is not shown
+    assert answer_form_section([rec("rag", "q1", "你可以报销", score=1.0, cover=1.0, primary="mention")], ["rag"]) == []
+    assert answer_form_section([], ["rag"]) == []
+    assert is_sentence("one two three four five six seven") and not is_sentence("one two three four five six")
+    assert "## Answer form" in render(recs, {"settings": {"strategies": ["rag", "search-o1"]}})

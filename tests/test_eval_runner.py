@@ -257,6 +257,57 @@ def test_torn_tail_is_repaired_before_appending(tmp_path: Path) -> None:
     assert p.read_bytes() == b'{"strategy": "a", "qid": "1", "x": 1}\n{"strategy": "a", "qid": "2", "x": 2}\n'
 
 
+def test_a_results_file_replaced_or_deleted_under_the_writer_loses_nothing(tmp_path: Path) -> None:
+    """`git stash`/`git checkout` of a committed run dir swaps the file under a running writer."""
+    p = tmp_path / RESULTS
+    rec = [{"strategy": "a", "qid": str(i)} for i in range(6)]
+    line = [(json.dumps(r) + "\n").encode() for r in rec]
+    notices: list[str] = []
+    with ResultsWriter(p, on_notice=notices.append) as w:
+        w.write(rec[0])
+        w.write(rec[1])
+        older = tmp_path / "older"
+        older.write_bytes(line[0])  # the committed version: one record
+        os.replace(older, p)  # what git does: a new file renamed over the old one
+        w.write(rec[2])
+        assert p.read_bytes() == line[0] + line[1] + line[2]
+        p.unlink()
+        w.write(rec[3])
+        assert p.read_bytes() == b"".join(line[:4])
+        w.write(rec[4])
+        older.write_bytes(b"".join(line[:3]) + b'{"strategy": "a", "qi')  # replaced, with a torn tail
+        os.replace(older, p)
+    assert p.read_bytes() == b"".join(line[:5])  # carried over at close, the torn tail cut
+    assert len(notices) == 3 == len(w.notices)
+    assert "was replaced" in notices[0] and "1 of its records" in notices[0]
+    assert "was deleted" in notices[1] and "3 of its records" in notices[1]
+    assert "2 of its records" in notices[2]
+
+
+def test_a_running_eval_survives_its_results_file_being_replaced(tmp_path: Path, data_dir: Path) -> None:
+    """A real `sleuth eval` process; mid-run its results.jsonl is swapped for an older copy."""
+    out = tmp_path / "swap"
+    cmd = [
+        sys.executable, "-m", "sleuth", "eval", "--data", str(data_dir / "hotpotqa/test.jsonl"),
+        "--format", "hotpotqa", "--setting", "closed", "--strategies", f"{MOD}:FirstWord,{MOD}:YesMan",
+        "--limit", "10", "--seed", "5", "--opt", "delay=0.1", "--out", str(out), "--no-progress",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while len(_lines(out / RESULTS)) < 4:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline, "the run produced no results in time"
+        time.sleep(0.02)
+    older = out / "older.jsonl"
+    older.write_bytes(b"".join(_lines(out / RESULTS)[:2]))
+    os.replace(older, out / RESULTS)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    keys = [(r["strategy"], r["qid"]) for r in map(json.loads, _lines(out / RESULTS))]
+    assert len(keys) == 20 and len(set(keys)) == 20  # every pair once: none lost, none doubled
+    assert "was replaced while this run was writing" in " ".join(err.split())
+
+
 def test_gap_tasks_and_table(tmp_path: Path, data_dir: Path) -> None:
     out = tmp_path / "g"
     run_eval(

@@ -9,6 +9,9 @@ Two views, both pure functions of ``results.jsonl`` (the report regenerates them
 * :func:`signals` counts what the strategies themselves noticed and logged: forced
   finishes, repeated or restated follow-ups, Reason-in-Documents steps that found
   nothing helpful, step-back fallbacks, skipped RAT revisions, parse fallbacks.
+* :func:`answer_form_section` (EM/F1 datasets) counts short answers written as sentences
+  and wrong answers that nevertheless contain the gold answer (cover-EM): the part of a
+  low score that is the answer's form, not its knowledge.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ OUTCOMES = {
     "all_evidence": "wrong, all gold evidence seen",
     "unknown_evidence": "wrong, gold evidence unknown",
 }
+
+#: a short answer of more than this many words is a sentence, not an answer span
+SENTENCE_WORDS = 6
+#: primary metrics that compare answer tokens (and so punish a right answer written as a sentence)
+TOKEN_METRICS = ("f1", "em")
 
 #: trace notes that describe the run rather than a problem
 _INFORMATIONAL = {"scaffold", "reasoning", "batch"}
@@ -129,4 +137,42 @@ def diagnosis_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
                     continue
                 cells.append(f"{k}: {sum(1 for x in per if x[k])} / {sum(x[k] for x in per)}")
             out.append(f"| {s} | {'; '.join(cells) if cells else '–'} |")
+    return out
+
+
+def is_sentence(short_answer: str) -> bool:
+    """Whether a short answer is a sentence (more than :data:`SENTENCE_WORDS` words)."""
+    return len(str(short_answer).split()) > SENTENCE_WORDS
+
+
+def answer_form_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+    """Markdown: per strategy, sentence answers and wrong answers that contain the gold answer.
+
+    Only for token-metric datasets (primary EM or F1), where the form of an answer moves its score.
+    """
+    main = [r for r in records if is_composed(r) and r.get("status") != "failed"]
+    if not main or any((r.get("scores") or {}).get("primary") not in TOKEN_METRICS for r in main):
+        return []
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in main:
+        by.setdefault(r["strategy"], []).append(r)
+    out = [
+        "",
+        "## Answer form",
+        "",
+        f"EM and F1 compare answer tokens, so a right answer written as a sentence scores low. *Sentence "
+        f"answers*: short answers of more than {SENTENCE_WORDS} words. *Wrong but containing the gold answer*: "
+        f"primary score below {CORRECT_AT} while the gold answer appears in the answer (cover-EM); some of "
+        "these are right answers in a sentence, some name several candidates.",
+        "",
+        "| strategy | answered | sentence answers | correct | wrong but containing the gold answer | cover-EM |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in in_order(by, order):
+        rs = by[s]
+        sentences = sum(is_sentence(r.get("short_answer", "")) for r in rs)
+        correct = sum(outcome(r) == "correct" for r in rs)
+        covered = [float((r.get("scores") or {}).get("cover_em") or 0.0) >= 1.0 for r in rs]
+        hidden = sum(c and outcome(r) != "correct" for c, r in zip(covered, rs, strict=True))
+        out.append(f"| {s} | {len(rs)} | {sentences} | {correct} | {hidden} | {sum(covered)} |")
     return out

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sleuth.eval.diagnose import diagnosis_section
+from sleuth.eval.diagnose import answer_form_section, diagnosis_section
 from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.metrics import PRIMARY
 from sleuth.eval.store import RESULTS, in_order, is_composed, primary_score, read_manifest, read_records
@@ -459,6 +459,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
                         f"{row.hops_right}/{row.hops} | {row.subs_all_right} | {row.composed_wrong} | {_f(row.gap)} |"
                     )
     lines += diagnosis_section(records, [r["strategy"] for r in rows])
+    lines += answer_form_section(records, [r["strategy"] for r in rows])
     lines += _code_table(every, order, manifest.get("code") or {})
     failures = [r for r in every if r.get("status") == "failed"]
     if failures:

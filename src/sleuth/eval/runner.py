@@ -427,9 +427,14 @@ def run_eval(
         t0 = time.perf_counter()
         ran = failed = 0
         executor = make_executor(cfg.executor, cfg.concurrency)
+
+        def notice(msg: str) -> None:
+            if console is not None:
+                console.print(f"[yellow]warning: {msg}[/]")
+
         bar = _progress(progress, console, len(tasks), len(tasks) - len(todo))
         try:
-            with ResultsWriter(out / RESULTS) as writer, bar as pb:
+            with ResultsWriter(out / RESULTS, on_notice=notice) as writer, bar as pb:
                 task_id = pb.add_task(
                     "eval", total=len(tasks), completed=len(tasks) - len(todo), scores=running.line(cfg.strategies)
                 )

@@ -8,7 +8,7 @@ import fcntl
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,17 +81,27 @@ class ResultsWriter:
     Each record is one ``write`` of a complete line on an ``O_APPEND`` descriptor,
     followed by ``fsync``: after a crash the file holds whole lines plus at most
     one torn tail, which :meth:`open` cuts off before appending again.
+
+    The file can also be replaced under a running writer: ``git checkout`` or ``git
+    stash`` of a committed run directory, an editor saving a copy, a restored backup.
+    Writing on through the old descriptor would put every later record into a deleted
+    file. So before each write (and at close) the writer checks that the path still
+    names the file it writes to; when it does not, it appends to the file now at the
+    path every line of its own file that that file lacks (nothing is lost, nothing is
+    doubled), continues there, and tells ``on_notice``.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, on_notice: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
+        self.on_notice = on_notice
+        self.notices: list[str] = []
         self._lock = threading.Lock()
         self._fd: int | None = None
 
     def open(self) -> ResultsWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repair_tail()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         return self
 
     def _repair_tail(self) -> None:
@@ -106,20 +116,55 @@ class ResultsWriter:
             f.flush()
             os.fsync(f.fileno())
 
+    def _follow(self) -> None:
+        """If the path no longer names our file, carry our lines over to the file there (lock held)."""
+        assert self._fd is not None
+        mine = os.fstat(self._fd)
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            there = None
+        if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+            return
+        ours = os.pread(self._fd, mine.st_size, 0)
+        ours = ours[: ours.rfind(b"\n") + 1]
+        os.close(self._fd)
+        self._fd = None
+        self._repair_tail()
+        have = set(self.path.read_bytes().splitlines(keepends=True)) if self.path.exists() else set()
+        missing = [ln for ln in ours.splitlines(keepends=True) if ln not in have]
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self._write_all(b"".join(missing))
+        what = "replaced" if there is not None else "deleted"
+        msg = (
+            f"{self.path} was {what} while this run was writing to it; "
+            f"{len(missing)} of its records that the file now there lacked were appended to it, "
+            "and the run goes on there"
+        )
+        self.notices.append(msg)
+        if self.on_notice is not None:
+            self.on_notice(msg)
+
+    def _write_all(self, data: bytes) -> None:
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        os.fsync(self._fd)
+
     def write(self, record: Mapping[str, Any]) -> None:
         line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         with self._lock:
             if self._fd is None:
                 raise RuntimeError("ResultsWriter is not open")
-            view = memoryview(line)
-            while view:
-                n = os.write(self._fd, view)
-                view = view[n:]
-            os.fsync(self._fd)
+            self._follow()
+            self._write_all(line)
 
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:
+                self._follow()
                 os.close(self._fd)
                 self._fd = None
 
