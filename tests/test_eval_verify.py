@@ -121,6 +121,12 @@ def test_records_that_cannot_be_compared_are_left_out_and_counted(small_hotpot: 
     ver = verify_run(out, sample=None)
     assert ver.candidates == 4 and len(ver.checks) == 4 and ver.ok
     assert ver.not_comparable == {"made by other code": 1, "asked a differently worded question": 1}
+    assert ver.warnings == []
+    recs[2]["scores"]["cached_llm_calls"] = 2  # its replies came from the response cache
+    (out / RESULTS).write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    assert (
+        "1 of the chosen records took replies from Sleuth's response cache" in verify_run(out, sample=None).warnings[0]
+    )
 
 
 def test_a_run_that_cannot_be_rebuilt_is_refused(small_hotpot: Path, tmp_path: Path) -> None:

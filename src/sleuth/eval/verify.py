@@ -247,6 +247,12 @@ def verify_run(
             "the run did not isolate its tasks (concurrency > 1 or --no-isolate): its answers could depend "
             "on the tasks before them, so differences are expected"
         )
+    cached = sum(1 for r in chosen if int((r.get("scores") or {}).get("cached_llm_calls") or 0))
+    if cached:
+        report.warnings.append(
+            f"{cached} of the chosen records took replies from Sleuth's response cache when they were made, "
+            "so those replies may come from an earlier run with other settings (run with --no-llm-cache to avoid it)"
+        )
     if not chosen:
         return report
     plan.prepare()
