@@ -17,7 +17,7 @@ Two views, both pure functions of ``results.jsonl`` (the report regenerates them
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sleuth.eval.store import in_order, is_composed, primary_score
@@ -90,14 +90,20 @@ def signals(rec: Mapping[str, Any]) -> Counter[str]:
     return c
 
 
+def _composed_by_strategy(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The records of composed questions (not gap hops), grouped by strategy."""
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if is_composed(r):
+            by.setdefault(r["strategy"], []).append(r)
+    return by
+
+
 def diagnosis_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
     """Markdown: the outcome table and the trace-signal table (empty without records)."""
-    main = [r for r in records if is_composed(r)]
-    if not main:
+    by = _composed_by_strategy(records)
+    if not by:
         return []
-    by: dict[str, list[Mapping[str, Any]]] = {}
-    for r in main:
-        by.setdefault(r["strategy"], []).append(r)
     names = in_order(by, order)
     out = [
         "",
@@ -150,12 +156,9 @@ def answer_form_section(records: Sequence[Mapping[str, Any]], order: Sequence[st
 
     Only for token-metric datasets (primary EM or F1), where the form of an answer moves its score.
     """
-    main = [r for r in records if is_composed(r) and r.get("status") != "failed"]
-    if not main or any((r.get("scores") or {}).get("primary") not in TOKEN_METRICS for r in main):
+    by = _composed_by_strategy(r for r in records if r.get("status") != "failed")
+    if not by or any((r.get("scores") or {}).get("primary") not in TOKEN_METRICS for rs in by.values() for r in rs):
         return []
-    by: dict[str, list[Mapping[str, Any]]] = {}
-    for r in main:
-        by.setdefault(r["strategy"], []).append(r)
     out = [
         "",
         "## Answer form",
@@ -171,8 +174,8 @@ def answer_form_section(records: Sequence[Mapping[str, Any]], order: Sequence[st
     for s in in_order(by, order):
         rs = by[s]
         sentences = sum(is_sentence(r.get("short_answer", "")) for r in rs)
-        correct = sum(outcome(r) == "correct" for r in rs)
+        right = [outcome(r) == "correct" for r in rs]
         covered = [float((r.get("scores") or {}).get("cover_em") or 0.0) >= 1.0 for r in rs]
-        hidden = sum(c and outcome(r) != "correct" for c, r in zip(covered, rs, strict=True))
-        out.append(f"| {s} | {len(rs)} | {sentences} | {correct} | {hidden} | {sum(covered)} |")
+        hidden = sum(c and not ok for c, ok in zip(covered, right, strict=True))
+        out.append(f"| {s} | {len(rs)} | {sentences} | {sum(right)} | {hidden} | {sum(covered)} |")
     return out

@@ -52,6 +52,8 @@ OK, FAILED = "ok", "failed"
 #: finish reasons that count as a completed run (anything else is a recorded failure)
 COMPLETED_REASONS = ("finished", "step_limit")
 SETTINGS = ("open", "distractor", "closed")
+#: why a stored record is stale (see :func:`stale_reason`)
+OTHER_CODE, REWORDED = "made by other code", "asked a differently worded question"
 
 
 @dataclass
@@ -379,23 +381,20 @@ def run_eval(
         if cfg.gap:
             manifest["hops"] = {it.id: len(sub_items(it)) for it in dataset.items}
         existing = read_records(out / RESULTS)
-        code = _fingerprints(cfg.strategies)
+        code = code_fingerprints(cfg.strategies)
         manifest["code"] = code
         items_by_id = {t[1].id: (t[1], t[2]) for t in tasks}
         # stale: made by other code, or asked a question worded differently from what this
         # code asks for that id (e.g. a changed sub-question rendering); the code fingerprint
         # covers strategies, search and llm, the question text covers the dataset side
-        other_code, reworded = [], []
-        for r in existing:
-            if r.get("code") != code.get(r["strategy"], r.get("code")):
-                other_code.append(r)
-            elif _reworded(r, items_by_id):
-                reworded.append(r)
+        reasons = [stale_reason(r, code, items_by_id) for r in existing]
+        other_code = [r for r, why in zip(existing, reasons, strict=True) if why == OTHER_CODE]
+        reworded = [r for r, why in zip(existing, reasons, strict=True) if why == REWORDED]
         stale = other_code + reworded
         if stale and console is not None:
             why = [
-                f"{len(other_code)} made by other code ({_stale_text(other_code)})" if other_code else "",
-                f"{len(reworded)} asked a differently worded question ({_stale_text(reworded)})" if reworded else "",
+                f"{len(other_code)} {OTHER_CODE} ({_stale_text(other_code)})" if other_code else "",
+                f"{len(reworded)} {REWORDED} ({_stale_text(reworded)})" if reworded else "",
             ]
             console.print(
                 f"[yellow]{len(stale)} of {len(existing)} records in {out} are stale: "
@@ -477,7 +476,7 @@ def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
     }
 
 
-def _fingerprints(strategies: Sequence[str]) -> dict[str, str]:
+def code_fingerprints(strategies: Sequence[str]) -> dict[str, str]:
     """The running code's fingerprint for each strategy of the run."""
     try:
         return {s: code_fingerprint(s) for s in strategies}
@@ -489,6 +488,19 @@ def _reworded(rec: Mapping[str, Any], items_by_id: Mapping[str, tuple[Item, Any]
     """Whether ``rec`` answered a question worded differently from the one its id asks now."""
     entry = items_by_id.get(str(rec.get("qid")))
     return entry is not None and "question" in rec and rec["question"] != entry[0].prompt()
+
+
+def stale_reason(rec: Mapping[str, Any], code: Mapping[str, str], items_by_id: Mapping[str, tuple[Item, Any]]) -> str:
+    """Why ``rec`` is stale: :data:`OTHER_CODE`, :data:`REWORDED`, or "" when the running code would make it.
+
+    ``code`` maps each strategy of the run to its fingerprint (records of other strategies are not
+    judged by code); ``items_by_id`` maps a task id to its (item, task meta).
+    """
+    if rec.get("code") != code.get(rec["strategy"], rec.get("code")):
+        return OTHER_CODE
+    if _reworded(rec, items_by_id):
+        return REWORDED
+    return ""
 
 
 def _stale_text(stale: Sequence[Mapping[str, Any]]) -> str:

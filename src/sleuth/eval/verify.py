@@ -28,9 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.eval.corpus import plan_retrieval
-from sleuth.eval.datasets import Item, load_dataset
-from sleuth.eval.fingerprint import code_fingerprint
-from sleuth.eval.runner import EvalConfig, EvalError, build_tasks, run_task, worker_config
+from sleuth.eval.datasets import load_dataset
+from sleuth.eval.runner import (
+    EvalConfig,
+    EvalError,
+    build_tasks,
+    code_fingerprints,
+    run_task,
+    stale_reason,
+    worker_config,
+)
 from sleuth.eval.store import MANIFEST, read_manifest, read_records
 from sleuth.llm.models import file_sha256
 
@@ -217,26 +224,17 @@ def verify_run(
             f"({want.get('source')}, key {want.get('key')}); pass the run's --corpus or --index"
         )
 
-    items: dict[str, Item] = {it.id: it for _, it, _ in build_tasks(dataset, cfg.strategies[:1], cfg.gap)}
-    fingerprints: dict[str, str] = {}
+    items_by_id = {it.id: (it, meta) for _, it, meta in build_tasks(dataset, cfg.strategies[:1], cfg.gap)}
+    code = code_fingerprints(cfg.strategies)
     skipped: Counter[str] = Counter()
     pool: list[dict[str, Any]] = []
     for rec in read_records(out):
-        name, item = rec["strategy"], items.get(str(rec["qid"]))
-        if (strategies and name not in strategies) or (qids and str(rec["qid"]) not in qids):
+        name, qid = rec["strategy"], str(rec["qid"])
+        if (strategies and name not in strategies) or (qids and qid not in qids):
             continue
-        if item is None:
-            skipped["not in the run's sample"] += 1
-            continue
-        if name not in fingerprints:
-            try:
-                fingerprints[name] = code_fingerprint(name)
-            except Exception:
-                fingerprints[name] = ""
-        if rec.get("code") != fingerprints[name]:
-            skipped["made by other code"] += 1
-        elif rec.get("question") != item.prompt():
-            skipped["asked a differently worded question"] += 1
+        why = "not in the run's sample" if qid not in items_by_id else stale_reason(rec, code, items_by_id)
+        if why:
+            skipped[why] += 1
         else:
             pool.append(rec)
     chosen = pool if sample is None or sample >= len(pool) else random.Random(seed).sample(pool, sample)
@@ -258,7 +256,8 @@ def verify_run(
     plan.prepare()
     task_cfg = worker_config(cfg, plan)
     for rec in chosen:
-        fresh = run_task({"strategy": rec["strategy"], "item": items[str(rec["qid"])].to_dict(), "config": task_cfg})
+        item = items_by_id[str(rec["qid"])][0]
+        fresh = run_task({"strategy": rec["strategy"], "item": item.to_dict(), "config": task_cfg})
         check = _compare(rec, fresh)
         report.checks.append(check)
         if on_check is not None:
