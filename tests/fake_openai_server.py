@@ -294,7 +294,9 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(obj).encode()
         self._send_raw(code, data, headers)
 
-    def _send_raw(self, code: int, data: bytes, headers: dict[str, str] | None = None, ctype: str = "application/json") -> None:
+    def _send_raw(
+        self, code: int, data: bytes, headers: dict[str, str] | None = None, ctype: str = "application/json"
+    ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
@@ -414,7 +416,11 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         text = "".join(toks)
         if kind == "chat":
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": finish,
+            }
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
@@ -474,7 +480,11 @@ class _Handler(BaseHTTPRequestHandler):
 
         def event(delta: str | None, fin: str | None) -> bytes:
             if kind == "chat":
-                ch: dict[str, Any] = {"index": 0, "delta": {"content": delta} if delta is not None else {}, "finish_reason": fin}
+                ch: dict[str, Any] = {
+                    "index": 0,
+                    "delta": {"content": delta} if delta is not None else {},
+                    "finish_reason": fin,
+                }
             else:
                 ch = {"index": 0, "text": delta or "", "finish_reason": fin}
             return b"data: " + json.dumps({"object": "chunk", "model": fake.model, "choices": [ch]}).encode() + b"\n\n"

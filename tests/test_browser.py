@@ -20,8 +20,13 @@ pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
@@ -92,7 +97,9 @@ def test_ask_on_the_page_and_watch_the_answer_stream_in(browser: Any, site: str)
     assert cols.nth(0).locator("h2").inner_text() == "rag" and cols.nth(1).locator("h2").inner_text() == "direct"
     assert cols.nth(0).locator("ol.steps").get_attribute("aria-live") == "polite"
     wait_until(
-        page, "[...document.querySelectorAll('article.column')].every(c => c.getAttribute('aria-busy') === 'false')", 600
+        page,
+        "[...document.querySelectorAll('article.column')].every(c => c.getAttribute('aria-busy') === 'false')",
+        600,
     )
     seen = page.evaluate("window.__seen")
     rag = [s for s in seen if s[0] == "col1"]

@@ -120,7 +120,10 @@ def test_paired_differences_against_the_baseline() -> None:
     assert base == "direct" and {r["strategy"]: r["n"] for r in rows} == {"cot": 30, "self-ask": 30}
     assert paired_differences([], ["rag"]) == (None, [])
     report = render(recs, {"settings": {"strategies": ["direct", "cot", "rag", "self-ask"]}})
-    assert "## Paired differences against rag" in report and "| self-ask | 30 | +1.000 [+1.000, +1.000] | 30 | 0 | 0 |" in report
+    assert (
+        "## Paired differences against rag" in report
+        and "| self-ask | 30 | +1.000 [+1.000, +1.000] | 30 | 0 | 0 |" in report
+    )
     assert "Fewer than 20 paired" not in report
     small = render(recs[:8], {"settings": {"strategies": ["direct", "cot", "rag", "self-ask"]}})
     assert "Fewer than 20 paired questions" in small

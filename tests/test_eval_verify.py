@@ -177,8 +177,9 @@ def test_cli_exit_codes(small_hotpot: Path, tmp_path: Path, monkeypatch: pytest.
     _run(small_hotpot, out)
     code, stdout, _ = cli(str(out), "--all")
     assert code == 0 and "6 of 6 re-run records are the same as stored" in stdout
-    code, stdout, _ = cli(str(out), "--json", "-n", "2")
-    assert code == 0 and json.loads(stdout)["ok"] is True
+    code, stdout, err = cli(str(out), "--json", "-n", "2")
+    assert code == 0 and json.loads(stdout)["ok"] is True  # stdout holds only the JSON document
+    assert "(1/2) running" in err and "(2/2) running" in err and err.count("same") == 2  # progress on stderr
     monkeypatch.setenv("SLEUTH_TEST_TWIST", "born")
     code, stdout, err = cli(str(out), "--all", "--strategies", f"{MOD}:Searcher")
     assert code == 1 and "0 of 3" in stdout and "first difference: search at step 2" in err

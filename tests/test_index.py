@@ -83,13 +83,19 @@ def test_duplicates_stored_once(tmp_path: Path) -> None:
 
 
 def test_add_updates_incrementally(tmp_path: Path) -> None:
-    first = _jsonl(tmp_path / "1.jsonl", [{"id": "a", "text": "apples grow on trees"}, {"id": "b", "text": "bananas are yellow"}])
+    first = _jsonl(
+        tmp_path / "1.jsonl", [{"id": "a", "text": "apples grow on trees"}, {"id": "b", "text": "bananas are yellow"}]
+    )
     idx = Index.build([first], tmp_path / "ix")
     gen0 = idx.gen
     reader = Index.open(tmp_path / "ix")  # e.g. a server's handle, opened before the update
     second = _jsonl(
         tmp_path / "2.jsonl",
-        [{"id": "b", "text": "bananas are yellow"}, {"id": "a", "text": "apricots are orange"}, {"id": "c", "text": "cherries are red"}],
+        [
+            {"id": "b", "text": "bananas are yellow"},
+            {"id": "a", "text": "apricots are orange"},
+            {"id": "c", "text": "cherries are red"},
+        ],
     )
     rep = idx.add([second])
     assert (rep.docs_added, rep.docs_replaced, rep.docs_unchanged) == (1, 1, 1)
@@ -145,7 +151,12 @@ def test_kill_9_during_build_leaves_old_index_intact(tmp_path: Path, data_dir: P
     big = tmp_path / "big.jsonl"
     with big.open("w", encoding="utf-8") as f:
         for i in range(60_000):
-            f.write(json.dumps({"id": f"d{i}", "text": f"filler passage number {i} about subject {i % 97} and topic {i % 13}"}) + "\n")
+            f.write(
+                json.dumps(
+                    {"id": f"d{i}", "text": f"filler passage number {i} about subject {i % 97} and topic {i % 13}"}
+                )
+                + "\n"
+            )
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen([sys.executable, "-c", _BUILDER, str(big), str(target)], env=env)
     try:
@@ -220,15 +231,28 @@ def test_cli_add_stats_corpus_and_user_errors(
 ) -> None:
     monkeypatch.setenv("SLEUTH_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "ix"
-    assert _cli(capsys, "index", "build", "--input", str(data_dir / "policy_zh/corpus.jsonl"), "--out", str(out))[0] == 0
-    extra = _jsonl(tmp_path / "extra.jsonl", [{"id": "new-1", "title": "新规", "text": "新增的差旅补充规定。", "acl": "all"}])
+    assert (
+        _cli(capsys, "index", "build", "--input", str(data_dir / "policy_zh/corpus.jsonl"), "--out", str(out))[0] == 0
+    )
+    extra = _jsonl(
+        tmp_path / "extra.jsonl", [{"id": "new-1", "title": "新规", "text": "新增的差旅补充规定。", "acl": "all"}]
+    )
     code, stdout, _ = _cli(capsys, "index", "add", "--index", str(out), "--input", str(extra), "--json")
     assert code == 0 and json.loads(stdout)["passages"] == 13
     code, stdout, _ = _cli(capsys, "index", "stats", "--index", str(out), "--filter", "acl=finance", "--json")
     assert code == 0
     st = json.loads(stdout)
     assert st["passages_visible"] == 1 and "passages" not in st and "sources" not in st
-    code, stdout, _ = _cli(capsys, "search", "抽查比例", "--corpus", str(data_dir / "policy_zh/corpus.jsonl"), "--filter", "acl=all", "--json")
+    code, stdout, _ = _cli(
+        capsys,
+        "search",
+        "抽查比例",
+        "--corpus",
+        str(data_dir / "policy_zh/corpus.jsonl"),
+        "--filter",
+        "acl=all",
+        "--json",
+    )
     assert code == 0 and "fin-audit-2025" not in stdout
     for args, msg in [
         (("search", "x", "--index", str(tmp_path / "missing")), "does not exist"),

@@ -32,7 +32,9 @@ def _read(paths: list[Path], **kw: object) -> tuple[list[Doc], IngestReport]:
         ("policy_zh/corpus.jsonl", "policy", 12, "trv-2025-01", "差旅费用管理办法（2025版）"),
     ],
 )
-def test_every_shared_corpus_reads(data_dir: Path, rel: str, fmt: str, min_docs: int, doc_id: str | None, title: str | None) -> None:
+def test_every_shared_corpus_reads(
+    data_dir: Path, rel: str, fmt: str, min_docs: int, doc_id: str | None, title: str | None
+) -> None:
     docs, rep = _read([data_dir / rel])
     assert rep.skipped == [] and rep.bad_lines == {}
     assert len(docs) >= min_docs
@@ -109,7 +111,9 @@ def test_document_folder_all_types(tmp_path: Path) -> None:
     d = tmp_path / "docs"
     (d / "sub").mkdir(parents=True)
     (d / "a.txt").write_text("First paragraph about owls.\n\nSecond paragraph about hawks.", encoding="utf-8")
-    (d / "sub" / "b.md").write_text("# Birds\n\nIntro.\n\n## Owls\n\nOwls hunt at night.\n\n## Hawks\n\nHawks hunt by day.\n")
+    (d / "sub" / "b.md").write_text(
+        "# Birds\n\nIntro.\n\n## Owls\n\nOwls hunt at night.\n\n## Hawks\n\nHawks hunt by day.\n"
+    )
     (d / "c.html").write_text(
         "<html><head><title>Fish page</title><script>var x=1;</script></head><body>"
         "<h2>Salmon</h2><p>Salmon swim upstream.</p><nav>menu</nav><h2>Trout</h2><p>Trout like cold water.</p></body></html>"
@@ -121,11 +125,18 @@ def test_document_folder_all_types(tmp_path: Path) -> None:
     assert set(by_id) == {"a.txt", "sub/b.md", "c.html", "d.pdf"}, rep.skipped
     assert rep.skipped == []
     md = chunk_doc(by_id["sub/b.md"])
-    assert [(p.section, p.text) for p in md] == [("Birds", "Intro."), ("Owls", "Owls hunt at night."), ("Hawks", "Hawks hunt by day.")]
+    assert [(p.section, p.text) for p in md] == [
+        ("Birds", "Intro."),
+        ("Owls", "Owls hunt at night."),
+        ("Hawks", "Hawks hunt by day."),
+    ]
     assert md[0].title == "Birds"
     html = chunk_doc(by_id["c.html"])
     assert html[0].title == "Fish page"
-    assert [(p.section, p.text) for p in html] == [("Salmon", "Salmon swim upstream."), ("Trout", "Trout like cold water.")]
+    assert [(p.section, p.text) for p in html] == [
+        ("Salmon", "Salmon swim upstream."),
+        ("Trout", "Trout like cold water."),
+    ]
     assert "var x" not in " ".join(p.text for p in html) and "menu" not in " ".join(p.text for p in html)
     pdf = chunk_doc(by_id["d.pdf"])
     assert _MINI_PDF_TEXT in pdf[0].text and pdf[0].section == "page 1"
@@ -152,7 +163,15 @@ def test_bad_files_are_named_and_skipped_rest_kept(tmp_path: Path) -> None:
     assert [doc.doc_id for doc in docs] == ["g1", "g2"]
     reasons = {Path(p).name: r for p, r in rep.skipped}
     assert set(reasons) == {
-        "binary.txt", "latin1.txt", "empty.md", "huge.txt", "broken.pdf", "data.csv", "questions.jsonl", "broken.json", "missing.jsonl",
+        "binary.txt",
+        "latin1.txt",
+        "empty.md",
+        "huge.txt",
+        "broken.pdf",
+        "data.csv",
+        "questions.jsonl",
+        "broken.json",
+        "missing.jsonl",
     }
     assert "binary" in reasons["binary.txt"]
     assert "UTF-8" in reasons["latin1.txt"]
@@ -167,7 +186,12 @@ def test_bad_files_are_named_and_skipped_rest_kept(tmp_path: Path) -> None:
 
 def test_chunking_paragraphs_sentences_and_chinese() -> None:
     assert split_sentences("第一条 规定。第二条？好！第三条；End. Next one") == [
-        "第一条 规定。", "第二条？", "好！", "第三条；", "End.", "Next one",
+        "第一条 规定。",
+        "第二条？",
+        "好！",
+        "第三条；",
+        "End.",
+        "Next one",
     ]
     long_en = " ".join(f"Sentence number {i} is here." for i in range(200))
     doc = Doc(doc_id="d", title="T", text=long_en + "\n\nShort tail.", acl=["x"], version="2", metadata={"year": 3})
@@ -187,7 +211,10 @@ def test_chunk_ids_stable_and_hash_covers_scope() -> None:
     doc = Doc(doc_id="s", title="T", text="\n\n".join(f"Paragraph {i}. " * 30 for i in range(6)))
     a, b = chunk_doc(doc, max_chars=400), chunk_doc(doc, max_chars=400)
     assert [(p.id, p.text) for p in a] == [(p.id, p.text) for p in b]
-    p1, p2 = chunk_doc(Doc(doc_id="x", text="same text", acl=["hr"]))[0], chunk_doc(Doc(doc_id="y", text="same  text", acl=["hr"]))[0]
+    p1, p2 = (
+        chunk_doc(Doc(doc_id="x", text="same text", acl=["hr"]))[0],
+        chunk_doc(Doc(doc_id="y", text="same  text", acl=["hr"]))[0],
+    )
     assert passage_hash(p1) == passage_hash(p2), "whitespace and provenance do not make a passage different"
     p3 = chunk_doc(Doc(doc_id="z", text="same text", acl=["finance"]))[0]
     assert passage_hash(p3) != passage_hash(p1), "different scope: stored separately"

@@ -58,7 +58,10 @@ def test_api_base_normalisation():
     assert api_base("http://127.0.0.1:8080") == "http://127.0.0.1:8080/v1"
     assert api_base("http://127.0.0.1:8080/") == "http://127.0.0.1:8080/v1"
     assert api_base("https://api.openai.com/v1/") == "https://api.openai.com/v1"
-    assert api_base("https://dashscope.aliyuncs.com/compatible-mode/v1") == "https://dashscope.aliyuncs.com/compatible-mode/v1"
+    assert (
+        api_base("https://dashscope.aliyuncs.com/compatible-mode/v1")
+        == "https://dashscope.aliyuncs.com/compatible-mode/v1"
+    )
     assert api_base("http://h:1/v1/chat/completions") == "http://h:1/v1"
 
 
@@ -343,7 +346,9 @@ def test_usage_reports_cached_prompt_tokens(fake_server):
 
 
 def test_usage_from_llamacpp_timings_and_deepseek():
-    u = usage_from({"usage": {"prompt_tokens": 100, "completion_tokens": 5}, "timings": {"prompt_n": 12, "cache_n": 88}})
+    u = usage_from(
+        {"usage": {"prompt_tokens": 100, "completion_tokens": 5}, "timings": {"prompt_n": 12, "cache_n": 88}}
+    )
     assert (u.prompt_tokens, u.cached_prompt_tokens, u.processed_prompt_tokens) == (100, 88, 12)
     u = usage_from({"usage": {"prompt_tokens": 50, "completion_tokens": 2, "prompt_cache_hit_tokens": 40}})
     assert (u.cached_prompt_tokens, u.processed_prompt_tokens) == (40, 10)

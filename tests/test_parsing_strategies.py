@@ -540,7 +540,10 @@ def test_parsers_accept_non_strings() -> None:
         ("Facts: Denise Levertov was born in 1923.", "Denise Levertov was born in 1923."),
         ("Facts (in Chinese): 退款到账后15个自然日内", "退款到账后15个自然日内"),
         ("事实：15个自然日", "15个自然日"),
-        ("Harvey Pekar was born in 1939. Facts show nothing else.", "Harvey Pekar was born in 1939. Facts show nothing else."),
+        (
+            "Harvey Pekar was born in 1939. Facts show nothing else.",
+            "Harvey Pekar was born in 1939. Facts show nothing else.",
+        ),
     ],
 )
 def test_parse_reason_in_documents_facts_label(text: str, expected: str) -> None:
@@ -572,7 +575,11 @@ def test_reason_in_documents_nothing_found_variants(info: str, nothing: bool) ->
     [
         ("Who directed Jaws?", "Who directed Jaws?", True),
         ("Who directed Jaws?", "who  directed JAWS", True),
-        ("Who was the commander of the Colorado forces?", "Who was the commander of the Colorado forces in the war?", True),
+        (
+            "Who was the commander of the Colorado forces?",
+            "Who was the commander of the Colorado forces in the war?",
+            True,
+        ),
         (
             "What was the name of the Curaçao Centre for Correction and Detention before it changed?",
             "What was the name of the Curaçao Centre for Correction and Detention after it changed?",

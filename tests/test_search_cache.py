@@ -43,13 +43,17 @@ def test_cache_keys_on_scope_and_never_crosses_users(policy_dir: Path, tmp_path:
     assert sum("fin-audit-2025" in s for s in stored) == 1
 
 
-def test_cache_invalidated_by_a_new_generation_and_switches(policy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_invalidated_by_a_new_generation_and_switches(
+    policy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "c2.sqlite"
     r = open_retriever(policy_dir, cache=path)
     assert isinstance(r, CachedRetriever)
     k1 = r.key("预算", 3, None)
     extra = tmp_path / "e.jsonl"
-    extra.write_text(json.dumps({"id": "n1", "title": "预算补充", "text": "预算调整的补充说明。", "acl": "all"}), encoding="utf-8")
+    extra.write_text(
+        json.dumps({"id": "n1", "title": "预算补充", "text": "预算调整的补充说明。", "acl": "all"}), encoding="utf-8"
+    )
     idx = Index.open(policy_dir)
     idx.add([extra])
     r2 = open_retriever(policy_dir, cache=path)

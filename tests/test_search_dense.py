@@ -59,7 +59,9 @@ def dense_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Inde
         yield idx, [p for _, p in idx.store.iter_live()]
 
 
-def test_dense_build_manifest_modes_and_embedding_cache(dense_index: tuple[Index, list[Passage]], tmp_path: Path) -> None:
+def test_dense_build_manifest_modes_and_embedding_cache(
+    dense_index: tuple[Index, list[Passage]], tmp_path: Path
+) -> None:
     idx, _ = dense_index
     assert idx.has_vectors and idx.default_mode == "hybrid"
     assert idx.manifest["embedder"] == "all-MiniLM-L6-v2"
@@ -95,7 +97,9 @@ def test_dense_add_extends_vectors(dense_index: tuple[Index, list[Passage]], tmp
     shutil.copytree(idx.root, copy)
     ix2 = Index.open(copy)
     extra = tmp_path / "x.jsonl"
-    extra.write_text(json.dumps({"id": "new", "text": "Penguins huddle together in the Antarctic winter.", "acl": "all"}))
+    extra.write_text(
+        json.dumps({"id": "new", "text": "Penguins huddle together in the Antarctic winter.", "acl": "all"})
+    )
     ix2.add([extra])
     assert np.load(ix2.gen / "vectors.npy").shape == (41, 384)
     assert ix2.search("birds in the cold south pole", 1, Filters.parse(["acl=all"]), mode="dense")[0].doc_id == "new"
@@ -103,7 +107,9 @@ def test_dense_add_extends_vectors(dense_index: tuple[Index, list[Passage]], tmp
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    q=st.sampled_from(["cats and pets", "music performance", "money and banks", "ice and mountains", "yeast bread sea"]),
+    q=st.sampled_from(
+        ["cats and pets", "music performance", "money and banks", "ice and mountains", "yeast bread sea"]
+    ),
     k=st.integers(1, 45),
     acl=st.one_of(st.none(), st.lists(st.sampled_from(LABELS), max_size=2)),
     lo=st.one_of(st.none(), st.integers(1999, 2007)),

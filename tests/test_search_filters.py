@@ -25,7 +25,9 @@ def policy(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Index:
 
 
 def _restricted_queries(data_dir: Path) -> list[str]:
-    recs = [json.loads(ln) for ln in (data_dir / "policy_zh/corpus.jsonl").read_text(encoding="utf-8").splitlines() if ln]
+    recs = [
+        json.loads(ln) for ln in (data_dir / "policy_zh/corpus.jsonl").read_text(encoding="utf-8").splitlines() if ln
+    ]
     queries: list[str] = []
     for r in recs:
         if r["id"] in RESTRICTED:
@@ -57,11 +59,16 @@ def test_acl_all_never_surfaces_restricted_policy_docs(policy: Index, data_dir: 
 
 
 def test_q5_and_q6_same_question_different_scopes(policy: Index, data_dir: Path) -> None:
-    qs = {json.loads(ln)["id"]: json.loads(ln) for ln in (data_dir / "policy_zh/questions.jsonl").read_text(encoding="utf-8").splitlines() if ln}
+    qs = {
+        json.loads(ln)["id"]: json.loads(ln)
+        for ln in (data_dir / "policy_zh/questions.jsonl").read_text(encoding="utf-8").splitlines()
+        if ln
+    }
     q5, q6 = qs["q5"], qs["q6"]
     assert q5["question"] == q6["question"]
-    f5, f6 = Filters.make(equals={"version": "2025", "region": "境内"}, acl=q5["scope"]["acl"]), Filters.make(
-        equals={"version": "2025", "region": "境内"}, acl=q6["scope"]["acl"]
+    f5, f6 = (
+        Filters.make(equals={"version": "2025", "region": "境内"}, acl=q5["scope"]["acl"]),
+        Filters.make(equals={"version": "2025", "region": "境内"}, acl=q6["scope"]["acl"]),
     )
     assert "fin-audit-2025" not in {p.doc_id for p in policy.search(q5["question"], 10, f5)}
     top6 = policy.search(q6["question"], 3, f6)
@@ -123,7 +130,11 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Index, list[Pas
 
 filters_st = st.builds(
     lambda acl, version, region, lo, hi, tag: Filters.make(
-        equals={**({"version": version} if version else {}), **({"region": region} if region is not None else {}), **({"tags": tag} if tag else {})},
+        equals={
+            **({"version": version} if version else {}),
+            **({"region": region} if region is not None else {}),
+            **({"tags": tag} if tag else {}),
+        },
         ranges={"year": (lo, hi)} if (lo is not None or hi is not None) else None,
         acl=acl,
     ),
@@ -138,7 +149,9 @@ filters_st = st.builds(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4), k=st.integers(1, 30), f=filters_st)
-def test_property_no_out_of_scope_passage_lexical(generated: tuple[Index, list[Passage]], words: list[str], k: int, f: Filters) -> None:
+def test_property_no_out_of_scope_passage_lexical(
+    generated: tuple[Index, list[Passage]], words: list[str], k: int, f: Filters
+) -> None:
     idx, corpus = generated
     visible = [p for p in corpus if f.matches(p)]
     got = idx.search(" ".join(words), k, f)

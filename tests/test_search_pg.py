@@ -56,7 +56,9 @@ def test_pg_server_listens_on_localhost(pg: str) -> None:
 def test_pg_policy_scope_and_provenance(policy_pg: tuple[object, Index], data_dir: Path) -> None:
     r, idx = policy_pg
     assert isinstance(r, pg_mod.PgRetriever)
-    recs = [json.loads(ln) for ln in (data_dir / "policy_zh/corpus.jsonl").read_text(encoding="utf-8").splitlines() if ln]
+    recs = [
+        json.loads(ln) for ln in (data_dir / "policy_zh/corpus.jsonl").read_text(encoding="utf-8").splitlines() if ln
+    ]
     queries = []
     for rec in recs:
         if rec["id"] in RESTRICTED:
@@ -75,7 +77,14 @@ def test_pg_policy_scope_and_provenance(policy_pg: tuple[object, Index], data_di
     got = top[0]
     ref = mine[got.id]
     assert (got.doc_id, got.title, got.section, got.version, got.region, got.acl, got.source, got.metadata) == (
-        ref.doc_id, ref.title, ref.section, ref.version, ref.region, ref.acl, ref.source, ref.metadata,
+        ref.doc_id,
+        ref.title,
+        ref.section,
+        ref.version,
+        ref.region,
+        ref.acl,
+        ref.source,
+        ref.metadata,
     )
     assert r.search("境外 报销 期限", 3, Filters.parse(["acl=all", "region=境外"]))[0].doc_id == "trv-ovs-2025-01"
 
@@ -84,8 +93,11 @@ def _generated(n: int = 300) -> list[Passage]:
     rnd = random.Random(11)
     return [
         Passage(
-            id=f"g{i}#0", doc_id=f"g{i}", text=" ".join(rnd.choices(WORDS, k=rnd.randint(2, 8))),
-            acl=rnd.sample(LABELS, rnd.randint(0, 2)), version=rnd.choice(["1", "2", "3"]),
+            id=f"g{i}#0",
+            doc_id=f"g{i}",
+            text=" ".join(rnd.choices(WORDS, k=rnd.randint(2, 8))),
+            acl=rnd.sample(LABELS, rnd.randint(0, 2)),
+            version=rnd.choice(["1", "2", "3"]),
             metadata={"year": rnd.randint(2000, 2010)} if rnd.random() < 0.8 else {},
         )
         for i in range(n)
@@ -110,11 +122,18 @@ def generated_pg(pg: str) -> tuple[object, list[Passage]]:
     lo=st.one_of(st.none(), st.integers(1999, 2011)),
 )
 def test_property_pg_never_returns_out_of_scope(
-    generated_pg: tuple[object, list[Passage]], words: list[str], k: int, acl: list[str] | None, version: str | None, lo: int | None
+    generated_pg: tuple[object, list[Passage]],
+    words: list[str],
+    k: int,
+    acl: list[str] | None,
+    version: str | None,
+    lo: int | None,
 ) -> None:
     r, corpus = generated_pg
     assert isinstance(r, pg_mod.PgRetriever)
-    f = Filters.make(equals={"version": version} if version else None, ranges={"year": (lo, None)} if lo else None, acl=acl)
+    f = Filters.make(
+        equals={"version": version} if version else None, ranges={"year": (lo, None)} if lo else None, acl=acl
+    )
     got = r.search(" ".join(words), k, f)
     assert all(f.matches(p) for p in got)
     matching = [p for p in corpus if f.matches(p) and set(words) & set(p.text.split())]

@@ -26,9 +26,13 @@ def test_chinese_segmentation_and_mixed_text() -> None:
 
 
 def test_quiet_and_deterministic_across_processes() -> None:
-    code = "from sleuth.search.tokenize import tokenize; print('|'.join(tokenize('内部审计对差旅报销的抽查比例是多少？')))"
+    code = (
+        "from sleuth.search.tokenize import tokenize; print('|'.join(tokenize('内部审计对差旅报销的抽查比例是多少？')))"
+    )
     r = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(ROOT / "src")}
     )
     assert r.returncode == 0 and r.stderr == "", r.stderr
-    assert r.stdout.strip() == "|".join(tokenize("内部审计对差旅报销的抽查比例是多少？")), "same tokens in another process"
+    assert r.stdout.strip() == "|".join(tokenize("内部审计对差旅报销的抽查比例是多少？")), (
+        "same tokens in another process"
+    )

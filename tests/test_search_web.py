@@ -38,8 +38,13 @@ def _app(state: dict[str, Any]) -> FastAPI:
         state["last_body"] = body
         n = int(body["max_results"])
         results = [
-            {"title": f"Result {i} for {body['query']}", "url": f"https://example.org/{i}", "content": f"Snippet {i} about {body['query']}.",
-             "score": 1.0 - i / 10, "published_date": "2024-05-01"}
+            {
+                "title": f"Result {i} for {body['query']}",
+                "url": f"https://example.org/{i}",
+                "content": f"Snippet {i} about {body['query']}.",
+                "score": 1.0 - i / 10,
+                "published_date": "2024-05-01",
+            }
             for i in range(n)
         ]
         return {"query": body["query"], "results": results, "response_time": 0.01}
@@ -55,9 +60,21 @@ def _app(state: dict[str, Any]) -> FastAPI:
             "query": q,
             "number_of_results": 3,
             "results": [
-                {"url": "https://a.example/1", "title": "Alpha", "content": f"alpha text on {q}", "engine": "duckduckgo", "score": 1.5},
-                {"url": "https://b.example/2", "title": "Beta", "content": f"beta text on {q}", "engine": "wikipedia", "score": 3.0,
-                 "publishedDate": "2023-01-02T00:00:00"},
+                {
+                    "url": "https://a.example/1",
+                    "title": "Alpha",
+                    "content": f"alpha text on {q}",
+                    "engine": "duckduckgo",
+                    "score": 1.5,
+                },
+                {
+                    "url": "https://b.example/2",
+                    "title": "Beta",
+                    "content": f"beta text on {q}",
+                    "engine": "wikipedia",
+                    "score": 3.0,
+                    "publishedDate": "2023-01-02T00:00:00",
+                },
                 {"url": "https://c.example/3", "title": "", "content": "", "engine": "x", "score": 9.0},
             ],
         }

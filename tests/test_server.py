@@ -89,8 +89,10 @@ def test_non_loopback_bind_needs_a_key() -> None:
 @pytest.mark.model
 def test_ask_returns_the_full_result_and_its_trace(server: str, data_dir: Path) -> None:
     with client(server) as c:
-        r = c.post("/v1/ask", json={"question": "Who was Evan Morris?", "strategy": "rag", "index": "wiki",
-                                    "filters": [], **FAST})
+        r = c.post(
+            "/v1/ask",
+            json={"question": "Who was Evan Morris?", "strategy": "rag", "index": "wiki", "filters": [], **FAST},
+        )
         assert r.status_code == 200, r.text
         res = AskResult.model_validate(r.json())
         assert res.finish_reason == "finished" and res.answer
@@ -138,7 +140,9 @@ def test_scope_filters_are_the_only_scope_a_request_gets(server: str, data_dir: 
     q = "内部审计对差旅报销的抽查比例是多少？"
     with client(server) as c:
         for filters in (["acl=all"], {"acl": ["all"], "version": "2025"}, {"acl": ["all"]}):
-            r = c.post("/v1/ask", json={"question": q, "strategy": "rag", "index": "policy", "filters": filters, **FAST})
+            r = c.post(
+                "/v1/ask", json={"question": q, "strategy": "rag", "index": "policy", "filters": filters, **FAST}
+            )
             assert r.status_code == 200, r.text
             res = r.json()
             ids = [p["id"] for p in res["citations"]]
@@ -146,8 +150,10 @@ def test_scope_filters_are_the_only_scope_a_request_gets(server: str, data_dir: 
             assert ids, "the search found nothing at all"
             assert all(acl[i.split("#")[0]] & {"all"} for i in ids), ids
             assert "fin-audit-2025" not in json.dumps(res, ensure_ascii=False)
-        r = c.post("/v1/ask", json={"question": q, "strategy": "rag", "index": "policy",
-                                    "filters": ["acl=all,finance"], **FAST})
+        r = c.post(
+            "/v1/ask",
+            json={"question": q, "strategy": "rag", "index": "policy", "filters": ["acl=all,finance"], **FAST},
+        )
         ids = [p["id"] for e in r.json()["trace"] if e["kind"] == "search" for p in e["data"]["passages"]]
         assert any(i.startswith("fin-audit-2025") for i in ids), ids  # the wider scope does see it
 
@@ -164,8 +170,10 @@ def test_openai_sdk_lists_the_sleuth_models(server: str) -> None:
 def test_openai_sdk_chat_self_ask_gives_citations(server: str) -> None:
     resp = sdk(server).chat.completions.create(
         model="sleuth-self-ask",
-        messages=[{"role": "system", "content": "Be brief."},
-                  {"role": "user", "content": "Who employed Evan Morris as a lobbyist?"}],
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Who employed Evan Morris as a lobbyist?"},
+        ],
         max_tokens=64,
         extra_body={"index": "wiki", "max_steps": 2, "k": 2},
     )
@@ -237,8 +245,11 @@ def test_auth_is_required_when_a_key_is_set(server: str) -> None:
 @pytest.mark.model
 def test_bad_requests_get_clear_errors(server: str) -> None:
     with client(server) as c:
-        r = c.post("/v1/ask", content=b'{"question": "' + b"x" * 1_000_000 + b'"}',
-                   headers={"content-type": "application/json"})
+        r = c.post(
+            "/v1/ask",
+            content=b'{"question": "' + b"x" * 1_000_000 + b'"}',
+            headers={"content-type": "application/json"},
+        )
         assert r.status_code == 413 and "limit" in r.json()["error"]["message"]
 
         def err(body: dict[str, Any], path: str = "/v1/ask", status: int = 422) -> str:
@@ -296,8 +307,7 @@ def test_saturated_server_answers_429_with_retry_after(slow_llm: Any) -> None:
                 assert int(r.headers["retry-after"]) >= 1
                 assert "busy" in r.json()["error"]["message"] and "limit is 2" in r.json()["error"]["message"]
                 with pytest.raises(openai.RateLimitError):
-                    sdk(url).chat.completions.create(model="sleuth-direct",
-                                                     messages=[{"role": "user", "content": "q"}])
+                    sdk(url).chat.completions.create(model="sleuth-direct", messages=[{"role": "user", "content": "q"}])
                 assert httpx.get(url + "/healthz", timeout=1).status_code == 200  # the loop stays responsive
                 for s in (s1, s2):
                     assert [n for n, _ in sse_events(s)][-1] == "result"

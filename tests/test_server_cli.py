@@ -36,7 +36,11 @@ def _env() -> dict[str, str]:
 def test_serve_refuses_a_public_address_without_a_key() -> None:
     p = subprocess.run(
         [sys.executable, "-m", "sleuth", "serve", "--host", "0.0.0.0", "--port", str(_free_port())],
-        capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        cwd=ROOT,
     )
     assert p.returncode == 2
     assert "refusing to listen on 0.0.0.0 without an API key" in p.stderr
@@ -52,9 +56,26 @@ def served(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     port = _free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     corpus = data_dir / "quickstart" / "wiki_passages.jsonl"
-    cmd = [sys.executable, "-m", "sleuth", "serve", "--port", str(port), "--corpus", f"wiki={corpus}",
-           "--model", "smollm2-135m", "--api-key", KEY, "--max-concurrency", "3", "--timeout", "300",
-           "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sleuth",
+        "serve",
+        "--port",
+        str(port),
+        "--corpus",
+        f"wiki={corpus}",
+        "--model",
+        "smollm2-135m",
+        "--api-key",
+        KEY,
+        "--max-concurrency",
+        "3",
+        "--timeout",
+        "300",
+        "--log-level",
+        "warning",
+    ]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
@@ -98,8 +119,11 @@ def test_openai_sdk_gets_an_answer_with_citations_from_sleuth_self_ask(served: A
     cites = resp.model_extra["sleuth"]["citations"]
     assert cites and cites[0]["n"] == 1 and cites[0]["source"].endswith("wiki_passages.jsonl")
     assert "Sources:\n[1] " in content
-    trace = httpx.get(f"{url}/v1/traces/{resp.model_extra['sleuth']['trace_id']}",
-                      headers={"Authorization": f"Bearer {KEY}"}, timeout=10)
+    trace = httpx.get(
+        f"{url}/v1/traces/{resp.model_extra['sleuth']['trace_id']}",
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=10,
+    )
     assert trace.status_code == 200 and trace.json()["strategy"] == "self-ask"
     assert trace.json()["model"] == "smollm2-135m"
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from fake_openai_server import FakeOpenAIServer
+from sleuth.llm.openai_compat import OpenAICompatLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage
 from sleuth.strategies import STRATEGIES, UnknownStrategy, get_strategy, resolve_name
@@ -139,3 +141,58 @@ def test_retrieve_many_keeps_scopes_apart(tmp_path: Path, data_dir: Path) -> Non
         assert all(st.filters.matches(p) for p in ps)
     blob = json.dumps([st.result.to_dict() for st in (sts[0], sts[2])], ensure_ascii=False)
     assert "fin-audit" not in blob and not re.search("5%", blob)
+
+
+# ---------------------------------------------------------------- the short-answer fallback
+# A scripted OpenAI-compatible server plays a model that leaves out the "So the answer is:"
+# line (or copies its placeholder); the strategies then ask the short-answer prompt.
+PARIS_DOC = {"id": "paris", "title": "Paris", "text": "Paris is the capital of France.", "acl": "all"}
+
+
+@pytest.fixture(scope="module")
+def paris_index(tmp_path_factory: pytest.TempPathFactory):
+    d = tmp_path_factory.mktemp("paris")
+    (d / "docs.jsonl").write_text(json.dumps(PARIS_DOC) + "\n", encoding="utf-8")
+    return open_retriever(str(d / "docs.jsonl"), cache_dir=d / "idx")
+
+
+@pytest.mark.parametrize("name", ["rag", "cot"])
+@pytest.mark.parametrize(
+    "first",
+    [
+        "Paris is the capital of France [1].",  # no answer line: the sentence would be the short answer
+        "Paris is the capital of France [1].\nSo the answer is: <short answer>",  # the placeholder copied
+    ],
+)
+def test_missing_answer_line_asks_for_the_short_answer(name: str, first: str, paris_index) -> None:
+    with FakeOpenAIServer(script=[first, "Paris."]) as srv:
+        llm = OpenAICompatLLM(srv.base_url, "fake-model", timeout=10)
+        r = get_strategy(name, llm, paris_index if name == "rag" else None, k=1).run("What is the capital of France?")
+        asked = json.dumps(srv.requests[-1]["body"])
+    assert r.short_answer == "Paris" and r.answer == first
+    assert [e.data["step"] for e in r.trace.of("llm")] == [
+        "answer" if name == "rag" else "reason",
+        "short answer",
+    ]
+    assert [e.data["type"] for e in r.trace.of("note")] == ["parse_fallback"]
+    # the extraction call reads the question and the long answer, not the placeholder line
+    assert "What is the capital of France?" in asked and "Paris is the capital of France" in asked
+    assert "<short answer>" not in asked.split("Long answer")[-1]
+
+
+@pytest.mark.parametrize("name", ["rag", "cot"])
+def test_answer_line_present_means_one_call(name: str, paris_index) -> None:
+    with FakeOpenAIServer(script=["Paris is the capital of France [1].\nSo the answer is: Paris", "unused"]) as srv:
+        llm = OpenAICompatLLM(srv.base_url, "fake-model", timeout=10)
+        r = get_strategy(name, llm, paris_index if name == "rag" else None, k=1).run("What is the capital of France?")
+        calls = len(srv.requests)
+    assert r.short_answer == "Paris" and r.llm_calls == 1 and calls == 1
+    assert not r.trace.of("note")
+
+
+def test_empty_extraction_keeps_a_span() -> None:
+    """An extraction call that returns nothing leaves CoT the last line of its reasoning."""
+    with FakeOpenAIServer(script=["Step one.\nParis is the capital [1].", ""]) as srv:
+        llm = OpenAICompatLLM(srv.base_url, "fake-model", timeout=10)
+        cot = get_strategy("cot", llm, None).run("What is the capital of France?")
+    assert cot.short_answer == "Paris is the capital"

@@ -269,7 +269,9 @@ def resolve_llm_settings(
     if key is not None and not key.strip():
         key = None
     if key is not None and any(c.isspace() for c in key.strip()):
-        raise LLMAuthError("The API key contains whitespace; check SLEUTH_LLM_API_KEY (or the provider's key variable).")
+        raise LLMAuthError(
+            "The API key contains whitespace; check SLEUTH_LLM_API_KEY (or the provider's key variable)."
+        )
 
     if key is None and provider is not None and not _is_local(base_url):
         wanted = " or ".join(("SLEUTH_LLM_API_KEY", *provider.key_vars))

@@ -46,9 +46,7 @@ class KVCache:
         self.table = table
         self._local = threading.local()
         with self._conn() as c:
-            c.execute(
-                f"CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, v TEXT NOT NULL, t REAL NOT NULL)"
-            )
+            c.execute(f"CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, v TEXT NOT NULL, t REAL NOT NULL)")
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

@@ -182,9 +182,11 @@ def verify_cmd(
     from sleuth.eval.runner import EvalError
     from sleuth.eval.verify import SAME, Check, verify_run
 
+    # progress goes to stderr even with --json (stdout then holds only the JSON document)
+    def starting(strategy: str, qid: str, i: int, n: int) -> None:
+        console_err.print(f"[dim]({i}/{n}) running {strategy} {qid} again …[/]", highlight=False)
+
     def show(c: Check) -> None:
-        if json_out:
-            return
         mark = "[green]same[/]" if c.verdict == SAME else "[red]differs[/]"
         console_err.print(
             f"{mark}  {c.strategy} {c.qid}: {c.steps} steps, {c.seconds_then:.0f} s then, {c.seconds_now:.0f} s now"
@@ -209,6 +211,7 @@ def verify_cmd(
             index=index,
             base_url=base_url,
             on_check=show,
+            on_start=starting,
         )
     except (DatasetError, EvalError) as e:
         raise UserError(str(e)) from e

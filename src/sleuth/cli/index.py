@@ -56,7 +56,9 @@ def build_cmd(
     dense: bool = typer.Option(False, "--dense/--no-dense", help="Also embed passages (hybrid search)."),
     embedder: str = typer.Option(None, "--embedder", help="Embedding model (default all-MiniLM-L6-v2)."),
     max_chars: int = typer.Option(1200, "--max-chars", help="Chunk size in characters (Chinese: half)."),
-    default_acl: str = typer.Option("all", "--default-acl", help="ACL labels for passages that have none (comma-separated)."),
+    default_acl: str = typer.Option(
+        "all", "--default-acl", help="ACL labels for passages that have none (comma-separated)."
+    ),
     max_file_mb: float = typer.Option(512, "--max-file-mb", help="Skip (and name) input files larger than this."),
     as_json: bool = typer.Option(False, "--json", help="Print the build report as JSON."),
 ) -> None:
@@ -68,8 +70,15 @@ def build_cmd(
     acl = [a.strip() for a in default_acl.split(",") if a.strip()]
     try:
         idx = Index.build(
-            inputs, out, format=fmt, dense=dense, embedder=embedder, max_chars=max_chars,
-            default_acl=acl, max_file_mb=max_file_mb, progress=not as_json,
+            inputs,
+            out,
+            format=fmt,
+            dense=dense,
+            embedder=embedder,
+            max_chars=max_chars,
+            default_acl=acl,
+            max_file_mb=max_file_mb,
+            progress=not as_json,
         )
     except EmptyBuild as e:
         for path, reason in e.report.ingest.skipped:

@@ -15,7 +15,9 @@ from sleuth.config import env
 from sleuth.llm.base import LLMError
 from sleuth.llm.models import DEFAULT_MODEL, MODELS, ensure_model, get_model, is_installed
 
-models_app = typer.Typer(help="Embedded models: list them, assemble their weights, measure their speed.", no_args_is_help=True)
+models_app = typer.Typer(
+    help="Embedded models: list them, assemble their weights, measure their speed.", no_args_is_help=True
+)
 app.add_typer(models_app, name="models")
 
 
@@ -59,7 +61,9 @@ def list_models(
     for col in ("name", "model", "size", "installed", "default", "licence"):
         t.add_column(col)
     for r in rows:
-        inst = "yes" + (" (assembled)" if r["assembled"] and MODELS[r["name"]].chunked else "") if r["installed"] else "no"
+        inst = (
+            "yes" + (" (assembled)" if r["assembled"] and MODELS[r["name"]].chunked else "") if r["installed"] else "no"
+        )
         t.add_row(r["name"], r["title"], f"{r['size_mb']} MB", inst, "*" if r["default"] else "", r["licence"])
     console.print(t)
     missing = [r for r in rows if not r["installed"]]

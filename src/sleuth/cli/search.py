@@ -18,7 +18,9 @@ def search_cmd(
     index: str = typer.Option(None, "--index", help="Index folder or source spec (tavily, searxng:URL, pg:DSN)."),
     corpus: Path = typer.Option(None, "--corpus", help="A corpus file or folder (indexed once into the cache)."),
     k: int = typer.Option(5, "--k", help="Number of passages."),
-    filters: list[str] = typer.Option([], "--filter", "-f", help="Scope: acl=all, version=2025, year>=2001 (repeatable)."),
+    filters: list[str] = typer.Option(
+        [], "--filter", "-f", help="Scope: acl=all, version=2025, year>=2001 (repeatable)."
+    ),
     mode: str = typer.Option(None, "--mode", help="lexical, dense or hybrid (default: hybrid where vectors exist)."),
     fmt: str = typer.Option("auto", "--format", help="Corpus format for --corpus."),
     dense: bool = typer.Option(False, "--dense/--no-dense", help="With --corpus: also embed the corpus."),

@@ -21,10 +21,14 @@ def serve(
     allow_model: list[str] = typer.Option([], "--allow-model", help="Another model a request may pick; repeatable."),
     base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible LLM server URL."),
     api_key: str = typer.Option(
-        None, "--api-key", help="Bearer token clients must send (default: $SLEUTH_SERVER_KEY; comma-separated for several)."
+        None,
+        "--api-key",
+        help="Bearer token clients must send (default: $SLEUTH_SERVER_KEY; comma-separated for several).",
     ),
     max_concurrency: int = typer.Option(4, "--max-concurrency", help="Runs at once; more get 429 with Retry-After."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds a run may take (then 504 / finish_reason timeout)."),
+    timeout: float = typer.Option(
+        120.0, "--timeout", help="Seconds a run may take (then 504 / finish_reason timeout)."
+    ),
     max_body: int = typer.Option(256 * 1024, "--max-body", help="Largest request body in bytes (then 413)."),
     default_strategy: str = typer.Option("self-ask", "--strategy", help="Strategy when a request names none."),
     traces: Path = typer.Option(
@@ -76,6 +80,8 @@ def serve(
     except Exception as e:
         raise UserError(f"could not start: {e}") from None
     where = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    console_err.print(f"Sleuth on {where}  (page: {where}/, OpenAI base URL: {where}/v1)"
-                      + ("  auth: bearer key" if keys else "  auth: none (loopback only)"))
+    console_err.print(
+        f"Sleuth on {where}  (page: {where}/, OpenAI base URL: {where}/v1)"
+        + ("  auth: bearer key" if keys else "  auth: none (loopback only)")
+    )
     uvicorn.run(application, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

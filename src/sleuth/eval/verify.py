@@ -195,8 +195,13 @@ def verify_run(
     index: str | None = None,
     base_url: str | None = None,
     on_check: Callable[[Check], None] | None = None,
+    on_start: Callable[[str, str, int, int], None] | None = None,
 ) -> Verification:
-    """Re-run ``sample`` records of the run in ``out`` (None: all that qualify) and compare them."""
+    """Re-run ``sample`` records of the run in ``out`` (None: all that qualify) and compare them.
+
+    ``on_start(strategy, qid, i, n)`` is called before the i-th of n re-runs (a RAT task can
+    take minutes), ``on_check(check)`` after each.
+    """
     out = Path(out)
     if sample is not None and sample < 1:
         raise EvalError("--sample must be at least 1")
@@ -255,7 +260,9 @@ def verify_run(
         return report
     plan.prepare()
     task_cfg = worker_config(cfg, plan)
-    for rec in chosen:
+    for i, rec in enumerate(chosen, 1):
+        if on_start is not None:
+            on_start(rec["strategy"], str(rec["qid"]), i, len(chosen))
         item = items_by_id[str(rec["qid"])][0]
         fresh = run_task({"strategy": rec["strategy"], "item": item.to_dict(), "config": task_cfg})
         check = _compare(rec, fresh)

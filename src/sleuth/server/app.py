@@ -82,13 +82,19 @@ def create_app(
     app.include_router(ask.router, dependencies=guarded, tags=["sleuth"])
     app.include_router(openai_compat.router, dependencies=guarded, tags=["openai"])
 
-    @app.get("/v1/strategies", response_model=StrategyList, tags=["sleuth"], dependencies=guarded,
-             responses=error_responses(401))
+    @app.get(
+        "/v1/strategies",
+        response_model=StrategyList,
+        tags=["sleuth"],
+        dependencies=guarded,
+        responses=error_responses(401),
+    )
     async def strategies_route() -> dict[str, Any]:
         return {"default": settings.default_strategy, "strategies": rt.strategy_info()}
 
-    @app.get("/v1/sources", response_model=SourceList, tags=["sleuth"], dependencies=guarded,
-             responses=error_responses(401))
+    @app.get(
+        "/v1/sources", response_model=SourceList, tags=["sleuth"], dependencies=guarded, responses=error_responses(401)
+    )
     async def sources_route() -> dict[str, Any]:
         names = rt.sources()
         return {"sources": [{"name": n, "kind": _kind(rt, n), "default": i == 0} for i, n in enumerate(names)]}
@@ -165,5 +171,8 @@ def _errors(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
         kind = "not_found_error" if e.status_code == 404 else "invalid_request_error"
-        return JSONResponse(ApiError(e.status_code, str(e.detail), kind).body(), status_code=e.status_code,
-                            headers=getattr(e, "headers", None))
+        return JSONResponse(
+            ApiError(e.status_code, str(e.detail), kind).body(),
+            status_code=e.status_code,
+            headers=getattr(e, "headers", None),
+        )

@@ -76,15 +76,20 @@ def usage(r: Result) -> dict[str, int]:
     }
 
 
-@router.get("/v1/models", response_model=ModelList, summary="The sleuth-* models (one per strategy)",
-            responses=error_responses(401))
+@router.get(
+    "/v1/models",
+    response_model=ModelList,
+    summary="The sleuth-* models (one per strategy)",
+    responses=error_responses(401),
+)
 async def list_models(request: Request) -> dict[str, Any]:
     names = _rt(request).strategy_factories()
     return {"object": "list", "data": [_card(n) for n in names]}
 
 
-@router.get("/v1/models/{model}", response_model=ModelCard, summary="One sleuth-* model",
-            responses=error_responses(401, 404))
+@router.get(
+    "/v1/models/{model}", response_model=ModelCard, summary="One sleuth-* model", responses=error_responses(401, 404)
+)
 async def get_model(model: str, request: Request) -> dict[str, Any]:
     if strategy_of(model) not in _rt(request).strategy_factories() or not model.startswith(PREFIX):
         raise ApiError(404, f"the model {model!r} does not exist", code="model_not_found", param="model")
@@ -130,7 +135,8 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         rt.start(job, stream=True)
         return EventSourceResponse(
-            _chunks(rt, job, cid, created, body.model, include_usage), ping=10,
+            _chunks(rt, job, cid, created, body.model, include_usage),
+            ping=10,
             headers={"X-Sleuth-Trace-Id": job.trace_id},
         )
     result, timed_out = await wait_result(rt, job, request.receive)
@@ -182,7 +188,13 @@ async def _chunks(
             yield chunk({"content": answer_text(item)})
             yield chunk({}, openai_finish(item.finish_reason), sleuth=sleuth_extra(item))
             if include_usage:
-                u = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                     "choices": [], "usage": usage(item)}
+                u = {
+                    "id": cid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": usage(item),
+                }
                 yield ServerSentEvent(data=json.dumps(u))
     yield ServerSentEvent(data="[DONE]")

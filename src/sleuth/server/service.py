@@ -47,9 +47,7 @@ def parse_filters(raw: Any, param: str = "filters") -> Filters:
     raise ApiError(422, f"{param}: must be a list of expressions or an object", param=param)
 
 
-def check_run(
-    rt: Runtime, *, strategy: str, source: str | None, model: str | None, param: str = "strategy"
-) -> None:
+def check_run(rt: Runtime, *, strategy: str, source: str | None, model: str | None, param: str = "strategy") -> None:
     names = list(rt.strategy_factories())
     if strategy not in names:
         raise ApiError(
