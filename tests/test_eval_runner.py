@@ -652,3 +652,108 @@ def test_a_record_for_a_differently_worded_question_is_stale(
     assert (s.ran, s.skipped) == (1, 3)
     recs = {(r["strategy"], r["qid"]): r for r in read_records(out)}
     assert recs[(first["strategy"], first["qid"])]["question"] != first["question"]
+
+
+def test_time_limit_ends_a_sitting_between_questions_and_the_same_command_resumes(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--time-limit: once the time is up no new question starts; the started one is finished."""
+    out = tmp_path / "t"
+    first = run_eval(_cfg(data_dir, out, time_limit=1e-6), progress=False)
+    recs = read_records(out)
+    qids = json.loads((out / "run.json").read_text())["data"]["question_ids"]
+    # the first question ran with both strategies (a sitting always makes progress), nothing else
+    assert {(r["strategy"], r["qid"]) for r in recs} == {(s, qids[0]) for s in (f"{MOD}:FirstWord", f"{MOD}:YesMan")}
+    assert (first.ran, first.stopped_before) == (2, qids[1])
+    assert "1 of 6 questions" in (out / "report.md").read_text()  # the report is written for the sitting
+    second = run_eval(_cfg(data_dir, out), progress=False)
+    assert (second.ran, second.skipped, second.stopped_before) == (10, 2, None)
+    assert len(read_records(out)) == 12 and len({(r["strategy"], r["qid"]) for r in read_records(out)}) == 12
+
+    # the CLI takes a duration with its unit and says how to continue
+    code, err = _cli(
+        [
+            "eval",
+            "--data",
+            str(data_dir / "hotpotqa/test.jsonl"),
+            "--setting",
+            "closed",
+            "--strategies",
+            f"{MOD}:YesMan",
+            "--limit",
+            "3",
+            "--out",
+            str(tmp_path / "c"),
+            "--no-progress",
+            "--time-limit",
+            "0.001s",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert len(read_records(tmp_path / "c")) == 1
+    code, err = _cli(
+        [
+            "eval",
+            "--data",
+            str(data_dir / "hotpotqa/test.jsonl"),
+            "--setting",
+            "closed",
+            "--strategies",
+            f"{MOD}:YesMan",
+            "--limit",
+            "3",
+            "--out",
+            str(tmp_path / "c"),
+            "--no-progress",
+            "--time-limit",
+            "90",
+        ],
+        capsys,
+    )
+    assert code != 0 and "give a duration with its unit" in err and "Traceback" not in err
+    assert len(read_records(tmp_path / "c")) == 1  # a refused command touches nothing
+
+
+def test_time_limit_keeps_a_composed_question_with_its_hops(tmp_path: Path, data_dir: Path) -> None:
+    out = tmp_path / "g"
+    s = run_eval(
+        EvalConfig(
+            data=str(data_dir / "musique/train.json"),
+            out=str(out),
+            setting="closed",
+            strategies=[f"{MOD}:FirstWord", f"{MOD}:YesMan"],
+            limit=3,
+            seed=0,
+            gap=True,
+            time_limit=1e-6,
+        ),
+        progress=False,
+    )
+    from sleuth.eval.datasets import load_dataset
+
+    sample = load_dataset(data_dir / "musique/train.json").sample(3, 0).items
+    recs = read_records(out)
+    # the first composed question and every one of its hops, with both strategies
+    assert len(recs) == 2 * (1 + len(sample[0].decomposition))
+    assert {r["task"].get("parent", r["qid"]) for r in recs} == {sample[0].id}
+    assert s.stopped_before == sample[1].id
+
+
+def test_sitting_hands_out_tasks_until_the_deadline_then_stops_at_a_question_boundary() -> None:
+    from sleuth.eval.datasets import Item
+    from sleuth.eval.gap import SUB_SEP
+    from sleuth.eval.runner import Sitting
+
+    def task(qid: str) -> tuple[str, Item, dict]:
+        return ("s", Item(id=qid, question="q?", answers=["a"]), {})
+
+    hop = lambda qid, n: f"{qid}{SUB_SEP}{n}"  # noqa: E731
+    todo = [task("a"), task("a"), task(hop("a", 1)), task(hop("a", 2)), task("b"), task(hop("b", 1)), task("c")]
+    ids = lambda tasks: [t[1].id for t in tasks]  # noqa: E731
+    assert ids(Sitting(None).tasks(todo)) == ids(todo)
+    assert ids(Sitting(3600.0).tasks(todo)) == ids(todo)
+    late = Sitting(1.0, started=time.monotonic() - 5)  # the time is already up: only the question started
+    assert ids(late.tasks(todo)) == ["a", "a", hop("a", 1), hop("a", 2)] and late.stopped_before == "b"
+    resumed = Sitting(1.0, started=time.monotonic() - 5)  # a resume that starts on a hop finishes that question
+    assert ids(resumed.tasks(todo[3:])) == [hop("a", 2)] and resumed.stopped_before == "b"

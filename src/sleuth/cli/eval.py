@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -31,6 +32,22 @@ def _parse_opts(opts: list[str]) -> dict[str, object]:
         except json.JSONDecodeError:
             out[key.strip()] = val
     return out
+
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``"2h"``, ``"90m"``, ``"1h30m"``, ``"45s"``, ``"1.5h"``; a bare number has no unit and is refused."""
+    t = text.strip().lower().replace(" ", "")
+    m = _DURATION.fullmatch(t)
+    if not t or m is None or not any(m.groups()):
+        raise UserError(f"--time-limit {text!r}: give a duration with its unit, e.g. 90m, 2h, 1h30m or 45s")
+    h, mi, se = (float(g) if g else 0.0 for g in m.groups())
+    seconds = h * 3600 + mi * 60 + se
+    if seconds <= 0:
+        raise UserError(f"--time-limit {text!r} must be longer than 0")
+    return seconds
 
 
 @eval_app.callback()
@@ -79,6 +96,12 @@ def eval_cmd(
         "depend on the tasks run before it; --no-isolate lets tasks reuse each other's prompt prefixes (faster).",
     ),
     no_llm_cache: bool = typer.Option(False, "--no-llm-cache", help="Bypass the LLM response cache (fresh timings)."),
+    time_limit: str = typer.Option(
+        None,
+        "--time-limit",
+        help="A sitting: after this long (90m, 2h, 1h30m) start no new question, finish the one in progress "
+        "(with its hops) and stop; the same command continues.",
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
     json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:
@@ -115,6 +138,7 @@ def eval_cmd(
         redo_stale=redo_stale,
         isolate=isolate,
         llm_cache=not no_llm_cache,
+        time_limit=parse_duration(time_limit) if time_limit is not None else None,
         command="sleuth eval " + " ".join(shlex.quote(a) for a in sys.argv[sys.argv.index("eval") + 1 :])
         if "eval" in sys.argv
         else "",
@@ -132,6 +156,13 @@ def eval_cmd(
             f"{summary.ran} run, {summary.skipped} already done, {summary.failed} failed "
             f"in {summary.seconds:.1f} s -> {Path(summary.out) / 'report.md'}"
         )
+        if summary.stopped_before is not None:
+            left = summary.total - summary.skipped - summary.ran
+            console.print(
+                f"stopped at the time limit before question {summary.stopped_before}: {left} of {summary.total} "
+                "tasks left; run the same command to continue",
+                highlight=False,
+            )
 
 
 @eval_app.command("report")

@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +31,7 @@ from sleuth.eval.corpus import RetrievalPlan, plan_retrieval
 from sleuth.eval.datasets import Dataset, Item, load_dataset
 from sleuth.eval.executors import make_executor
 from sleuth.eval.fingerprint import code_fingerprint
-from sleuth.eval.gap import sub_items
+from sleuth.eval.gap import parent_of, sub_items
 from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
     MANIFEST,
@@ -85,6 +85,9 @@ class EvalConfig:
     # the tasks before it (None: yes when one task runs at a time; see isolated_tasks())
     isolate: bool | None = None
     llm_cache: bool = True  # Sleuth's response cache (a rerun then costs no model time)
+    # a sitting: once this many seconds have passed, start no new question (a composed question
+    # and its hops count as one) and stop when the started one is written; the same command resumes
+    time_limit: float | None = None
     command: str = ""
 
     def isolated_tasks(self) -> bool:
@@ -260,6 +263,42 @@ def build_tasks(dataset: Dataset, strategies: Sequence[str], gap: bool) -> list[
     return tasks
 
 
+def question_of(task_id: str) -> str:
+    """The question a task belongs to: a hop (``id::n``) belongs to its composed question."""
+    return parent_of(task_id) or task_id
+
+
+class Sitting:
+    """Hands out a run's tasks until a time limit, stopping only between questions.
+
+    Once ``limit`` seconds have passed since ``started`` (``time.monotonic()``), the next task that would start a new
+    question is not handed out: the tasks of the question in progress (all strategies, and the
+    hops of a composed question) still run, so a sitting ends on a complete question and the
+    next one, resumed with the same command, starts on a fresh one.  The check sits where the
+    executor asks for its next task, so no task is started and then thrown away.
+    """
+
+    def __init__(self, limit: float | None, started: float | None = None) -> None:
+        start = time.monotonic() if started is None else started
+        self.deadline = None if limit is None else start + limit
+        self.stopped_before: str | None = None  # the question not started because time was up
+
+    def tasks(self, todo: Sequence[tuple[str, Item, dict[str, Any]]]) -> Iterator[tuple[str, Item, dict[str, Any]]]:
+        current: str | None = None
+        for task in todo:
+            question = question_of(task[1].id)
+            if (
+                self.deadline is not None
+                and current is not None
+                and question != current
+                and time.monotonic() >= self.deadline
+            ):
+                self.stopped_before = question
+                return
+            current = question
+            yield task
+
+
 @dataclass
 class RunSummary:
     out: Path
@@ -269,6 +308,7 @@ class RunSummary:
     failed: int
     seconds: float
     per_strategy: dict[str, dict[str, float]]
+    stopped_before: str | None = None  # --time-limit: the first question this sitting left for the next
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -307,6 +347,8 @@ def _validate(cfg: EvalConfig) -> None:
         raise EvalError("--concurrency must be at least 1")
     if cfg.k < 1:
         raise EvalError("--k must be at least 1")
+    if cfg.time_limit is not None and not cfg.time_limit > 0:
+        raise EvalError("--time-limit must be a positive duration")
     if cfg.setting is not None and cfg.setting not in SETTINGS:
         raise EvalError(f"--setting must be one of {', '.join(SETTINGS)}")
     names = []
@@ -337,6 +379,7 @@ def run_eval(
     write_report: bool = True,
 ) -> RunSummary:
     """Run (or resume) an evaluation into ``cfg.out``; see the module docstring."""
+    started = time.monotonic()  # --time-limit counts from here (index building and model start included)
     _validate(cfg)
     try:
         prices = Prices.parse(cfg.prices)
@@ -421,7 +464,8 @@ def run_eval(
         write_manifest(out, manifest)
 
         worker_cfg = worker_config(cfg, plan)
-        payloads = ({"strategy": s, "item": it.to_dict(), "config": worker_cfg} for s, it, _ in todo)
+        sitting = Sitting(cfg.time_limit, started)
+        payloads = ({"strategy": s, "item": it.to_dict(), "config": worker_cfg} for s, it, _ in sitting.tasks(todo))
 
         t0 = time.perf_counter()
         ran = failed = 0
@@ -452,7 +496,14 @@ def run_eval(
         finally:
             executor.close()
         summary = RunSummary(
-            out, len(tasks), len(tasks) - len(todo), ran, failed, round(time.perf_counter() - t0, 3), running.table()
+            out,
+            len(tasks),
+            len(tasks) - len(todo),
+            ran,
+            failed,
+            round(time.perf_counter() - t0, 3),
+            running.table(),
+            stopped_before=sitting.stopped_before,
         )
         if write_report:
             from sleuth.eval.report import write_report as _write_report
