@@ -671,46 +671,24 @@ def test_time_limit_ends_a_sitting_between_questions_and_the_same_command_resume
     assert len(read_records(out)) == 12 and len({(r["strategy"], r["qid"]) for r in read_records(out)}) == 12
 
     # the CLI takes a duration with its unit and says how to continue
-    code, err = _cli(
-        [
-            "eval",
-            "--data",
-            str(data_dir / "hotpotqa/test.jsonl"),
-            "--setting",
-            "closed",
-            "--strategies",
-            f"{MOD}:YesMan",
-            "--limit",
-            "3",
-            "--out",
-            str(tmp_path / "c"),
-            "--no-progress",
-            "--time-limit",
-            "0.001s",
-        ],
-        capsys,
-    )
+    from sleuth.cli import main
+
+    def sitting(limit: str) -> tuple[int, str, str]:
+        argv = ["eval", "--data", str(data_dir / "hotpotqa/test.jsonl"), "--setting", "closed"]
+        argv += ["--strategies", f"{MOD}:YesMan", "--limit", "3", "--out", str(tmp_path / "c"), "--no-progress"]
+        try:
+            main([*argv, "--time-limit", limit])
+            code = 0
+        except SystemExit as e:
+            code = int(e.code or 0)
+        cap = capsys.readouterr()
+        return code, cap.out, cap.err
+
+    code, out_text, err = sitting("0.001s")
     assert code == 0, err
     assert len(read_records(tmp_path / "c")) == 1
-    code, err = _cli(
-        [
-            "eval",
-            "--data",
-            str(data_dir / "hotpotqa/test.jsonl"),
-            "--setting",
-            "closed",
-            "--strategies",
-            f"{MOD}:YesMan",
-            "--limit",
-            "3",
-            "--out",
-            str(tmp_path / "c"),
-            "--no-progress",
-            "--time-limit",
-            "90",
-        ],
-        capsys,
-    )
+    assert "stopped at the time limit before question" in out_text and "2 of 3" in out_text
+    code, out_text, err = sitting("90")
     assert code != 0 and "give a duration with its unit" in err and "Traceback" not in err
     assert len(read_records(tmp_path / "c")) == 1  # a refused command touches nothing
 
