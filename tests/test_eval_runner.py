@@ -109,6 +109,13 @@ def _cfg(data_dir: Path, out: Path, **kw) -> EvalConfig:
     return EvalConfig(**base)
 
 
+def _gap_cfg(data_dir: Path, out: Path, **kw) -> EvalConfig:
+    """The first 3 MuSiQue questions (seed 0), closed book, with every hop (``--gap``)."""
+    return _cfg(
+        data_dir, out, **({"data": str(data_dir / "musique/train.json"), "limit": 3, "seed": 0, "gap": True} | kw)
+    )
+
+
 def test_run_writes_one_line_per_pair_and_report(tmp_path: Path, data_dir: Path) -> None:
     seen: list[dict] = []
     s = run_eval(_cfg(data_dir, tmp_path / "r", concurrency=3), progress=False, on_record=seen.append)
@@ -310,18 +317,7 @@ def test_a_running_eval_survives_its_results_file_being_replaced(tmp_path: Path,
 
 def test_gap_tasks_and_table(tmp_path: Path, data_dir: Path) -> None:
     out = tmp_path / "g"
-    run_eval(
-        EvalConfig(
-            data=str(data_dir / "musique/train.json"),
-            out=str(out),
-            setting="closed",
-            strategies=[f"{MOD}:FirstWord"],
-            limit=3,
-            seed=0,
-            gap=True,
-        ),
-        progress=False,
-    )
+    run_eval(_gap_cfg(data_dir, out, strategies=[f"{MOD}:FirstWord"]), progress=False)
     recs = read_records(out)
     mains = [r for r in recs if r["task"]["kind"] == "main"]
     subs = [r for r in recs if r["task"]["kind"] == "sub"]
@@ -695,19 +691,7 @@ def test_time_limit_ends_a_sitting_between_questions_and_the_same_command_resume
 
 def test_time_limit_keeps_a_composed_question_with_its_hops(tmp_path: Path, data_dir: Path) -> None:
     out = tmp_path / "g"
-    s = run_eval(
-        EvalConfig(
-            data=str(data_dir / "musique/train.json"),
-            out=str(out),
-            setting="closed",
-            strategies=[f"{MOD}:FirstWord", f"{MOD}:YesMan"],
-            limit=3,
-            seed=0,
-            gap=True,
-            time_limit=1e-6,
-        ),
-        progress=False,
-    )
+    s = run_eval(_gap_cfg(data_dir, out, time_limit=1e-6), progress=False)
     from sleuth.eval.datasets import load_dataset
 
     sample = load_dataset(data_dir / "musique/train.json").sample(3, 0).items

@@ -13,30 +13,20 @@ report's order).
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 
-from sleuth.eval.diagnose import is_sentence
+from sleuth.eval.diagnose import is_sentence, signals
 from sleuth.eval.report import bootstrap_ci
-from sleuth.eval.store import is_composed, primary_score
+from sleuth.eval.store import is_composed, iter_lines, primary_score
 
 
 def history(path: Path) -> dict[tuple[str, str], list[dict]]:
     """Every complete line of results.jsonl, grouped by (strategy, qid), oldest first."""
     out: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break  # a torn last line is not a record
-            r = json.loads(line)
-            out[(r["strategy"], str(r["qid"]))].append(r)
+    for r in iter_lines(path):
+        out[(r["strategy"], str(r["qid"]))].append(r)
     return out
-
-
-def fallbacks(rec: dict) -> int:
-    trace = (rec.get("result") or {}).get("trace") or []
-    return sum(e["kind"] == "note" and e["data"].get("type") == "parse_fallback" for e in trace)
 
 
 def main() -> None:
@@ -63,7 +53,7 @@ def main() -> None:
             f" | EM {mean(0, 'em'):.3f} -> {mean(1, 'em'):.3f}"
             f" | cover-EM {mean(0, 'cover_em'):.3f} -> {mean(1, 'cover_em'):.3f}"
             f" | sentence answers {words[0]} -> {words[1]}"
-            f" | parse_fallback in {sum(fallbacks(p[1]) > 0 for p in pairs)}"
+            f" | parse_fallback in {sum(signals(p[1])['parse_fallback'] > 0 for p in pairs)}"
             f" | seconds {mean(0, 'seconds'):.1f} -> {mean(1, 'seconds'):.1f}"
             f" | long answer unchanged in {same}/{n}"
         )

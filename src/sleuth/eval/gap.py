@@ -131,6 +131,11 @@ def parent_of(task_id: str) -> str | None:
     return task_id.split(SUB_SEP, 1)[0] if SUB_SEP in task_id else None
 
 
+def question_of(task_id: str) -> str:
+    """The dataset question a task belongs to: a hop's composed question, else the task's own id."""
+    return parent_of(task_id) or task_id
+
+
 @dataclass
 class GapRow:
     strategy: str

@@ -31,7 +31,7 @@ from sleuth.eval.corpus import RetrievalPlan, plan_retrieval
 from sleuth.eval.datasets import Dataset, Item, load_dataset
 from sleuth.eval.executors import make_executor
 from sleuth.eval.fingerprint import code_fingerprint
-from sleuth.eval.gap import parent_of, sub_items
+from sleuth.eval.gap import question_of, sub_items
 from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
     MANIFEST,
@@ -263,18 +263,14 @@ def build_tasks(dataset: Dataset, strategies: Sequence[str], gap: bool) -> list[
     return tasks
 
 
-def question_of(task_id: str) -> str:
-    """The question a task belongs to: a hop (``id::n``) belongs to its composed question."""
-    return parent_of(task_id) or task_id
-
-
 class Sitting:
     """Hands out a run's tasks until a time limit, stopping only between questions.
 
-    Once ``limit`` seconds have passed since ``started`` (``time.monotonic()``), the next task that would start a new
-    question is not handed out: the tasks of the question in progress (all strategies, and the
-    hops of a composed question) still run, so a sitting ends on a complete question and the
-    next one, resumed with the same command, starts on a fresh one.  The check sits where the
+    Once ``limit`` seconds have passed since ``started`` (a ``time.monotonic()`` reading), the
+    next task that would start a new question is not handed out: the tasks of the question in
+    progress (all strategies, and the hops of a composed question) still run, so a sitting ends
+    on a complete question and the next one, resumed with the same command, starts on a fresh
+    one.  The check sits where the
     executor asks for its next task, so no task is started and then thrown away.
     """
 

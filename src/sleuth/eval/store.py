@@ -56,13 +56,15 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for rec in _iter_lines(path):
+    for rec in iter_lines(path):
         latest.pop((rec["strategy"], rec["qid"]), None)
         latest[(rec["strategy"], rec["qid"])] = rec
     return list(latest.values())
 
 
-def _iter_lines(path: Path) -> Iterator[dict[str, Any]]:
+def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete record line of a results file, oldest first, superseded ones included
+    (a torn or invalid line is skipped); :func:`read_records` keeps the newest of each task."""
     with open(path, "rb") as f:
         for raw in f:
             if not raw.endswith(b"\n"):
