@@ -123,6 +123,17 @@ def test_score_per_item_type() -> None:
     )
     assert (s["em"], s["f1"], s["cover_em"], s["primary"], s["score"]) == (1.0, 1.0, 1.0, "f1", 1.0)
     assert s["recall_title"] == 0.0 and s["prompt_tokens"] == 10 and s["cost_usd"] == pytest.approx(15e-6)
+    # cover-EM reads the final answer, not the evidence a long answer quotes (recorded from Step-back on
+    # MuSiQue: the alias "NO" of Norway matched "No specific clause", and a quoted treaty name was credited)
+    norway = Item("n", "What country was the author of Brand a citizen of?", ["Norway", "NO", "NOR"])
+    quoted = {
+        "answer": "Specific clause: No specific clause for this case.\nConclusion: The author is from Florida.",
+        "short_answer": "Florida",
+    }
+    assert score(norway, quoted)["cover_em"] == 0.0
+    sentence = "He was a citizen of Norway."
+    assert score(norway, {"answer": sentence, "short_answer": sentence})["cover_em"] == 1.0  # a sentence counts
+    assert score(norway, {"answer": "Norway", "short_answer": ""})["cover_em"] == 1.0  # no short answer: the answer
     mc = Item("m", "Which?", ["B"], type=MC, choices=["a", "b", "c", "d"])
     assert score(mc, {"answer": "The answer is (B)"})["acc"] == 1.0
     assert score(mc, {"answer": ""})["score"] == 0.0

@@ -262,7 +262,10 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
     else:
         s["em"] = exact_match(short, item.answers)
         s["f1"] = f1(short, item.answers)
-        s["cover_em"] = max(cover_em(answer, item.answers), cover_em(short, item.answers))
+        # the final answer only: a long answer also quotes evidence and reasoning (Step-back's
+        # "Specific clause: …", CoT's candidates), which would credit a gold string the
+        # strategy did not answer (and a short alias like "NO" would match the word "no")
+        s["cover_em"] = cover_em(short, item.answers)
     if item.must_mention or item.must_not_mention:
         s["mention"] = mentions(answer, item.must_mention, item.must_not_mention)
     passages = retrieved_passages(result)
