@@ -80,8 +80,8 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """Run the real `sleuth` CLI in this process; returns (exit code, stderr)."""
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the real `sleuth` CLI in this process; returns (exit code, stdout, stderr)."""
     from sleuth.cli import main
 
     try:
@@ -89,7 +89,8 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
         code = 0
     except SystemExit as e:
         code = int(e.code or 0)
-    return code, capsys.readouterr().err
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
 
 
 def _lines(path: Path) -> list[bytes]:
@@ -208,7 +209,7 @@ def test_manifest_guard(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFi
     # concurrency and executor are not part of the comparison
     assert run_eval(_cfg(data_dir, out, limit=2, concurrency=4), progress=False).skipped == 4
     # the CLI says it in one sentence with exit code 2
-    code, err = _cli(
+    code, _, err = _cli(
         [
             "eval",
             "--data",
@@ -374,7 +375,7 @@ def test_report_regenerates_identically(tmp_path: Path, data_dir: Path, capsys: 
     before = {n: (out / n).read_bytes() for n in names}
     for n in names:
         (out / n).unlink()
-    code, err = _cli(["eval", "report", str(out)], capsys)
+    code, _, err = _cli(["eval", "report", str(out)], capsys)
     assert code == 0, err
     assert {n: (out / n).read_bytes() for n in names} == before
 
@@ -667,24 +668,13 @@ def test_time_limit_ends_a_sitting_between_questions_and_the_same_command_resume
     assert len(read_records(out)) == 12 and len({(r["strategy"], r["qid"]) for r in read_records(out)}) == 12
 
     # the CLI takes a duration with its unit and says how to continue
-    from sleuth.cli import main
-
-    def sitting(limit: str) -> tuple[int, str, str]:
-        argv = ["eval", "--data", str(data_dir / "hotpotqa/test.jsonl"), "--setting", "closed"]
-        argv += ["--strategies", f"{MOD}:YesMan", "--limit", "3", "--out", str(tmp_path / "c"), "--no-progress"]
-        try:
-            main([*argv, "--time-limit", limit])
-            code = 0
-        except SystemExit as e:
-            code = int(e.code or 0)
-        cap = capsys.readouterr()
-        return code, cap.out, cap.err
-
-    code, out_text, err = sitting("0.001s")
+    argv = ["eval", "--data", str(data_dir / "hotpotqa/test.jsonl"), "--setting", "closed"]
+    argv += ["--strategies", f"{MOD}:YesMan", "--limit", "3", "--out", str(tmp_path / "c"), "--no-progress"]
+    code, out_text, err = _cli([*argv, "--time-limit", "0.001s"], capsys)
     assert code == 0, err
     assert len(read_records(tmp_path / "c")) == 1
     assert "stopped at the time limit before question" in out_text and "2 of 3" in out_text
-    code, out_text, err = sitting("90")
+    code, out_text, err = _cli([*argv, "--time-limit", "90"], capsys)
     assert code != 0 and "give a duration with its unit" in err and "Traceback" not in err
     assert len(read_records(tmp_path / "c")) == 1  # a refused command touches nothing
 

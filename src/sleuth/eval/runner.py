@@ -270,8 +270,8 @@ class Sitting:
     next task that would start a new question is not handed out: the tasks of the question in
     progress (all strategies, and the hops of a composed question) still run, so a sitting ends
     on a complete question and the next one, resumed with the same command, starts on a fresh
-    one.  The check sits where the
-    executor asks for its next task, so no task is started and then thrown away.
+    one. The check sits where the executor asks for its next task, so no task is started and
+    then thrown away.
     """
 
     def __init__(self, limit: float | None, started: float | None = None) -> None:
