@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.eval.diagnose import answer_form_section, diagnosis_section
-from sleuth.eval.gap import compositionality_gap
+from sleuth.eval.gap import compositionality_gap, question_of
 from sleuth.eval.metrics import PRIMARY
 from sleuth.eval.store import RESULTS, in_order, is_composed, primary_score, read_manifest, read_records
 
@@ -118,14 +118,9 @@ def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] |
         total = int(questions) * len(strategies)
     per_question = None
     if complete:
-        spent = sum(float(r.get("wall_s") or 0.0) for r in records if _question_of(r) in complete)
+        spent = sum(float(r.get("wall_s") or 0.0) for r in records if question_of(str(r["qid"])) in complete)
         per_question = spent / len(complete) or None
     return Progress(strategies, questions, frozenset(complete), len(records), total, per_question)
-
-
-def _question_of(rec: Mapping[str, Any]) -> str:
-    """The dataset question a record belongs to (a hop's parent)."""
-    return str((rec.get("task") or {}).get("parent") or rec["qid"])
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -361,7 +356,7 @@ def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], curr
 
 def comparable(records: Sequence[Mapping[str, Any]], prog: Progress) -> list[Mapping[str, Any]]:
     """The records of complete questions (composed and hops): what the tables compare."""
-    return [r for r in records if _question_of(r) in prog.complete]
+    return [r for r in records if question_of(str(r["qid"])) in prog.complete]
 
 
 def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
