@@ -61,7 +61,10 @@ async function loadOptions() {
     return false;
   }
   if (!s.ok) { formError.textContent = await errorText(s); return false; }
+  // Read both bodies before touching the page, so that it goes from the old state to the new
+  // one in a single step: no moment with new options beside a stale error.
   const data = await s.json();
+  const sources = src.ok ? (await src.json()).sources : null;
   state.strategies = data.strategies;
   const strategy = $("#strategy"), compare = $("#compare");
   const keep = [strategy.value, compare.value];
@@ -74,8 +77,7 @@ async function loadOptions() {
   strategy.value = keep[0] || data.default;
   if (!strategy.value && data.strategies.length) strategy.value = data.strategies[0].name;
   compare.value = keep[1] || "";
-  if (src.ok) {
-    const sources = (await src.json()).sources;
+  if (sources) {
     const sel = $("#source");
     sel.replaceChildren();
     if (!sources.length) sel.append(el("option", { value: "", text: "(none)" }));
