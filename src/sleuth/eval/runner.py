@@ -147,6 +147,12 @@ class _LazyLLM:
         reset = getattr(llm, "reset_prompt_cache", None) if llm is not None else None
         return bool(reset()) if reset is not None else False
 
+    def complete(self, prompt: str, params: Any = None, *, on_delta: Any = None) -> Any:
+        return self._get().complete(prompt, params, on_delta=on_delta)
+
+    def chat(self, messages: Any, params: Any = None, *, on_delta: Any = None) -> Any:
+        return self._get().chat(messages, params, on_delta=on_delta)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # private/dunder lookups never start a model
             raise AttributeError(name)

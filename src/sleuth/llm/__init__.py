@@ -1,8 +1,13 @@
 """Sleuth's LLM layer: one protocol, one OpenAI-compatible client, an embedded model.
 
->>> from sleuth.llm import get_llm
+>>> from sleuth.llm import GenParams, get_llm
 >>> llm = get_llm()                      # embedded default model, no key, no network
->>> llm.complete("Q: 2+2?\\nA:", stop=["\\n"], max_tokens=8).text  # doctest: +SKIP
+>>> llm.complete("Q: 2+2?\\nA:", GenParams(stop=("\\n",), max_tokens=8)).text  # doctest: +SKIP
+
+The protocol (:class:`LLM`) is two calls, ``complete(prompt, params)`` and
+``chat(messages, params)``; ``on_delta=`` streams either one.  Wrappers
+(:class:`CachedLLM`, the server's guard) forward just those two;
+:class:`~sleuth.llm.scripted.ScriptedLLM` answers in-process for tests.
 
 ``get_llm`` picks the backend from its arguments, then the environment / ``.env``
 (see :mod:`sleuth.config` and ``docs/llm.md``).  With no base URL configured
@@ -20,6 +25,7 @@ from typing import Any
 
 from sleuth.config import env, env_float, env_int, resolve_llm_settings
 from sleuth.llm.base import (
+    DEFAULT_PARAMS,
     LLM,
     Completion,
     GenParams,
@@ -30,16 +36,19 @@ from sleuth.llm.base import (
     LLMTimeout,
     LLMUnavailable,
     Message,
+    OnDelta,
     Usage,
     cut_at_stop,
 )
 from sleuth.llm.cache import CachedLLM
+from sleuth.llm.client import OpenAICompatLLM
 from sleuth.llm.limits import Limiter, RateLimits
 from sleuth.llm.models import DEFAULT_MODEL, MODELS, ModelIntegrityError, ModelNotInstalled
-from sleuth.llm.openai_compat import OpenAICompatLLM
+from sleuth.llm.scripted import ScriptedLLM
 
 __all__ = [
     "DEFAULT_MODEL",
+    "DEFAULT_PARAMS",
     "LLM",
     "MODELS",
     "CachedLLM",
@@ -55,8 +64,10 @@ __all__ = [
     "Message",
     "ModelIntegrityError",
     "ModelNotInstalled",
+    "OnDelta",
     "OpenAICompatLLM",
     "RateLimits",
+    "ScriptedLLM",
     "Usage",
     "close_all",
     "cut_at_stop",
@@ -136,7 +147,7 @@ def get_llm(
     kw:
         ``embedded_mode="inprocess"|"subprocess"`` for the embedded server;
         the rest goes to :class:`OpenAICompatLLM` (``backoff_base``,
-        ``extra_body``, ``headers``, ``retry_after_cap``, ...).
+        ``extra_body``, ``headers``, ``retry_after_cap``, ``transport``, ...).
 
     Raises :class:`LLMAuthError` (missing key for a known provider),
     :class:`ModelNotInstalled` (with the pip command), :class:`LLMUnavailable`.

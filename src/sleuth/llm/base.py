@@ -1,16 +1,36 @@
 """The one protocol every LLM backend speaks.
 
-A backend offers raw text completion and chat, sync and async, streaming, with
-``stop`` / ``max_tokens`` / ``temperature`` / ``seed`` on every call.  Every call
-returns a :class:`Completion` that carries token usage and latency so that
-strategies can record them in their traces.
+A backend offers raw text completion and chat, each taking one
+:class:`GenParams` (``stop`` / ``max_tokens`` / ``temperature`` / ``seed``) and,
+optionally, an ``on_delta`` callback that turns the call into a streamed one.
+Every call returns a :class:`Completion` that carries token usage and latency so
+that strategies can record them in their traces.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
+
+from sleuth.llm.stops import cut_at_stop
+
+__all__ = [
+    "DEFAULT_PARAMS",
+    "LLM",
+    "Completion",
+    "GenParams",
+    "LLMAuthError",
+    "LLMBadRequest",
+    "LLMBadResponse",
+    "LLMError",
+    "LLMTimeout",
+    "LLMUnavailable",
+    "Message",
+    "OnDelta",
+    "Usage",
+    "cut_at_stop",
+]
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": "..."}
 
@@ -102,111 +122,56 @@ class Completion:
 
 @dataclass(frozen=True)
 class GenParams:
-    """Sampling parameters shared by every call."""
+    """Sampling parameters of one call; a field left ``None`` takes the backend's default.
 
-    max_tokens: int = 256
-    temperature: float = 0.0
-    stop: tuple[str, ...] = ()
-    seed: int | None = 0
+    ``stop`` accepts any sequence of strings (kept as a tuple); a lone string is
+    one stop sequence, not a list of characters.  The client's own defaults are
+    :data:`DEFAULT_PARAMS` overlaid with its ``defaults=``.
+    """
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        stop: Any = self.stop
+        if isinstance(stop, str):
+            object.__setattr__(self, "stop", (stop,))
+        elif stop is not None and not isinstance(stop, tuple):
+            object.__setattr__(self, "stop", tuple(stop))
 
     def with_(self, **kw: Any) -> GenParams:
-        d = asdict(self)
-        d.update({k: v for k, v in kw.items() if v is not None})
-        if d.get("stop") is not None:
-            d["stop"] = tuple(d["stop"])
-        return GenParams(**d)
+        """A copy with the fields of ``kw`` that are not ``None`` replaced."""
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+    def over(self, base: GenParams) -> GenParams:
+        """These parameters where set, ``base``'s elsewhere."""
+        return base.with_(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+#: what a call gets for every parameter that neither it nor the client's defaults set
+DEFAULT_PARAMS = GenParams(max_tokens=256, temperature=0.0, stop=(), seed=0)
+
+#: called with each text piece of a streamed answer (already cut at the stop strings)
+OnDelta = Callable[[str], None]
 
 
 @runtime_checkable
 class LLM(Protocol):
-    """What strategies need from a model."""
+    """What strategies need from a model: a completion and a chat call.
+
+    ``params`` (``None``: all defaults) are the sampling parameters.  With
+    ``on_delta`` the backend streams the answer and calls ``on_delta`` with each
+    text piece as it arrives; the call still returns the whole :class:`Completion`.
+    """
 
     model: str
 
     def complete(
-        self,
-        prompt: str,
-        *,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
+        self, prompt: str, params: GenParams | None = None, *, on_delta: OnDelta | None = None
     ) -> Completion: ...
 
     def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
+        self, messages: Sequence[Message], params: GenParams | None = None, *, on_delta: OnDelta | None = None
     ) -> Completion: ...
-
-    async def acomplete(
-        self,
-        prompt: str,
-        *,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-    ) -> Completion: ...
-
-    async def achat(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-    ) -> Completion: ...
-
-    def stream_complete(
-        self,
-        prompt: str,
-        *,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-    ) -> Iterator[str]: ...
-
-    def stream_chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-    ) -> Iterator[str]: ...
-
-    def astream_chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-    ) -> AsyncIterator[str]: ...
-
-
-def cut_at_stop(text: str, stop: Sequence[str] | None) -> tuple[str, bool]:
-    """Cut ``text`` at the earliest stop string.
-
-    Some servers ignore ``stop``; cutting client-side makes every backend
-    behave the same.  Returns the text and whether a cut happened.
-    """
-    if not stop:
-        return text, False
-    cut = len(text)
-    for s in stop:
-        if not s:
-            continue
-        i = text.find(s)
-        if i != -1 and i < cut:
-            cut = i
-    return text[:cut], cut < len(text)

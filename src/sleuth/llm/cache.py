@@ -4,8 +4,8 @@
 answers in SQLite (:class:`sleuth.kvcache.KVCache`, safe under concurrent
 writers).  The key covers everything that changes an answer: the backend base
 URL, the model, the kind of call (chat / completion), the messages or prompt and
-every sampling parameter (``stop``, ``max_tokens``, ``temperature``, ``seed``
-and any extra body fields).
+every sampling parameter (``stop``, ``max_tokens``, ``temperature``, ``seed``,
+after the inner client's defaults are applied).
 
 * Only deterministic calls are cached by default (``temperature == 0``);
   ``all_temperatures=True`` caches every call.
@@ -13,20 +13,20 @@ and any extra body fields).
 * A hit returns ``Completion(from_cache=True)`` whose usage shows 0 processed
   prompt tokens (all prompt tokens count as cached) and the original
   completion-token count.
-* Streams are served from the cache on a hit (one chunk) and stored after a
-  complete stream on a miss.
+* A streamed call (``on_delta``) is served from the cache on a hit (one piece)
+  and stored after the complete stream on a miss.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sleuth.config import cache_dir
 from sleuth.kvcache import KVCache, make_key
-from sleuth.llm.base import LLM, Completion, GenParams, Message, Usage
+from sleuth.llm.base import DEFAULT_PARAMS, LLM, Completion, GenParams, Message, OnDelta, Usage
 
 __all__ = ["CACHE_VERSION", "CachedLLM", "default_cache_path"]
 
@@ -75,22 +75,13 @@ class CachedLLM:
     # ------------------------------------------------------------------ keys
     def _defaults(self) -> GenParams:
         d = getattr(self.inner, "defaults", None)
-        return d if isinstance(d, GenParams) else GenParams()
+        return d.over(DEFAULT_PARAMS) if isinstance(d, GenParams) else DEFAULT_PARAMS
 
-    def _key(self, kind: str, payload: Any, kw: dict[str, Any]) -> str | None:
+    def _key(self, kind: str, payload: Any, params: GenParams | None) -> str | None:
         """Cache key, or ``None`` when this call must not be cached."""
-        stop = kw.get("stop")
-        if isinstance(stop, str):
-            stop = [stop]
-        p = self._defaults().with_(
-            stop=tuple(stop) if stop is not None else None,
-            max_tokens=kw.get("max_tokens"),
-            temperature=kw.get("temperature"),
-            seed=kw.get("seed"),
-        )
+        p = (params or GenParams()).over(self._defaults())
         if p.temperature != 0 and not self.all_temperatures:
             return None
-        extra = {k: v for k, v in kw.items() if k not in ("stop", "max_tokens", "temperature", "seed", "timeout")}
         if kind == "chat":
             payload = [dict(m) for m in payload]
         return make_key(
@@ -99,8 +90,8 @@ class CachedLLM:
             self.model,
             kind,
             payload,
-            {"max_tokens": p.max_tokens, "temperature": p.temperature, "stop": list(p.stop), "seed": p.seed},
-            extra,
+            {"max_tokens": p.max_tokens, "temperature": p.temperature, "stop": list(p.stop or ()), "seed": p.seed},
+            {},  # formerly per-call body fields; kept so that keys of existing caches still match
         )
 
     def _lookup(self, key: str | None) -> Completion | None:
@@ -134,57 +125,24 @@ class CachedLLM:
         return c
 
     # --------------------------------------------------------------- protocol
-    def complete(self, prompt: str, **kw: Any) -> Completion:
-        key = self._key("complete", prompt, kw)
-        return self._lookup(key) or self._store(key, self.inner.complete(prompt, **kw))
-
-    def chat(self, messages: Sequence[Message], **kw: Any) -> Completion:
-        key = self._key("chat", messages, kw)
-        return self._lookup(key) or self._store(key, self.inner.chat(messages, **kw))
-
-    async def acomplete(self, prompt: str, **kw: Any) -> Completion:
-        key = self._key("complete", prompt, kw)
-        hit = self._lookup(key)
-        return hit or self._store(key, await self.inner.acomplete(prompt, **kw))
-
-    async def achat(self, messages: Sequence[Message], **kw: Any) -> Completion:
-        key = self._key("chat", messages, kw)
-        hit = self._lookup(key)
-        return hit or self._store(key, await self.inner.achat(messages, **kw))
-
-    def _stream(self, kind: str, payload: Any, it_factory: Any, kw: dict[str, Any]) -> Iterator[str]:
-        key = self._key(kind, payload, kw)
+    def _cached(self, kind: str, payload: Any, params: GenParams | None, on_delta: OnDelta | None) -> Completion:
+        key = self._key(kind, payload, params)
         hit = self._lookup(key)
         if hit is not None:
-            if hit.text:
-                yield hit.text
-            return
-        parts: list[str] = []
-        t0 = time.perf_counter()
-        for d in it_factory():
-            parts.append(d)
-            yield d
-        self._store(key, Completion(text="".join(parts), latency_s=time.perf_counter() - t0, model=self.model))
+            if on_delta is not None and hit.text:
+                on_delta(hit.text)  # a hit streams as one piece
+            return hit
+        if kind == "chat":
+            return self._store(key, self.inner.chat(payload, params, on_delta=on_delta))
+        return self._store(key, self.inner.complete(payload, params, on_delta=on_delta))
 
-    def stream_complete(self, prompt: str, **kw: Any) -> Iterator[str]:
-        return self._stream("complete", prompt, lambda: self.inner.stream_complete(prompt, **kw), kw)
+    def complete(self, prompt: str, params: GenParams | None = None, *, on_delta: OnDelta | None = None) -> Completion:
+        return self._cached("complete", prompt, params, on_delta)
 
-    def stream_chat(self, messages: Sequence[Message], **kw: Any) -> Iterator[str]:
-        return self._stream("chat", messages, lambda: self.inner.stream_chat(messages, **kw), kw)
-
-    async def astream_chat(self, messages: Sequence[Message], **kw: Any) -> AsyncIterator[str]:
-        key = self._key("chat", messages, kw)
-        hit = self._lookup(key)
-        if hit is not None:
-            if hit.text:
-                yield hit.text
-            return
-        parts: list[str] = []
-        t0 = time.perf_counter()
-        async for d in self.inner.astream_chat(messages, **kw):
-            parts.append(d)
-            yield d
-        self._store(key, Completion(text="".join(parts), latency_s=time.perf_counter() - t0, model=self.model))
+    def chat(
+        self, messages: Sequence[Message], params: GenParams | None = None, *, on_delta: OnDelta | None = None
+    ) -> Completion:
+        return self._cached("chat", messages, params, on_delta)
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)

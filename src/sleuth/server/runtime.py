@@ -22,12 +22,12 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from sleuth.llm.base import LLM, Completion, LLMError, LLMTimeout, Message
+from sleuth.llm.base import LLM, Completion, GenParams, LLMError, LLMTimeout, Message, OnDelta
 from sleuth.search.base import Filters, Passage, Retriever, SearchUnavailable
 from sleuth.strategies.base import ERROR, Event, Result, Strategy, Trace
 
@@ -81,46 +81,32 @@ class GuardedLLM:
         if why:
             raise RunStopped(f"the run was stopped ({why})")
 
-    def _kw(self, kw: dict[str, Any]) -> dict[str, Any]:
-        if kw.get("temperature") is None and self._temperature is not None:
-            kw["temperature"] = self._temperature
-        if kw.get("seed") is None and self._seed is not None:
-            kw["seed"] = self._seed
-        return kw
+    def _params(self, params: GenParams | None) -> GenParams:
+        p = params or GenParams()
+        return p.with_(
+            temperature=self._temperature if p.temperature is None else None,
+            seed=self._seed if p.seed is None else None,
+        )
 
-    def complete(self, prompt: str, **kw: Any) -> Completion:
-        self._check()
-        return self._llm.complete(prompt, **self._kw(kw))
+    def _guard(self, on_delta: OnDelta | None) -> OnDelta | None:
+        if on_delta is None:
+            return None
 
-    def chat(self, messages: Sequence[Message], **kw: Any) -> Completion:
-        self._check()
-        return self._llm.chat(messages, **self._kw(kw))
+        def piece(text: str) -> None:
+            self._check()  # a stopped run's stream ends at its next piece
+            on_delta(text)
 
-    async def acomplete(self, prompt: str, **kw: Any) -> Completion:
-        self._check()
-        return await self._llm.acomplete(prompt, **self._kw(kw))
+        return piece
 
-    async def achat(self, messages: Sequence[Message], **kw: Any) -> Completion:
+    def complete(self, prompt: str, params: GenParams | None = None, *, on_delta: OnDelta | None = None) -> Completion:
         self._check()
-        return await self._llm.achat(messages, **self._kw(kw))
+        return self._llm.complete(prompt, self._params(params), on_delta=self._guard(on_delta))
 
-    def stream_complete(self, prompt: str, **kw: Any) -> Iterator[str]:
+    def chat(
+        self, messages: Sequence[Message], params: GenParams | None = None, *, on_delta: OnDelta | None = None
+    ) -> Completion:
         self._check()
-        for piece in self._llm.stream_complete(prompt, **self._kw(kw)):
-            self._check()
-            yield piece
-
-    def stream_chat(self, messages: Sequence[Message], **kw: Any) -> Iterator[str]:
-        self._check()
-        for piece in self._llm.stream_chat(messages, **self._kw(kw)):
-            self._check()
-            yield piece
-
-    async def astream_chat(self, messages: Sequence[Message], **kw: Any) -> AsyncIterator[str]:
-        self._check()
-        async for piece in self._llm.astream_chat(messages, **self._kw(kw)):
-            self._check()
-            yield piece
+        return self._llm.chat(messages, self._params(params), on_delta=self._guard(on_delta))
 
 
 class GuardedRetriever:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sleuth.llm.base import LLM, Completion, LLMError, Message, Usage
+from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
 
 #: finish reasons shared by all strategies
@@ -313,7 +313,7 @@ class Strategy:
     ) -> Completion:
         """Raw completion, recorded as an ``llm`` event."""
         t = time.perf_counter()
-        c = self.llm.complete(prompt, stop=list(stop or []), max_tokens=max_tokens or self.max_tokens)
+        c = self.llm.complete(prompt, GenParams(max_tokens=max_tokens or self.max_tokens, stop=tuple(stop or ())))
         self._record(st, c, step, time.perf_counter() - t, prompt_chars=len(prompt))
         return c
 
@@ -327,7 +327,7 @@ class Strategy:
         max_tokens: int | None = None,
     ) -> Completion:
         t = time.perf_counter()
-        c = self.llm.chat(messages, stop=list(stop or []), max_tokens=max_tokens or self.max_tokens)
+        c = self.llm.chat(messages, GenParams(max_tokens=max_tokens or self.max_tokens, stop=tuple(stop or ())))
         self._record(st, c, step, time.perf_counter() - t, prompt_chars=sum(len(m["content"]) for m in messages))
         return c
 
