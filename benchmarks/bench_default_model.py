@@ -22,7 +22,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from sleuth.llm import get_llm
+from sleuth.llm import GenParams, get_llm
 from sleuth.llm.embedded import stop_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> None:
             em = f1_sum = secs = 0.0
             for rec in recs:
                 if a.format == "chat":
-                    c = llm.chat(messages(rec, mode), max_tokens=24, temperature=0, stop=["\n"])
+                    c = llm.chat(messages(rec, mode), GenParams(max_tokens=24, temperature=0, stop=["\n"]))
                 else:
-                    c = llm.complete(prompt(rec, mode), max_tokens=24, temperature=0, stop=["\n"])
+                    c = llm.complete(prompt(rec, mode), GenParams(max_tokens=24, temperature=0, stop=["\n"]))
                 pred = clean(c.text)
                 e = float(normalize(pred) == normalize(rec["answer"]))
                 f = f1(pred, rec["answer"])

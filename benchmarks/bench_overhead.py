@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scripted import ScriptedModel, fake_server_class, hotpot_questions, pct, wiki_retriever
-from sleuth.llm import OpenAICompatLLM
+from sleuth.llm import GenParams, OnDelta, OpenAICompatLLM
 from sleuth.strategies import STRATEGIES, get_strategy
 
 TARGET = 0.02
@@ -50,22 +50,24 @@ class RecordingLLM:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.model = inner.model
-        self.calls: list[tuple[str, Any, dict[str, Any]]] = []
+        self.calls: list[tuple[str, Any, GenParams | None]] = []
         self.cpu = 0.0  # this thread's CPU seconds inside the client (HTTP, JSON)
 
-    def complete(self, prompt: str, **kw: Any) -> Any:
-        self.calls.append(("complete", prompt, kw))
+    def complete(self, prompt: str, params: GenParams | None = None, *, on_delta: OnDelta | None = None) -> Any:
+        self.calls.append(("complete", prompt, params))
         c = time.thread_time()
         try:
-            return self.inner.complete(prompt, **kw)
+            return self.inner.complete(prompt, params, on_delta=on_delta)
         finally:
             self.cpu += time.thread_time() - c
 
-    def chat(self, messages: Sequence[dict[str, str]], **kw: Any) -> Any:
-        self.calls.append(("chat", [dict(m) for m in messages], kw))
+    def chat(
+        self, messages: Sequence[dict[str, str]], params: GenParams | None = None, *, on_delta: OnDelta | None = None
+    ) -> Any:
+        self.calls.append(("chat", [dict(m) for m in messages], params))
         c = time.thread_time()
         try:
-            return self.inner.chat(messages, **kw)
+            return self.inner.chat(messages, params, on_delta=on_delta)
         finally:
             self.cpu += time.thread_time() - c
 
@@ -120,8 +122,8 @@ def replay(llm: Any, retriever: Any, rec_llm: RecordingLLM, rec_ret: RecordingRe
     t = time.perf_counter()
     for kind in order:
         if kind == "llm":
-            name, payload, kw = next(it_llm)
-            getattr(llm, name)(payload, **kw)
+            name, payload, params = next(it_llm)
+            getattr(llm, name)(payload, params)
         else:
             name, q, k, f = next(it_ret)
             getattr(retriever, name)(q, k, f)
@@ -130,7 +132,7 @@ def replay(llm: Any, retriever: Any, rec_llm: RecordingLLM, rec_ret: RecordingRe
 
 def flush(llm: Any) -> None:
     """Reset the fake server's one-slot prefix cache so that run and replay start from the same state."""
-    llm.complete("flush", max_tokens=1)
+    llm.complete("flush", GenParams(max_tokens=1))
 
 
 def measure(name: str, llm: Any, retriever: Any, questions: list[str]) -> Row:

@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scripted import hotpot_questions, wiki_retriever
-from sleuth.llm import OpenAICompatLLM
+from sleuth.llm import GenParams, OpenAICompatLLM
 from sleuth.llm.embedded import EmbeddedServer
 from sleuth.strategies import get_strategy
 
@@ -87,7 +87,7 @@ def flush(base_url: str, model: str) -> None:
     (unless the same prompt was seen earlier on this server: see the order of the modes)."""
     with OpenAICompatLLM(base_url, model, extra_body={"cache_prompt": True}) as llm:
         for i in range(2):  # two different prompts: with 2 slots both get overwritten
-            llm.complete(f"Filler text number {i}. " + "lorem ipsum dolor sit amet " * 60, max_tokens=1)
+            llm.complete(f"Filler text number {i}. " + "lorem ipsum dolor sit amet " * 60, GenParams(max_tokens=1))
 
 
 def run_mode(

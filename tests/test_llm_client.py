@@ -13,6 +13,7 @@ from fake_openai_server import FakeOpenAIServer
 from sleuth.config import load_env, resolve_llm_settings
 from sleuth.llm import (
     CachedLLM,
+    GenParams,
     LLMAuthError,
     LLMBadRequest,
     LLMBadResponse,
@@ -23,9 +24,17 @@ from sleuth.llm import (
     get_llm,
 )
 from sleuth.llm.limits import TokenBucket
-from sleuth.llm.openai_compat import _StopCutter, api_base, parse_retry_after, usage_from
+from sleuth.llm.openai_compat import StopCutter, api_base, parse_retry_after, usage_from
 
 MSG = [{"role": "user", "content": "what is the capital of France?"}]
+
+
+def streamed(call, payload, params=None) -> str:
+    """The pieces a streamed call hands to ``on_delta``, joined (checked against the returned text)."""
+    pieces: list[str] = []
+    c = call(payload, params, on_delta=pieces.append)
+    assert "".join(pieces) == c.text
+    return c.text
 
 
 def client(srv: FakeOpenAIServer, **kw) -> OpenAICompatLLM:
@@ -37,7 +46,7 @@ def client(srv: FakeOpenAIServer, **kw) -> OpenAICompatLLM:
 # ------------------------------------------------------------------ basics
 def test_chat_and_completion_roundtrip(fake_server):
     llm = client(fake_server)
-    c = llm.chat(MSG, max_tokens=50, temperature=0.0, seed=7, stop=["\n\n"])
+    c = llm.chat(MSG, GenParams(max_tokens=50, temperature=0.0, seed=7, stop=["\n\n"]))
     assert c.text == "Echo: what is the capital of France?"
     assert c.finish_reason == "stop"
     assert c.usage.completion_tokens == 7 and c.usage.prompt_tokens > 0
@@ -46,10 +55,10 @@ def test_chat_and_completion_roundtrip(fake_server):
     assert body["max_tokens"] == 50 and body["seed"] == 7 and body["stop"] == ["\n\n"] and body["temperature"] == 0.0
     assert fake_server.requests[-1]["path"] == "/v1/chat/completions"
 
-    c = llm.complete("Question: who?\nAnswer:", max_tokens=3)
+    c = llm.complete("Question: who?\nAnswer:", GenParams(max_tokens=3))
     assert c.text == "Echo: Answer:"
     assert fake_server.requests[-1]["path"] == "/v1/completions"
-    c = llm.complete("one two three four five six", max_tokens=3)
+    c = llm.complete("one two three four five six", GenParams(max_tokens=3))
     assert c.finish_reason == "length" and c.usage.completion_tokens == 3
     llm.close()
 
@@ -67,7 +76,7 @@ def test_api_base_normalisation():
 
 def test_server_url_without_v1_and_model_discovery(fake_server):
     llm = OpenAICompatLLM(fake_server.url)  # no /v1, no model: asked from /v1/models
-    assert llm.chat(MSG, max_tokens=5).text.startswith("Echo:")
+    assert llm.chat(MSG, GenParams(max_tokens=5)).text.startswith("Echo:")
     assert llm.model == "fake-model"
     assert llm.health()
 
@@ -75,25 +84,25 @@ def test_server_url_without_v1_and_model_discovery(fake_server):
 def test_client_side_stop_when_server_ignores_it():
     with FakeOpenAIServer(fault="ignore-stop", script=["Paris.\nQuestion: next one"]) as srv:
         llm = client(srv)
-        c = llm.complete("Q", stop=["\nQuestion:"], max_tokens=50)
+        c = llm.complete("Q", GenParams(stop=["\nQuestion:"], max_tokens=50))
         assert c.text == "Paris." and c.finish_reason == "stop"
         # streamed: the stop string arrives split over two chunks ("\nQuestion: " is its own token)
-        assert "".join(llm.stream_complete("Q", stop=["on: next"], max_tokens=50)) == "Paris.\nQuesti"
-        assert "".join(llm.stream_chat(MSG, stop=["\n"], max_tokens=50)) == "Paris."
-        assert llm.complete("Q", stop="\nQuestion:").text == "Paris."  # a lone string is one stop sequence
+        assert streamed(llm.complete, "Q", GenParams(stop=["on: next"], max_tokens=50)) == "Paris.\nQuesti"
+        assert streamed(llm.chat, MSG, GenParams(stop=["\n"], max_tokens=50)) == "Paris."
+        assert llm.complete("Q", GenParams(stop="\nQuestion:")).text == "Paris."  # a lone string is one stop sequence
 
 
 def test_stop_cutter_holds_back_partial_stop():
-    cut = _StopCutter(["<END>"])
+    cut = StopCutter(["<END>"])
     out = [cut.feed(x) for x in ["abc<", "EN", "D>tail"]]
     assert "".join(out) == "abc" and cut.done
-    cut = _StopCutter(["<END>"])
+    cut = StopCutter(["<END>"])
     assert "".join([cut.feed("ab<E"), cut.feed("x"), cut.flush()]) == "ab<Ex"
 
 
 def test_max_tokens_on_never_ending_output():
     with FakeOpenAIServer(fault="endless") as srv:
-        c = client(srv).complete("go", max_tokens=12)
+        c = client(srv).complete("go", GenParams(max_tokens=12))
         assert c.finish_reason == "length" and c.usage.completion_tokens == 12
         assert c.text.split() == ["more"] * 12
 
@@ -205,13 +214,17 @@ def test_unreachable_server_raises_unavailable():
 def test_streaming_sync_and_async_match_plain_call(fake_server):
     llm = client(fake_server)
     full = llm.chat(MSG).text
-    chunks = list(llm.stream_chat(MSG))
+    chunks: list[str] = []
+    assert llm.chat(MSG, on_delta=chunks.append).text == full
     assert len(chunks) > 1 and "".join(chunks) == full
-    assert "".join(llm.stream_complete("say hi")) == "Echo: say hi"
+    assert streamed(llm.complete, "say hi") == "Echo: say hi"
 
     async def go() -> tuple[str, str]:
-        a = "".join([d async for d in llm.astream_chat(MSG)])
-        b = "".join([d async for d in llm.astream_complete("say hi")])
+        pa: list[str] = []
+        pb: list[str] = []
+        await llm.achat(MSG, on_delta=pa.append)
+        await llm.acomplete("say hi", on_delta=pb.append)
+        a, b = "".join(pa), "".join(pb)
         await llm.aclose()
         return a, b
 
@@ -223,21 +236,20 @@ def test_stream_midway_disconnect_raises(fake_server):
     llm = client(fake_server)
     got: list[str] = []
     with pytest.raises(LLMUnavailable):
-        for d in llm.stream_chat([{"role": "user", "content": "a b c d e f g h"}]):
-            got.append(d)
+        llm.chat([{"role": "user", "content": "a b c d e f g h"}], on_delta=got.append)
     assert got  # partial text was delivered before the failure, and no silent retry duplicated it
     assert fake_server.stats.requests == 1
 
 
 def test_stream_error_before_first_byte_is_retried(fake_server):
     fake_server.push_faults("503")
-    assert "".join(client(fake_server).stream_complete("x y")) == "Echo: x y"
+    assert streamed(client(fake_server).complete, "x y") == "Echo: x y"
 
 
 def test_stream_malformed_event(fake_server):
     fake_server.push_faults("malformed")
     with pytest.raises(LLMBadResponse, match="malformed stream event"):
-        list(client(fake_server).stream_chat([{"role": "user", "content": "a b c d"}]))
+        streamed(client(fake_server).chat, [{"role": "user", "content": "a b c d"}])
 
 
 # ------------------------------------------------------------------- async
@@ -263,8 +275,7 @@ def test_async_cancellation_closes_the_request():
             got: list[str] = []
 
             async def consume():
-                async for d in llm.astream_chat(MSG, max_tokens=200):
-                    got.append(d)
+                await llm.achat(MSG, GenParams(max_tokens=200), on_delta=got.append)
 
             task = asyncio.create_task(consume())
             while not got:
@@ -273,7 +284,7 @@ def test_async_cancellation_closes_the_request():
             with pytest.raises(asyncio.CancelledError):
                 await task
             # the slow non-streaming call is cancelled promptly too
-            t = asyncio.create_task(llm.achat(MSG, max_tokens=200))
+            t = asyncio.create_task(llm.achat(MSG, GenParams(max_tokens=200)))
             await asyncio.sleep(0.1)
             t0 = time.perf_counter()
             t.cancel()
@@ -456,6 +467,5 @@ def test_stall_mid_answer_times_out():
             llm.complete("x")
         got: list[str] = []
         with pytest.raises(LLMTimeout):
-            for d in llm.stream_complete("x"):
-                got.append(d)
+            llm.complete("x", on_delta=got.append)
         assert got and srv.stats.requests == 2

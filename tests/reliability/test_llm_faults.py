@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from sleuth.llm import LLMError, LLMTimeout, LLMUnavailable
+from sleuth.llm import GenParams, LLMError, LLMTimeout, LLMUnavailable
 from sleuth.strategies import FINISHED, STEP_LIMIT, Result, get_strategy
 
 from .conftest import ALL_STRATEGIES, ScriptedModel, fast_client
@@ -147,8 +147,7 @@ def test_stream_fault_mid_stream(fault: str, err: type, fake_llm, tally) -> None
     got: list[str] = []
     t = time.perf_counter()
     with pytest.raises(err):
-        for piece in llm.stream_chat([{"role": "user", "content": "hi"}], max_tokens=32):
-            got.append(piece)
+        llm.chat([{"role": "user", "content": "hi"}], GenParams(max_tokens=32), on_delta=got.append)
     tally.add("fault_scenarios")
     assert got, "some tokens arrived before the fault"
     assert time.perf_counter() - t < 3
