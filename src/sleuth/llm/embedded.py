@@ -2,7 +2,7 @@
 
 Sleuth starts the server (via ``xllamacpp``, in-process by default), on a random
 free port, waits until ``/health`` answers, and talks to it with the same
-:class:`~sleuth.llm.openai_compat.OpenAICompatLLM` client as any remote
+:class:`~sleuth.llm.client.OpenAICompatLLM` client as any remote
 backend.  The prompt cache is on, so an append-only prompt only costs its new
 tokens (visible as ``Usage.processed_prompt_tokens``).
 
