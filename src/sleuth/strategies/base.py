@@ -184,7 +184,7 @@ class Strategy:
         self.lang = self.opts.lang
         self.k = self.opts.k
         self.max_steps = self.opts.max_steps
-        self.max_tokens: int = self.opts.max_tokens or self.Options.DEFAULT_MAX_TOKENS
+        self.max_tokens = self.opts.max_tokens
 
     # -- public API ---------------------------------------------------------
     def run(

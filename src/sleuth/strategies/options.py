@@ -52,7 +52,12 @@ def option(
 
 @dataclass(frozen=True)
 class StrategyOptions:
-    """The options every strategy takes."""
+    """The options every strategy takes.
+
+    A field whose default follows another option is typed as the value a run
+    reads (``int``) and defaults to ``None``, which means "derive it" (the
+    field's ``derived`` text says from what); ``__post_init__`` fills it in.
+    """
 
     #: tokens per LLM call when ``max_tokens`` is not given (long-form strategies raise it)
     DEFAULT_MAX_TOKENS: ClassVar[int] = 256
@@ -60,7 +65,7 @@ class StrategyOptions:
     lang: str = option("auto", "prompt language: `auto` (by the question), `en` or `zh`", choices=LANGS)
     k: int = option(5, "passages per search", minimum=1)
     max_steps: int = option(6, "step limit: follow-ups (Self-Ask), paragraphs (RAT), searches (Search-o1)", minimum=1)
-    max_tokens: int | None = option(None, "tokens per LLM call", minimum=1, derived="the strategy's default")
+    max_tokens: int = option(None, "tokens per LLM call", minimum=1, derived="the strategy's default")
     context_chars: int | None = option(
         None,
         "total characters of documents in one prompt (each passage gets an equal share)",
@@ -170,9 +175,9 @@ class StepBackOptions(StrategyOptions):
 
     DEFAULT_MAX_TOKENS: ClassVar[int] = 320
 
-    k_original: int | None = option(None, "passages retrieved for the original question", minimum=1, derived="`k`")
-    k_stepback: int | None = option(None, "passages retrieved for the step-back question", minimum=1, derived="`k`")
-    k_context: int | None = option(
+    k_original: int = option(None, "passages retrieved for the original question", minimum=1, derived="`k`")
+    k_stepback: int = option(None, "passages retrieved for the step-back question", minimum=1, derived="`k`")
+    k_context: int = option(
         None, "passages shown to the model after reranking", minimum=1, derived="`k_original + k_stepback`"
     )
     rrf_k: int = option(60, "the constant of reciprocal-rank fusion", minimum=0)
@@ -191,8 +196,8 @@ class StepBackOptions(StrategyOptions):
 class SearchO1Options(StrategyOptions):
     """Search-o1's limits and Reason-in-Documents call."""
 
-    max_searches: int | None = option(None, "searches per question", minimum=1, derived="`max_steps`")
-    max_turns: int | None = option(None, "reasoning turns per question", minimum=1, derived="`max_searches + 3`")
+    max_searches: int = option(None, "searches per question", minimum=1, derived="`max_steps`")
+    max_turns: int = option(None, "reasoning turns per question", minimum=1, derived="`max_searches + 3`")
     rid_max_tokens: int = option(160, "tokens of a Reason-in-Documents call", minimum=1)
     doc_chars: int = option(600, "characters of each passage Reason-in-Documents reads", minimum=1)
     max_prompt_chars: int = option(6000, "prompt size at which the final answer is forced", minimum=1)
@@ -240,8 +245,8 @@ def _number(value: Any) -> bool:
 def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
     """``value`` as the field's type, or :class:`OptionsError` saying what the option takes."""
     kinds = _kinds(hint)
-    if value is None and type(None) in kinds:
-        return None
+    if value is None and (type(None) in kinds or meta.get("derived")):
+        return None  # no value, or one derived from other options in __post_init__
     kind = next(k for k in kinds if k is not type(None))
     lo, hi = meta.get("min"), meta.get("max")
     if kind is int:
