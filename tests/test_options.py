@@ -299,6 +299,10 @@ def test_http_refuses_unknown_options_with_422(api: Any) -> None:
         assert err["message"].endswith("valid options: " + ", ".join(STEP_BACK))
         err = _error(c.post("/v1/ask", json={**body, "options": {"k_stepback": "abc"}}))
         assert "k_stepback must be a whole number" in err["message"]
+        err = _error(c.post("/v1/ask", json={"question": "Who directed Jaws?", "k_stepback": 3}))
+        assert (
+            err["message"] == 'k_stepback: Extra inputs are not permitted (a strategy\'s own options go in "options")'
+        )
         err = _error(c.post("/v1/ask", json={**body, "options": {"k": 50}}))
         assert "'k' is a field of the request itself" in err["message"]
         chat = {"model": "sleuth-rat", "messages": [{"role": "user", "content": "Who directed Jaws?"}]}
