@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted import hotpot_questions, wiki_retriever
 from sleuth.llm import GenParams, OpenAICompatLLM
 from sleuth.llm.embedded import EmbeddedServer
-from sleuth.strategies import get_strategy
+from sleuth.strategies import build_strategy
 
 TARGET = 1.3
 #: the steps that extend the append-only scaffold (everything else is a side call)
@@ -95,7 +95,7 @@ def run_mode(
 ) -> ModeStat:
     flush(base_url, model)
     llm = OpenAICompatLLM(base_url, model, timeout=600, extra_body={"cache_prompt": cache_prompt})
-    strat = get_strategy(strategy, llm, wiki_retriever(), lang="en", **opts)
+    strat = build_strategy(strategy, llm, wiki_retriever(), {"lang": "en", **opts})  # the options it has
     ms = ModeStat(mode, strategy)
     t = time.perf_counter()
     for q in questions:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from sleuth.eval import executors
 from sleuth.eval.runner import EvalConfig, EvalError, run_eval
 from sleuth.eval.store import RESULTS, ManifestMismatch, ResultsWriter, read_records
 from sleuth.strategies.base import RunState, Strategy, StrategyAbort
+from sleuth.strategies.options import StrategyOptions, option
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -35,13 +37,22 @@ def _digest(text: str) -> int:
     return int(hashlib.sha1(text.encode()).hexdigest(), 16)
 
 
+@dataclass(frozen=True)
+class DelayOptions(StrategyOptions):
+    """A plugin strategy declares its own options like the built-in ones."""
+
+    delay: float = option(0.0, "seconds to sleep before answering", minimum=0.0)
+
+
 class FirstWord(Strategy):
     """Answers with the question's first word (wrong, but deterministic); optional delay; searches when it can."""
 
     name = "first-word"
+    Options = DelayOptions
+    opts: DelayOptions
 
     def solve(self, question: str, st: RunState) -> None:
-        time.sleep(float(self.options.get("delay", 0.0)))
+        time.sleep(self.opts.delay)
         passages = self.retrieve(st, question) if self.retriever is not None else []
         st.cite(passages[:2])
         st.result.short_answer = passages[0].title if passages else question.split()[0]
@@ -55,7 +66,7 @@ class YesMan(FirstWord):
     name = "yes-man"
 
     def solve(self, question: str, st: RunState) -> None:
-        time.sleep(float(self.options.get("delay", 0.0)))
+        time.sleep(self.opts.delay)
         st.result.answer = st.result.short_answer = "yes"
 
 

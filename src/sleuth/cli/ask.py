@@ -4,6 +4,10 @@
                [--filter key=value ...] [--model NAME] [--base-url URL]
                [--lang en|zh] [--k 5] [--max-steps N] [--opt key=value ...] [--json]
 
+``--opt`` sets any option of the strategy (see :mod:`sleuth.strategies.options`),
+read by :func:`~sleuth.strategies.options.parse_opts` as ``sleuth eval`` reads it;
+an unknown one ends the command with the valid ones before the model starts.
+
 The steps stream to the terminal while the strategy runs (through the
 strategy's listeners).  ``--json`` prints the full result with its trace on
 stdout and nothing else there (the live steps then go to stderr).  With no
@@ -31,6 +35,11 @@ from sleuth.cli.common import UserError, console, console_err
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, Event
 
 QUICKSTART = Path("quickstart") / "wiki_passages.jsonl"
+OPT_HELP = (
+    "A strategy option key=value, repeatable, e.g. --opt k_stepback=3 (k-stepback also works). Values: "
+    "true/false, numbers, JSON, else text. An unknown option is refused with the strategy's valid ones "
+    "(docs/strategies.md lists them)."
+)
 OK_REASONS = {FINISHED, STEP_LIMIT}
 
 
@@ -45,28 +54,6 @@ def data_dir() -> Path:
 def quickstart_corpus() -> Path | None:
     p = data_dir() / QUICKSTART
     return p if p.is_file() else None
-
-
-def parse_opts(items: list[str]) -> dict[str, Any]:
-    """``--opt key=value``: numbers become numbers, true/false booleans."""
-    out: dict[str, Any] = {}
-    for raw in items:
-        key, sep, val = raw.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key or not key.isidentifier():
-            raise UserError(f"--opt {raw!r} is not of the form key=value")
-        v: Any = val.strip()
-        if v.lower() in ("true", "false"):
-            v = v.lower() == "true"
-        else:
-            for cast in (int, float):
-                try:
-                    v = cast(v)
-                    break
-                except ValueError:
-                    pass
-        out[key] = v
-    return out
 
 
 def open_source(index: Path | None, corpus: Path | None, needs: bool, err: Console) -> Any:
@@ -229,13 +216,13 @@ def ask(
         max=8192,
         help="Tokens per LLM call (default: 256; 400 for rat, 320 for step-back).",
     ),
-    opt: list[str] = typer.Option([], "--opt", help="Strategy option key=value, e.g. k_stepback=3 (repeatable)."),
+    opt: list[str] = typer.Option([], "--opt", help=OPT_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the full result with its trace as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print each completion."),
 ) -> None:
     """Answer QUESTION with one reasoning strategy, streaming its steps."""
     from sleuth.search.base import FilterError, Filters
-    from sleuth.strategies import STRATEGIES, UnknownStrategy, get_strategy, resolve_name
+    from sleuth.strategies import STRATEGIES, OptionsError, UnknownStrategy, parse_opts, resolve_name
     from sleuth.strategies.base import BadQuestion, validate_question
 
     if lang not in ("auto", "en", "zh"):
@@ -252,7 +239,12 @@ def ask(
         filters = Filters.parse(filter_)
     except FilterError as e:
         raise UserError(str(e)) from None
-    options = parse_opts(opt)
+    options = {"lang": lang, "k": k, "max_steps": max_steps, "max_tokens": max_tokens}
+    try:
+        options.update(parse_opts(opt))  # an --opt overrides the flag of the same option
+        STRATEGIES[name].Options.parse(options, strategy=name)  # before the model starts
+    except OptionsError as e:
+        raise UserError(str(e)) from None
     live = console_err if json_out else console
     retriever = open_source(index, corpus, STRATEGIES[name].needs_retriever, console_err)
 
@@ -263,14 +255,10 @@ def ask(
     except (LLMError, ValueError) as e:  # ValueError: a malformed SLEUTH_LLM_* setting
         raise UserError(str(e)) from None
     try:
-        strat = get_strategy(
-            name, llm, retriever, lang=lang, k=k, max_steps=max_steps, max_tokens=max_tokens, **options
-        )
+        strat = STRATEGIES[name](llm, retriever, **options)
         result = strat.run(question, filters=filters, listeners=[StepPrinter(live, verbose)])
     except BadQuestion as e:
         raise UserError(str(e)) from None
-    except TypeError as e:  # a bad --opt for this strategy
-        raise UserError(f"bad option for {name}: {e}") from None
     finally:
         _close()
     if json_out:

@@ -21,19 +21,6 @@ eval_app = typer.Typer(
 app.add_typer(eval_app, name="eval")
 
 
-def _parse_opts(opts: list[str]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for o in opts:
-        key, sep, val = o.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"--opt {o!r} must look like key=value")
-        try:
-            out[key.strip()] = json.loads(val)
-        except json.JSONDecodeError:
-            out[key.strip()] = val
-    return out
-
-
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 
 
@@ -80,7 +67,12 @@ def eval_cmd(
         help="Corpus file for the open setting (default: the dataset's own paragraphs, or its companion corpus file).",
     ),
     gap: bool = typer.Option(False, "--gap", help="Also answer every decomposition hop (compositionality gap)."),
-    opt: list[str] = typer.Option([], "--opt", help="Extra strategy option key=value (repeatable)."),
+    opt: list[str] = typer.Option(
+        [],
+        "--opt",
+        help="A strategy option key=value, repeatable, read as `sleuth ask --opt` reads it; every strategy of the "
+        "run gets the options it has, and one that none of them has is refused before anything runs.",
+    ),
     prices: str = typer.Option(None, "--prices", help="USD per 1M tokens: PROMPT,COMPLETION[,CACHED]."),
     executor: str = typer.Option("local", "--executor", help="local, or a registered scheme like dask://ADDR."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed questions again on resume."),
@@ -113,7 +105,12 @@ def eval_cmd(
     from sleuth.eval.datasets import DatasetError
     from sleuth.eval.runner import EvalConfig, EvalError, run_eval
     from sleuth.eval.store import ManifestMismatch, RunDirBusy
+    from sleuth.strategies.options import OptionsError, parse_opts
 
+    try:
+        strategy_options = parse_opts(opt)
+    except OptionsError as e:
+        raise UserError(str(e)) from None
     cfg = EvalConfig(
         data=str(data),
         out=str(out),
@@ -130,7 +127,7 @@ def eval_cmd(
         index=index,
         corpus=str(corpus) if corpus else None,
         gap=gap,
-        strategy_options=_parse_opts(opt),
+        strategy_options=strategy_options,
         prices=prices,
         concurrency=concurrency,
         executor=executor,

@@ -13,7 +13,6 @@ LLM, retrievers and strategies once from the task's ``config`` and reuses them.
 
 from __future__ import annotations
 
-import importlib
 import json
 import shlex
 import sys
@@ -46,6 +45,7 @@ from sleuth.eval.store import (
     write_manifest,
 )
 from sleuth.llm.models import file_sha256
+from sleuth.strategies.registry import build_strategy, check_run_options, resolve_name, resolve_strategy_class
 
 SCHEMA = 1
 OK, FAILED = "ok", "failed"
@@ -159,22 +159,6 @@ class _LazyLLM:
         return getattr(self._get(), name)
 
 
-def resolve_strategy_class(name: str) -> type | None:
-    """``module:Class`` names a Strategy subclass outside Sleuth (plugins, tests)."""
-    if ":" not in name:
-        return None
-    mod, _, cls = name.partition(":")
-    try:
-        obj = getattr(importlib.import_module(mod), cls)
-    except (ImportError, AttributeError) as e:
-        raise EvalError(f"cannot import strategy {name!r}: {e}") from e
-    from sleuth.strategies.base import Strategy
-
-    if not (isinstance(obj, type) and issubclass(obj, Strategy)):
-        raise EvalError(f"{name!r} is not a Strategy subclass")
-    return obj
-
-
 class _Worker:
     """Per-process state: one LLM, one open-setting retriever, strategy instances."""
 
@@ -194,13 +178,7 @@ class _Worker:
         for key in ("max_steps", "max_tokens"):
             if self.cfg.get(key) is not None:
                 opts[key] = self.cfg[key]
-        cls = resolve_strategy_class(name)
-        if cls is not None:
-            strat = cls(self.llm, retriever, **opts)
-        else:
-            from sleuth.strategies import get_strategy
-
-            strat = get_strategy(name, self.llm, retriever, **opts)
+        strat = build_strategy(name, self.llm, retriever, opts)
         if shared:
             with self._lock:
                 strat = self._strategies.setdefault(name, strat)
@@ -353,20 +331,13 @@ def _validate(cfg: EvalConfig) -> None:
         raise EvalError("--time-limit must be a positive duration")
     if cfg.setting is not None and cfg.setting not in SETTINGS:
         raise EvalError(f"--setting must be one of {', '.join(SETTINGS)}")
-    names = []
-    for s in cfg.strategies:
-        if ":" in s:
-            resolve_strategy_class(s)
-            names.append(s)
-            continue
-        try:
-            from sleuth.strategies import resolve_name
-        except ImportError as e:
-            raise EvalError(f"the built-in strategies cannot be loaded ({e})") from e
-        try:
-            names.append(resolve_name(s))
-        except ValueError as e:
-            raise EvalError(str(e)) from e
+    try:
+        names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
+        given = {"max_steps": cfg.max_steps, "max_tokens": cfg.max_tokens}
+        opts = {"k": cfg.k, **cfg.strategy_options, **{k: v for k, v in given.items() if v is not None}}
+        check_run_options(names, opts)  # as the workers will build them: refused before anything runs
+    except ValueError as e:  # an unknown strategy or option, a bad option value
+        raise EvalError(str(e)) from e
     if len(set(names)) != len(names):
         raise EvalError("a strategy is listed twice in --strategies")
     cfg.strategies = names

@@ -159,6 +159,8 @@ def _errors(app: FastAPI) -> None:
         loc = [str(x) for x in first.get("loc", ()) if x != "body"]
         where = ".".join(loc) or "body"
         msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+        if first.get("type") == "extra_forbidden":
+            msg += ' (a strategy\'s own options go in "options")'
         more = f" (and {len(errs) - 1} more problems)" if len(errs) > 1 else ""
         err = ApiError(422, f"{where}: {msg}{more}", param=where)
         return JSONResponse(err.body(), status_code=422)

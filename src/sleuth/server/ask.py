@@ -15,7 +15,7 @@ from sleuth.strategies.base import Event, Result
 from .errors import ApiError, error_responses, key_of
 from .runtime import Runtime
 from .schemas import AskRequest, AskResult
-from .service import admit, check_run, parse_filters, stream_job, wait_result
+from .service import admit, check_run, parse_filters, run_options, stream_job, wait_result
 
 router = APIRouter()
 
@@ -47,6 +47,8 @@ async def ask(body: AskRequest, request: Request) -> Any:
     rt = runtime_of(request)
     strategy = body.strategy or rt.settings.default_strategy
     check_run(rt, strategy=strategy, source=body.index, model=body.model)
+    own = {"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_tokens, "lang": body.lang}
+    options = run_options(rt, strategy, own, body.options)
     filters = parse_filters(body.filters)
     admit(rt)
     job = rt.new_job(
@@ -56,7 +58,7 @@ async def ask(body: AskRequest, request: Request) -> Any:
         key=key_of(request),
         source=body.index,
         model=body.model,
-        options={"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_tokens, "lang": body.lang},
+        options=options,
         temperature=body.temperature,
         seed=body.seed,
     )

@@ -23,7 +23,7 @@ from .errors import ApiError, error_responses, key_of
 from .render import citation_dicts, citations_block, step_line
 from .runtime import Runtime
 from .schemas import ChatCompletion, ChatRequest, ModelCard, ModelList
-from .service import admit, check_run, parse_filters, stream_job, wait_result
+from .service import admit, check_run, parse_filters, run_options, stream_job, wait_result
 
 router = APIRouter()
 PREFIX = "sleuth-"
@@ -115,6 +115,8 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
     rt = _rt(request)
     strategy = strategy_of(body.model)
     check_run(rt, strategy=strategy, source=body.index, model=None, param="model")
+    own = {"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_completion_tokens or body.max_tokens}
+    options = run_options(rt, strategy, own, body.options)
     question = question_of(body)
     filters = parse_filters(body.filters)
     admit(rt)
@@ -125,7 +127,7 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
         key=key_of(request),
         source=body.index,
         model=None,
-        options={"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_completion_tokens or body.max_tokens},
+        options=options,
         temperature=body.temperature,
         seed=body.seed,
     )

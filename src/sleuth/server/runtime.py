@@ -301,6 +301,11 @@ class Runtime:
             self._classes = dict(STRATEGIES) if isinstance(STRATEGIES, Mapping) else {}
         return self._strategies
 
+    def strategy_class(self, name: str) -> type[Strategy] | None:
+        """The class behind a built-in strategy (None for a factory the app was given)."""
+        self.strategy_factories()
+        return getattr(self, "_classes", {}).get(name)
+
     def strategy_info(self) -> list[dict[str, Any]]:
         out = []
         facts = self.strategy_factories()

@@ -16,6 +16,12 @@ FILTERS_DOC = (
     'or the canonical form {"equals": {...}, "ranges": {...}, "acl": [...]}. Omitted: no restriction.'
 )
 
+OPTIONS_DOC = (
+    'The strategy\'s own options, e.g. {"k_stepback": 3} for step-back (docs/strategies.md lists each '
+    "strategy's); an unknown one is refused with 422 naming the valid ones. k, max_steps, max_tokens and lang "
+    "are fields of the request itself."
+)
+
 
 # -- errors -------------------------------------------------------------------
 class ErrorBody(BaseModel):
@@ -119,6 +125,7 @@ class AskRequest(ModelOptions):
         description="a source name from GET /v1/sources (default: the first)",
     )
     filters: FiltersIn | None = Field(None, description=FILTERS_DOC)
+    options: dict[str, Any] | None = Field(None, description=OPTIONS_DOC)
     stream: bool = Field(False, description="answer with Server-Sent Events: step events, then one result event")
 
     _check_question = field_validator("question", mode="before")(classmethod(lambda cls, v: _question(v)))
@@ -183,7 +190,8 @@ class StreamOptions(BaseModel):
 
 class ChatRequest(BaseModel):
     """OpenAI's chat request; ``model`` picks the strategy (``sleuth-self-ask``).  Unknown OpenAI
-    parameters are accepted and ignored; Sleuth's own extras are ``filters``, ``index``, ``k``, ``max_steps``."""
+    parameters are accepted and ignored; Sleuth's own extras are ``filters``, ``index``, ``k``, ``max_steps``,
+    ``options``."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -200,6 +208,7 @@ class ChatRequest(BaseModel):
     index: str | None = None
     k: int | None = Field(None, ge=1, le=50)
     max_steps: int | None = Field(None, ge=1, le=20)
+    options: dict[str, Any] | None = Field(None, description=OPTIONS_DOC)
 
 
 class Citation(BaseModel):

@@ -10,6 +10,7 @@ from typing import Any
 
 from sleuth.search.base import FilterError, Filters
 from sleuth.strategies.base import Event, Result
+from sleuth.strategies.options import OptionsError
 
 from .errors import ApiError
 from .runtime import CANCELLED, TIMEOUT, Busy, Job, Runtime
@@ -64,6 +65,25 @@ def check_run(rt: Runtime, *, strategy: str, source: str | None, model: str | No
     if model is not None and model not in rt.settings.models:
         allowed = ", ".join(m for m in rt.settings.models if m) or "the server's default only"
         raise ApiError(422, f"model {model!r} is not offered by this server; allowed: {allowed}", param="model")
+
+
+def run_options(
+    rt: Runtime, strategy: str, own: dict[str, Any], extra: dict[str, Any] | None, param: str = "options"
+) -> dict[str, Any]:
+    """The run's options: the request's own fields (``own``: k, max_steps, ...) and its ``options``
+    object, checked against the strategy's options (422 naming the valid ones)."""
+    extra = dict(extra or {})
+    for key in extra:
+        if key.replace("-", "_") in own:
+            raise ApiError(422, f"{param}: {key!r} is a field of the request itself, not an option", param=param)
+    options = {**extra, **{k: v for k, v in own.items() if v is not None}}
+    cls = rt.strategy_class(strategy)
+    if cls is not None:  # a factory the app was given checks its own options
+        try:
+            cls.Options.parse(options, strategy=strategy)
+        except OptionsError as e:
+            raise ApiError(422, f"{param}: {e}", param=param) from None
+    return options
 
 
 def admit(rt: Runtime) -> None:

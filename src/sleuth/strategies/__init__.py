@@ -10,9 +10,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sleuth.search.base import Retriever
 from sleuth.strategies.base import (
     BAD_INPUT,
     ERROR,
@@ -29,46 +26,21 @@ from sleuth.strategies.base import (
 )
 from sleuth.strategies.cot import ChainOfThought
 from sleuth.strategies.direct import Direct
+from sleuth.strategies.options import OptionsError, StrategyOptions, parse_opts
 from sleuth.strategies.rag import RAG
 from sleuth.strategies.rat import RAT
+from sleuth.strategies.registry import (
+    STRATEGIES,
+    UnknownStrategy,
+    build_strategy,
+    get_strategy,
+    resolve_name,
+    resolve_strategy_class,
+    strategy_class,
+)
 from sleuth.strategies.search_o1 import SearchO1
 from sleuth.strategies.self_ask import SelfAsk
 from sleuth.strategies.step_back import StepBack
-
-STRATEGIES: dict[str, type[Strategy]] = {
-    "direct": Direct,
-    "cot": ChainOfThought,
-    "rag": RAG,
-    "self-ask": SelfAsk,
-    "rat": RAT,
-    "step-back": StepBack,
-    "search-o1": SearchO1,
-}
-
-_ALIASES = {n.replace("-", "_"): n for n in STRATEGIES} | {n.replace("-", ""): n for n in STRATEGIES}
-
-
-class UnknownStrategy(ValueError):
-    """No strategy of that name."""
-
-
-def resolve_name(name: str) -> str:
-    key = (name or "").strip().lower()
-    key = _ALIASES.get(key, key)
-    if key not in STRATEGIES:
-        raise UnknownStrategy(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
-    return key
-
-
-def get_strategy(name: str, llm: Any, retriever: Retriever | None = None, **opts: Any) -> Strategy:
-    """Build a strategy by name (``direct``, ``cot``, ``rag``, ``self-ask``, ``rat``,
-    ``step-back``, ``search-o1``; ``self_ask``/``selfask`` also accepted).
-
-    ``opts``: ``lang`` ("auto" | "en" | "zh"), ``k``, ``max_steps``,
-    ``max_tokens`` and strategy-specific options (see each class).
-    """
-    return STRATEGIES[resolve_name(name)](llm, retriever, **opts)
-
 
 __all__ = [
     "BAD_INPUT",
@@ -84,14 +56,20 @@ __all__ = [
     "ChainOfThought",
     "Direct",
     "Event",
+    "OptionsError",
     "Result",
     "RunState",
     "SearchO1",
     "SelfAsk",
     "StepBack",
     "Strategy",
+    "StrategyOptions",
     "Trace",
     "UnknownStrategy",
+    "build_strategy",
     "get_strategy",
+    "parse_opts",
     "resolve_name",
+    "resolve_strategy_class",
+    "strategy_class",
 ]

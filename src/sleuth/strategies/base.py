@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
+from sleuth.strategies.options import StrategyOptions
 
 #: finish reasons shared by all strategies
 FINISHED = "finished"  # the scaffold produced a final answer
@@ -164,43 +166,25 @@ class Strategy:
 
     ``llm`` is any :class:`~sleuth.llm.base.LLM`; ``retriever`` is any
     :class:`~sleuth.search.base.Retriever` (or ``None`` for strategies that do
-    not search).  ``lang`` is ``"en"``, ``"zh"`` or ``"auto"`` (by the question).
+    not search).  ``options`` are the strategy's :attr:`Options` (``lang``,
+    ``k``, ``max_steps``, ``max_tokens``, ... see :mod:`sleuth.strategies.options`);
+    an unknown key or a bad value raises :class:`~sleuth.strategies.options.OptionsError`.
     """
 
     name = "base"
     needs_retriever = False
-    #: tokens per call when the caller does not say (long-form strategies raise it)
-    default_max_tokens = 256
+    #: the typed options this strategy takes (a subclass of StrategyOptions)
+    Options: type[StrategyOptions] = StrategyOptions
 
-    def __init__(
-        self,
-        llm: LLM,
-        retriever: Retriever | None = None,
-        *,
-        lang: str = "auto",
-        k: int = 5,
-        max_steps: int = 6,
-        max_tokens: int | None = None,
-        **options: Any,
-    ) -> None:
-        for opt, v in (("k", k), ("max_steps", max_steps), ("max_tokens", max_tokens)):
-            if v is None and opt == "max_tokens":
-                continue  # the strategy's default
-            try:
-                ok = not isinstance(v, bool) and int(v) == v and v >= 1
-            except (TypeError, ValueError):
-                ok = False
-            if not ok:
-                raise ValueError(f"{opt} must be a whole number of at least 1, not {v!r}")
-        if lang not in ("auto", "en", "zh"):
-            raise ValueError(f"lang must be auto, en or zh, not {lang!r}")
+    def __init__(self, llm: LLM, retriever: Retriever | None = None, **options: Any) -> None:
+        self.opts = self.Options.parse(options, strategy=self.name)
+        self.options: Mapping[str, Any] = MappingProxyType(dict(options))  # as given; read values from opts
         self.llm = llm
         self.retriever = retriever
-        self.lang = lang
-        self.k = k
-        self.max_steps = max_steps
-        self.max_tokens = max_tokens or self.default_max_tokens
-        self.options = options
+        self.lang = self.opts.lang
+        self.k = self.opts.k
+        self.max_steps = self.opts.max_steps
+        self.max_tokens = self.opts.max_tokens
 
     # -- public API ---------------------------------------------------------
     def run(
@@ -281,13 +265,8 @@ class Strategy:
         return render(name, st.result.lang, **fields)
 
     def context_chars(self, st: RunState) -> int:
-        """Total characters of documents one prompt may carry (option ``context_chars``).
-
-        The defaults fit the embedded models' 2048-token window with room for
-        the instructions and the answer (Chinese text is denser in tokens).
-        """
-        v = self.options.get("context_chars")
-        return int(v) if v else (4000 if st.result.lang == "en" else 2000)
+        """Total characters of documents one prompt may carry (option ``context_chars``)."""
+        return self.opts.context_budget(st.result.lang)
 
     def ask(
         self,

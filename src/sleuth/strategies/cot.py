@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.options import CoTOptions
 from sleuth.strategies.parsing import parse_cot
 from sleuth.strategies.text import clean_short
 
@@ -22,6 +23,7 @@ class ChainOfThought(Strategy):
     """
 
     name = "cot"
+    Options = CoTOptions
 
     def solve(self, question: str, st: RunState) -> None:
         c = self.ask(st, self.prompt(st, "cot", question=question), step="reason")

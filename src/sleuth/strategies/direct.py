@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.options import DirectOptions
 from sleuth.strategies.text import clean_short
 
 
@@ -10,6 +11,7 @@ class Direct(Strategy):
     """Ask the question, take the first line of the reply as the answer."""
 
     name = "direct"
+    Options = DirectOptions
 
     def solve(self, question: str, st: RunState) -> None:
         c = self.ask(

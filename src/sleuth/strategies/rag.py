@@ -6,6 +6,7 @@ import re
 
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.options import RAGOptions
 from sleuth.strategies.parsing import parse_cot
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
@@ -29,6 +30,7 @@ class RAG(Strategy):
     """
 
     name = "rag"
+    Options = RAGOptions
     needs_retriever = True
 
     def solve(self, question: str, st: RunState) -> None:

@@ -18,6 +18,7 @@ import difflib
 from sleuth.llm.base import LLMError
 from sleuth.search.base import Passage, SearchError
 from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.options import RATOptions
 from sleuth.strategies.parsing import parse_long_answer, parse_query, parse_revision, split_paragraphs
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
@@ -27,14 +28,16 @@ def unified_diff(old: str, new: str) -> str:
 
 
 class RAT(Strategy):
-    """Options: ``n_passages`` (3) passages per revision; ``max_steps`` caps paragraphs."""
+    """Options: :class:`~sleuth.strategies.options.RATOptions` (``n_passages`` per revision);
+    ``max_steps`` caps paragraphs."""
 
     name = "rat"
     needs_retriever = True
-    default_max_tokens = 400
+    Options = RATOptions
+    opts: RATOptions
 
     def solve(self, question: str, st: RunState) -> None:
-        n_passages = int(self.options.get("n_passages", 3))
+        n_passages = self.opts.n_passages
         draft_c = self.ask(
             st, self.prompt(st, "rat_draft", question=question), step="draft", max_tokens=self.max_tokens
         )

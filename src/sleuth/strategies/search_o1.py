@@ -41,6 +41,7 @@ from sleuth.strategies.base import (
     Strategy,
     StrategyAbort,
 )
+from sleuth.strategies.options import SearchO1Options
 from sleuth.strategies.parsing import (
     BEGIN_RESULT,
     END_QUERY,
@@ -79,28 +80,27 @@ class O1Run:
 
 
 class SearchO1(Strategy):
-    """Options: ``max_searches`` (default ``max_steps``), ``max_turns``
-    (default ``max_searches + 3``), ``rid_max_tokens`` (160), ``doc_chars`` (600),
-    ``max_prompt_chars`` (6000: beyond it the answer is forced), ``max_refusals`` (2: after
-    that many refused queries in a row (repeated, or over the search limit) the answer is
-    forced instead of letting the model ask again), ``batch_window_s``
-    (0.05: in :meth:`run_batch`, the longest a query waits to share a search batch)."""
+    """Options: :class:`~sleuth.strategies.options.SearchO1Options` (``max_searches``,
+    ``max_turns``, ``rid_max_tokens``, ``doc_chars``, ``max_prompt_chars``, ``max_refusals``,
+    ``batch_window_s``)."""
 
     name = "search-o1"
     needs_retriever = True
+    Options = SearchO1Options
+    opts: SearchO1Options
 
     @property
     def max_searches(self) -> int:
-        return int(self.options.get("max_searches", self.max_steps))
+        return self.opts.max_searches
 
     @property
     def max_prompt_chars(self) -> int:
         """Force the answer before the growing prompt can overflow the model's window."""
-        return int(self.options.get("max_prompt_chars", 6000))
+        return self.opts.max_prompt_chars
 
     @property
     def max_turns(self) -> int:
-        return int(self.options.get("max_turns", self.max_searches + 3))
+        return self.opts.max_turns
 
     # -- one question -------------------------------------------------------------
     def solve(self, question: str, st: RunState) -> None:
@@ -149,7 +149,7 @@ class SearchO1(Strategy):
             if refusal is not None:
                 self.insert(run, self.prompt(st, refusal[0]), note=refusal[1], query=step.query)
                 run.refused += 1
-                if run.refused >= int(self.options.get("max_refusals", 2)):
+                if run.refused >= self.opts.max_refusals:
                     st.emit(
                         "note",
                         type="repeat_guard",
@@ -182,16 +182,14 @@ class SearchO1(Strategy):
         if not passages:
             self.insert(run, self.prompt(st, "search_o1_rid_empty"), note="no_passages", query=query)
             return
-        docs = format_passages(
-            passages, max_chars=int(self.options.get("doc_chars", 600)), budget=self.context_chars(st)
-        )
+        docs = format_passages(passages, max_chars=self.opts.doc_chars, budget=self.context_chars(st))
         c = self.ask(
             st,
             self.prompt(
                 st, "search_o1_rid", reasoning=tail(run.reasoning, 2000) or "(none yet)", query=query, documents=docs
             ),
             step=f"reason-in-documents {run.searches}",
-            max_tokens=int(self.options.get("rid_max_tokens", 160)),
+            max_tokens=self.opts.rid_max_tokens,
         )
         info = sanitize(parse_reason_in_documents(c.text), 800) or self.prompt(st, "search_o1_rid_empty")
         helpful = not _NOTHING.search(info)
@@ -261,7 +259,7 @@ class SearchO1(Strategy):
                 run.done = True
                 run.pending = None
 
-        window = max(0.0, float(self.options.get("batch_window_s", 0.05)))
+        window = self.opts.batch_window_s
         width = max(1, concurrency)
         queue: deque[O1Run] = deque(runs[i] for i in sorted(runs))  # active, ready for a reasoning turn
         inflight: dict[Future[None], tuple[str, O1Run]] = {}  # LLM calls: "gen" (turn) or "rid" (condense)

@@ -35,6 +35,7 @@ from typing import Any
 
 from sleuth.search.base import Passage, SearchError
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState, Strategy
+from sleuth.strategies.options import SelfAskOptions
 from sleuth.strategies.parsing import parse_final_line, parse_self_ask
 from sleuth.strategies.text import clean_short, format_passages, is_repeat, most_similar, sanitize, similarity
 
@@ -67,28 +68,23 @@ def _one_line(text: str, max_chars: int = 300) -> str:
 class SelfAsk(Strategy):
     """Self-Ask with search, completion mode, append-only prompt.
 
-    Options: ``restate_threshold`` (0.7): content-token Jaccard overlap with the
-    question above which a follow-up counts as a restatement;
-    ``repeat_threshold`` (0.9): overlap with an earlier follow-up above which it
-    is a repeat (a follow-up whose words are all in an earlier one, or the other
-    way round, is one at 0.5 already); ``extract_max_tokens`` (64);
-    ``extract_k`` (3): how many of the top passages the extraction call reads
-    (every passage found is still cited);
-    ``max_prompt_chars`` (7000: beyond it the final answer is forced, so the
-    scaffold never overflows a 2048-token window).
+    Options: :class:`~sleuth.strategies.options.SelfAskOptions` (``restate_threshold``,
+    ``repeat_threshold``, ``extract_k``, ``extract_max_tokens``, ``max_prompt_chars``).
     ``max_steps`` bounds the number of scaffold completions (follow-ups).
     """
 
     name = "self-ask"
     needs_retriever = True  # also works without one: the model then answers its own follow-ups
+    Options = SelfAskOptions
+    opts: SelfAskOptions
 
     def solve(self, question: str, st: RunState) -> None:
         lang = st.result.lang
         words = SCAFFOLD.get(lang, SCAFFOLD["en"])
         sep = " " if lang == "en" else ""
-        threshold = float(self.options.get("restate_threshold", 0.7))
-        repeat_at = float(self.options.get("repeat_threshold", 0.9))
-        max_chars = int(self.options.get("max_prompt_chars", 7000))
+        threshold = self.opts.restate_threshold
+        repeat_at = self.opts.repeat_threshold
+        max_chars = self.opts.max_prompt_chars
         prompt = self.prompt(st, "self_ask", question=question)
         start_len = len(prompt)
         asked: list[tuple[str, str]] = []  # (follow-up, intermediate answer)
@@ -191,13 +187,13 @@ class SelfAsk(Strategy):
                 st.emit("note", type="search_failed", message=str(e))
         if passages:
             # the concise answer is read from the top passages only (all of them are still cited)
-            top = passages[: max(1, int(self.options.get("extract_k", 3)))]
+            top = passages[: self.opts.extract_k]
             docs = format_passages(top, budget=self.context_chars(st))
             c = self.ask(
                 st,
                 self.prompt(st, "self_ask_extract", question=follow_up, documents=docs),
                 step=f"extract {step}",
-                max_tokens=int(self.options.get("extract_max_tokens", 64)),
+                max_tokens=self.opts.extract_max_tokens,
             )
             answer = _one_line(c.text)
             if answer and not _UNKNOWN.match(answer):

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_long_answer, parse_step_back
 from sleuth.strategies.rag import pick_cited
 from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
@@ -81,17 +82,16 @@ def rrf_rerank(
 
 
 class StepBack(Strategy):
-    """Options: ``k_original`` / ``k_stepback`` (default ``k``) per-route quotas,
-    ``k_context`` (default ``k_original + k_stepback``) passages shown to the model, ``rrf_k`` (60)."""
+    """Options: :class:`~sleuth.strategies.options.StepBackOptions` (``k_original`` /
+    ``k_stepback`` per-route quotas, ``k_context`` passages shown to the model, ``rrf_k``)."""
 
     name = "step-back"
     needs_retriever = True
-    default_max_tokens = 320
+    Options = StepBackOptions
+    opts: StepBackOptions
 
     def solve(self, question: str, st: RunState) -> None:
-        k_orig = int(self.options.get("k_original", self.k))
-        k_back = int(self.options.get("k_stepback", self.k))
-        k_ctx = int(self.options.get("k_context", k_orig + k_back))
+        k_orig, k_back, k_ctx = self.opts.k_original, self.opts.k_stepback, self.opts.k_context
         c = self.ask(st, self.prompt(st, "step_back_question", question=question), step="step back", max_tokens=64)
         abstract = parse_step_back(c.text, question)
         fallback = abstract is None
@@ -104,7 +104,7 @@ class StepBack(Strategy):
             "stepback": self.retrieve(st, abstract, k=k_back, route="stepback"),
         }
         pool = merge_routes(routes)
-        ranked = rrf_rerank(pool, routes, [question, abstract], int(self.options.get("rrf_k", 60)))
+        ranked = rrf_rerank(pool, routes, [question, abstract], self.opts.rrf_k)
         context = [p for p, _ in ranked[:k_ctx]]
         for route, ps in routes.items():  # the best of each route always stays
             if ps and not any(route in p.found_by for p in context):

@@ -1,0 +1,306 @@
+"""Typed strategy options: one frozen dataclass per strategy, every default in one place.
+
+``Strategy(llm, retriever, **options)`` builds its class's ``Options`` from the
+keyword arguments.  A key the strategy does not have, or a value of the wrong
+type or range, raises :class:`OptionsError` (a ``ValueError``) whose message
+names the key, the closest valid one and every valid option, so a typo such as
+``k_stepbak=3`` is refused everywhere (Python, ``sleuth ask``, ``sleuth eval``,
+HTTP) instead of being ignored.
+
+Options every strategy takes live in :class:`StrategyOptions`; each strategy's
+class adds its own.  A default that follows another option (Step-back's
+``k_stepback`` is ``k`` unless given) is ``None`` in the field and filled in
+when the object is built, so the object always holds the values a run uses.
+
+:func:`parse_opts` reads ``--opt key=value`` for ``sleuth ask`` and ``sleuth eval``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
+
+LANGS = ("auto", "en", "zh")
+#: characters of documents one prompt may carry, by prompt language, when ``context_chars`` is not set
+#: (they fit the embedded models' 2048-token window; Chinese text is denser in tokens)
+CONTEXT_CHARS = {"en": 4000, "zh": 2000}
+
+
+class OptionsError(ValueError):
+    """A strategy option that does not exist, or a value of the wrong type or range."""
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: tuple[str, ...] = (),
+    derived: str = "",
+) -> Any:
+    """A documented option field; ``derived`` says what a ``None`` default becomes."""
+    meta = {"help": help, "min": minimum, "max": maximum, "choices": choices, "derived": derived}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class StrategyOptions:
+    """The options every strategy takes.
+
+    A field whose default follows another option is typed as the value a run
+    reads (``int``) and defaults to ``None``, which means "derive it" (the
+    field's ``derived`` text says from what); ``__post_init__`` fills it in.
+    """
+
+    #: tokens per LLM call when ``max_tokens`` is not given (long-form strategies raise it)
+    DEFAULT_MAX_TOKENS: ClassVar[int] = 256
+
+    lang: str = option("auto", "prompt language: `auto` (by the question), `en` or `zh`", choices=LANGS)
+    k: int = option(5, "passages per search", minimum=1)
+    max_steps: int = option(6, "step limit: follow-ups (Self-Ask), paragraphs (RAT), searches (Search-o1)", minimum=1)
+    max_tokens: int = option(None, "tokens per LLM call", minimum=1, derived="the strategy's default")
+    context_chars: int | None = option(
+        None,
+        "total characters of documents in one prompt (each passage gets an equal share)",
+        minimum=1,
+        derived="4000 (en) / 2000 (zh)",
+    )
+
+    def __post_init__(self) -> None:
+        hints = _hints(type(self))
+        for f in fields(self):
+            self._set(f.name, _checked(f.name, hints[f.name], getattr(self, f.name), f.metadata))
+        if self.max_tokens is None:
+            self._set("max_tokens", self.DEFAULT_MAX_TOKENS)
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)  # frozen: only while the object is being built
+
+    def context_budget(self, lang: str) -> int:
+        """Characters of documents per prompt in a run whose prompts are in ``lang``."""
+        return self.context_chars or CONTEXT_CHARS.get(lang, CONTEXT_CHARS["zh"])
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], strategy: str = "this strategy") -> Self:
+        """Build from keyword values (``-`` in a key reads as ``_``); unknown keys raise :class:`OptionsError`."""
+        names = cls.names()
+        given = {str(k).replace("-", "_"): v for k, v in values.items()}
+        for key in given:
+            if key not in names:
+                raise OptionsError(unknown_option(key, names, strategy))
+        return cls(**given)
+
+    @classmethod
+    def describe(cls) -> list[dict[str, str]]:
+        """One row per option: name, type, default, meaning (for docs, help and error messages)."""
+        hints = _hints(cls)
+        rows = []
+        for f in fields(cls):
+            default = f.default
+            if f.name == "max_tokens":
+                shown = str(cls.DEFAULT_MAX_TOKENS)
+            elif default is None:
+                shown = f.metadata["derived"]
+            else:
+                shown = str(default)
+            kind = " | ".join(_kind_name(k) for k in _kinds(hints[f.name]) if k is not type(None))
+            rows.append({"name": f.name, "type": kind, "default": shown, "help": f.metadata["help"]})
+        return rows
+
+
+@dataclass(frozen=True)
+class DirectOptions(StrategyOptions):
+    """Direct answer: the common options only."""
+
+
+@dataclass(frozen=True)
+class CoTOptions(StrategyOptions):
+    """Chain of thought: the common options only."""
+
+
+@dataclass(frozen=True)
+class RAGOptions(StrategyOptions):
+    """RAG: the common options only."""
+
+
+@dataclass(frozen=True)
+class SelfAskOptions(StrategyOptions):
+    """Self-Ask's thresholds and extraction call."""
+
+    restate_threshold: float = option(
+        0.7,
+        "content-token Jaccard overlap with the question above which a follow-up restates it",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    repeat_threshold: float = option(
+        0.9,
+        "overlap with an earlier follow-up above which it is a repeat (a follow-up whose words are all "
+        "in an earlier one, or the other way round, is one at 0.5 already)",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    extract_k: int = option(
+        3, "how many of the top passages the extraction call reads (every passage found is cited)", minimum=1
+    )
+    extract_max_tokens: int = option(64, "tokens of the extraction call", minimum=1)
+    max_prompt_chars: int = option(
+        7000, "scaffold size at which the final answer is forced (fits a 2048-token window)", minimum=1
+    )
+
+
+@dataclass(frozen=True)
+class RATOptions(StrategyOptions):
+    """RAT's passages per revision (``max_steps`` caps the paragraphs)."""
+
+    DEFAULT_MAX_TOKENS: ClassVar[int] = 400
+
+    n_passages: int = option(3, "passages per revision", minimum=1)
+
+
+@dataclass(frozen=True)
+class StepBackOptions(StrategyOptions):
+    """Step-back's per-route quotas and reranking."""
+
+    DEFAULT_MAX_TOKENS: ClassVar[int] = 320
+
+    k_original: int = option(None, "passages retrieved for the original question", minimum=1, derived="`k`")
+    k_stepback: int = option(None, "passages retrieved for the step-back question", minimum=1, derived="`k`")
+    k_context: int = option(
+        None, "passages shown to the model after reranking", minimum=1, derived="`k_original + k_stepback`"
+    )
+    rrf_k: int = option(60, "the constant of reciprocal-rank fusion", minimum=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.k_original is None:
+            self._set("k_original", self.k)
+        if self.k_stepback is None:
+            self._set("k_stepback", self.k)
+        if self.k_context is None:
+            self._set("k_context", self.k_original + self.k_stepback)
+
+
+@dataclass(frozen=True)
+class SearchO1Options(StrategyOptions):
+    """Search-o1's limits and Reason-in-Documents call."""
+
+    max_searches: int = option(None, "searches per question", minimum=1, derived="`max_steps`")
+    max_turns: int = option(None, "reasoning turns per question", minimum=1, derived="`max_searches + 3`")
+    rid_max_tokens: int = option(160, "tokens of a Reason-in-Documents call", minimum=1)
+    doc_chars: int = option(600, "characters of each passage Reason-in-Documents reads", minimum=1)
+    max_prompt_chars: int = option(6000, "prompt size at which the final answer is forced", minimum=1)
+    max_refusals: int = option(
+        2, "refused queries in a row (repeated, or over the search limit) after which the answer is forced", minimum=1
+    )
+    batch_window_s: float = option(
+        0.05, "batch mode: the longest a query waits to share a search batch (seconds)", minimum=0.0
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_searches is None:
+            self._set("max_searches", self.max_steps)
+        if self.max_turns is None:
+            self._set("max_turns", self.max_searches + 3)
+
+
+# -- messages and checks ------------------------------------------------------------------
+def unknown_option(key: str, valid: Iterable[str], strategy: str) -> str:
+    """``unknown option 'k_stepbak' for step-back; did you mean 'k_stepback'? valid options: ...``"""
+    names = list(dict.fromkeys(valid))
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ";"
+    return f"unknown option {key!r} for {strategy}{hint} valid options: {', '.join(names)}"
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
+def _kinds(hint: Any) -> tuple[Any, ...]:
+    return get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+
+
+def _kind_name(kind: Any) -> str:
+    return {int: "int", float: "float", bool: "bool", str: "str"}.get(kind, str(kind))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
+    """``value`` as the field's type, or :class:`OptionsError` saying what the option takes."""
+    kinds = _kinds(hint)
+    if value is None and (type(None) in kinds or meta.get("derived")):
+        return None  # no value, or one derived from other options in __post_init__
+    kind = next(k for k in kinds if k is not type(None))
+    lo, hi = meta.get("min"), meta.get("max")
+    if kind is int:
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if not (_number(value) and whole and (lo is None or value >= lo)):
+            least = f" of at least {lo:g}" if lo is not None else ""
+            raise OptionsError(f"{name} must be a whole number{least}, not {value!r}")
+        return int(value)
+    if kind is float:
+        if not (
+            _number(value) and math.isfinite(value) and (lo is None or value >= lo) and (hi is None or value <= hi)
+        ):
+            span = f" between {lo:g} and {hi:g}" if hi is not None else f" of at least {lo:g}" if lo is not None else ""
+            raise OptionsError(f"{name} must be a number{span}, not {value!r}")
+        return float(value)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise OptionsError(f"{name} must be true or false, not {value!r}")
+        return value
+    choices: tuple[str, ...] = meta.get("choices") or ()
+    if not isinstance(value, str) or (choices and value not in choices):
+        allowed = f"{', '.join(choices[:-1])} or {choices[-1]}" if choices else "text"
+        raise OptionsError(f"{name} must be {allowed}, not {value!r}")
+    return value
+
+
+# -- --opt key=value ------------------------------------------------------------------------
+def parse_opts(items: Iterable[str]) -> dict[str, Any]:
+    """``--opt key=value`` items as a dict (shared by ``sleuth ask`` and ``sleuth eval``).
+
+    Keys may be spelt with hyphens or underscores (``k-stepback`` is ``k_stepback``).
+    Values: ``true``/``false`` (any case) are booleans, whole numbers ints, other
+    numbers floats, other JSON (``null``, ``[1, 2]``, ``"quoted"``) its value, and
+    anything else the text itself.  A later item overrides an earlier one.
+    """
+    out: dict[str, Any] = {}
+    for raw in items:
+        key, sep, text = raw.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key.isidentifier():
+            raise OptionsError(f"--opt {raw!r} is not of the form key=value")
+        out[key] = _value(text.strip())
+    return out
+
+
+def _value(text: str) -> Any:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
