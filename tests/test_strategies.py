@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,8 +150,8 @@ def test_strategy_end_to_end(name: str, llm, retriever) -> None:
         assert r.trace.of("llm")[0].data["step"] == "scaffold 1"
         # append-only prompt: later scaffold calls reuse the server's prompt cache
         scaffold_calls = [e for e in r.trace.of("llm") if e.data["step"].startswith(("scaffold", "final", "model"))]
-        if len(scaffold_calls) > 1:
-            assert sum(e.data["usage"]["cached_prompt_tokens"] for e in scaffold_calls[1:]) > 0
+        assert len(scaffold_calls) > 1  # a follow-up was asked (EXPECTED_STEPS), so the scaffold was continued
+        assert sum(e.data["usage"]["cached_prompt_tokens"] for e in scaffold_calls[1:]) > 0
     if name == "rat":
         revs = r.trace.of("revision")
         assert revs and all("diff" in e.data for e in revs)
@@ -179,6 +180,34 @@ def test_self_ask_without_retriever_falls_back_to_model(llm) -> None:
         assert e.data["source"] in ("model", "repeat")
 
 
+class CountingRetriever:
+    """A real index that records every call it gets (what the search engine was asked)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.single: list[str] = []
+        self.batches: list[list[str]] = []
+
+    def search(self, query: str, k: int = 5, filters: Filters | None = None) -> list[Passage]:
+        self.single.append(query)
+        return self.inner.search(query, k, filters)
+
+    def search_batch(self, queries: Sequence[str], k: int = 5, filters: Filters | None = None) -> list[list[Passage]]:
+        self.batches.append(list(queries))
+        return self.inner.search_batch(queries, k, filters)
+
+
+def _check_batched(results: Sequence[Result], engine: CountingRetriever) -> None:
+    """Each ``search`` event of a batch says how many queries its ``search_batch`` call carried."""
+    events = [e for r in results for e in r.trace.of("search")]
+    assert not engine.single  # batch mode searches only through search_batch
+    assert sorted(e.data["query"] for e in events) == sorted(q for b in engine.batches for q in b)
+    size = {q: len(b) for b in engine.batches for q in b}
+    assert all(e.data["batched"] == size[e.data["query"]] for e in events)
+    assert sorted(e.data["batched"] for e in events) == sorted(len(b) for b in engine.batches for _ in b)
+
+
 class DownRetriever:
     """A knowledge source that is down (a misbehaving *source*, not Sleuth code)."""
 
@@ -196,9 +225,11 @@ def test_search_down_degrades(llm) -> None:
     sa = get_strategy("self-ask", llm, DownRetriever(), max_steps=1, max_tokens=32).run(QUESTION)
     assert sa.finish_reason in (FINISHED, STEP_LIMIT)
     notes = [e.data.get("type") for e in sa.trace.of("note")]
-    if sa.trace.of("follow_up"):
-        assert "search_failed" in notes
-        assert all(e.data["source"] != "search" for e in sa.trace.of("intermediate_answer"))
+    assert sa.trace.of("follow_up")  # the follow-up went to the backend that is down
+    assert "search_failed" in notes
+    answers = sa.trace.of("intermediate_answer")
+    assert answers and all(e.data["source"] != "search" for e in answers)
+    assert all(e.data["source"] == "model" and e.data["fallback"].startswith("search failed") for e in answers)
     rag = get_strategy("rag", llm, DownRetriever(), max_tokens=16).run(QUESTION)
     assert rag.finish_reason == "search_unavailable" and "down" in rag.error
     assert rag.trace.events[-2].kind == "error"
@@ -224,7 +255,8 @@ def test_bad_questions_rejected(bad: object) -> None:
 
 @pytest.mark.model
 def test_search_o1_batch(llm, retriever) -> None:
-    s = get_strategy("search-o1", llm, retriever, max_steps=1, max_tokens=40, k=2, lang="en")
+    engine = CountingRetriever(retriever)
+    s = get_strategy("search-o1", llm, engine, max_steps=1, max_tokens=40, k=2, lang="en")
     qs = [QUESTION, "", "Who directed Casino Royale?"]
     results = s.run_batch(qs, filters=SCOPE, concurrency=2)
     assert [r.question for r in results] == [QUESTION, "", "Who directed Casino Royale?"]
@@ -233,8 +265,45 @@ def test_search_o1_batch(llm, retriever) -> None:
         _check_common(r, "search-o1")
         assert r.trace.of("note")[-1].data["type"] in ("batch", "reasoning")
         assert any(e.data.get("type") == "batch" for e in r.trace.of("note"))
-        for e in r.trace.of("search"):
-            assert e.data.get("batched", 1) >= 1
+    _check_batched(results, engine)  # test_search_o1_batch_searches_ready_queries_together: with searches
+
+
+def test_search_o1_batch_searches_ready_queries_together(fake_server, retriever) -> None:
+    """The queries of the questions whose turn ended go to the engine in one ``search_batch``;
+    each ``search`` event's ``batched`` is that call's size.  With one LLM slot and a long window
+    the search waits until no turn is in flight, so all three queries share one call."""
+    from sleuth.llm import OpenAICompatLLM
+
+    queries = {"Jaws?": "director of Jaws", "Royale?": "director of Casino Royale", "Duel?": "director of Duel"}
+
+    def script(body: dict) -> str:
+        if "messages" in body:  # Reason-in-Documents
+            return "Jaws was directed by Steven Spielberg."
+        mine = str(body["prompt"]).rsplit("Question:", 1)[-1]
+        if "<|begin_search_result|>" in mine:
+            return " So the answer is \\boxed{Steven Spielberg}."
+        query = next(v for k, v in queries.items() if k in mine)
+        return f" I need to search. <|begin_search_query|> {query} <|end_search_query|>"
+
+    fake_server.script = script
+    llm = OpenAICompatLLM(fake_server.base_url, "fake-model", max_retries=0)
+    engine = CountingRetriever(retriever)
+    qs = [QUESTION, "", "Who directed Casino Royale?", "Who directed Duel?"]
+    try:
+        s = get_strategy("search-o1", llm, engine, k=2, max_steps=2, lang="en", batch_window_s=60)
+        results = s.run_batch(qs, filters=SCOPE, concurrency=1)
+    finally:
+        llm.close()
+    assert [r.question for r in results] == qs
+    assert results[1].finish_reason == BAD_INPUT
+    assert engine.batches == [list(queries.values())]  # one search step for the three questions, in order
+    searched = [r for i, r in enumerate(results) if i != 1]
+    _check_batched(searched, engine)
+    for r, query in zip(searched, queries.values(), strict=True):
+        _check_common(r, "search-o1")
+        assert [(e.data["query"], e.data["batched"]) for e in r.trace.of("search")] == [(query, 3)]
+        assert r.finish_reason == FINISHED and r.short_answer == "Steven Spielberg"
+        assert r.trace.of("note")[-1].data == {"type": "batch", "message": "left the batch after round 2"}
 
 
 @pytest.mark.model

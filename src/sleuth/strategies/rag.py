@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
-from sleuth.search.base import Passage
+from sleuth.strategies.answers import pick_cited, short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import RAGOptions
-from sleuth.strategies.parsing import parse_cot
-from sleuth.strategies.text import cited_numbers, clean_short, format_passages
-
-# "<short answer>" copied from the instruction instead of an answer
-_PLACEHOLDER = re.compile(r"<[^<>]{0,40}>")
-
-
-def pick_cited(text: str, passages: list[Passage]) -> list[Passage]:
-    """Passages the answer cites as [n]; all of them when it cites none (they were its context)."""
-    nums = [n for n in cited_numbers(text) if 1 <= n <= len(passages)]
-    return [passages[n - 1] for n in nums] if nums else list(passages)
+from sleuth.strategies.text import clean_short, format_passages
 
 
 class RAG(Strategy):
@@ -39,16 +27,6 @@ class RAG(Strategy):
             st.emit("note", message="search found nothing; answering without documents", type="no_passages")
         docs = format_passages(passages, budget=self.context_chars(st)) if passages else "(no documents found)"
         c = self.ask(st, self.prompt(st, "rag", question=question, documents=docs), step="answer")
-        body, short = parse_cot(c.text)
-        if short is None or _PLACEHOLDER.fullmatch(short):
-            st.emit("note", message="no 'So the answer is:' line; asking for the short answer", type="parse_fallback")
-            sc = self.ask(
-                st,
-                self.prompt(st, "short_answer", question=question, answer=body[-1500:]),
-                step="short answer",
-                max_tokens=32,
-            )
-            short = clean_short(sc.text) or clean_short(body)
+        st.result.short_answer = short_answer(self, st, question, c.text, last_resort=clean_short)
         st.result.answer = c.text.strip()
-        st.result.short_answer = short
         st.result.citations = pick_cited(c.text, passages)

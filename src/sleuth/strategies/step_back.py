@@ -24,10 +24,10 @@ import re
 from dataclasses import replace
 
 from sleuth.search.base import Passage
+from sleuth.strategies.answers import pick_cited
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_long_answer, parse_step_back
-from sleuth.strategies.rag import pick_cited
 from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
 
 _CANNOT = re.compile(r"cannot be answered|can't be answered|无法回答|不能回答", re.I)

@@ -1,0 +1,179 @@
+"""Step-synchronous batches for agentic strategies, as FlashRAG's reasoning pipeline runs them.
+
+A strategy that exposes its steps (:class:`Stepwise`) runs many questions at once:
+
+1. start every question (an invalid one gets a ``bad_input`` result and leaves at once);
+2. a *reasoning step* for each active question; ``concurrency`` LLM calls stay in flight,
+   fed from a queue of active questions, so one slow question never idles the others;
+3. the questions whose reasoning step ended on a query wait for the next *search step*:
+   their queries are searched together (one ``search_batch``), flushed when no reasoning
+   step is in flight, when an LLM slot would otherwise stay idle, or ``window`` seconds
+   after the first query started waiting;
+4. a *condense step* for each searched question (it joins the calls in flight), then back to 2;
+5. finished questions leave the batch (a ``batch`` note says after which of their rounds),
+   and every question ends with its own result and finish reason, in input order.
+
+An LLM or search failure (or a :class:`~sleuth.strategies.base.StrategyAbort`) ends only
+the question it hit; a search step that fails is reported to each of its questions, which
+then reason on.  Any other exception ends the whole batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Generic, Protocol, TypeVar
+
+from sleuth.llm.base import LLMError
+from sleuth.search.base import Filters, Passage, SearchError
+from sleuth.strategies.base import BAD_INPUT, BadQuestion, Listener, Result, RunState, StrategyAbort
+
+
+class BatchRun(Protocol):
+    """One question's state inside a batch."""
+
+    st: RunState
+    pending: str | None  # the query its last reasoning step asked, waiting for search
+    done: bool
+
+
+R = TypeVar("R", bound=BatchRun)
+
+
+class Stepwise(Protocol[R]):
+    """The steps of a strategy that can run step-synchronously."""
+
+    name: str
+
+    def begin(
+        self, question: str, *, filters: Filters | None = None, listeners: Sequence[Listener] = ()
+    ) -> RunState: ...
+
+    def start_run(self, question: str, st: RunState) -> R: ...
+
+    def reason(self, run: R) -> None:
+        """One reasoning step: ends with a query in ``run.pending``, or ``run.done``, or to be continued."""
+
+    def search_queries(self, runs: Sequence[R]) -> list[list[Passage]]:
+        """The pending queries of ``runs``, searched together."""
+
+    def search_failed(self, run: R, e: Exception) -> None: ...
+
+    def condense(self, run: R, passages: list[Passage]) -> None:
+        """Read the passages found for ``run.pending`` into the run; clears ``run.pending``."""
+
+    def fail(self, st: RunState, e: Exception) -> None: ...
+
+    def finish(self, st: RunState) -> Result: ...
+
+
+class StepBatch(Generic[R]):
+    """Questions started together; :meth:`run` drives them to their results."""
+
+    def __init__(
+        self,
+        steps: Stepwise[R],
+        questions: Sequence[str],
+        *,
+        filters: Filters | None = None,
+        listeners: Sequence[Listener] = (),
+    ) -> None:
+        self.steps = steps
+        self.results: list[Result | None] = [None] * len(questions)
+        self.runs: dict[int, R] = {}
+        for i, q in enumerate(questions):
+            try:
+                st = steps.begin(q, filters=filters, listeners=listeners)
+            except BadQuestion as e:
+                self.results[i] = Result(
+                    question=str(q)[:200], strategy=steps.name, finish_reason=BAD_INPUT, error=str(e)
+                )
+                continue
+            self.runs[i] = steps.start_run(st.result.question, st)
+
+    def run(self, *, concurrency: int = 8, window: float = 0.05) -> list[Result]:
+        """Step every question to its end; results in input order, each with its finish reason."""
+        _Schedule(self.steps, width=max(1, concurrency), window=window).drive([self.runs[i] for i in sorted(self.runs)])
+        for i, run in self.runs.items():
+            self.results[i] = self.steps.finish(run.st)
+        return [r for r in self.results if r is not None]
+
+
+class _Schedule(Generic[R]):
+    """The queue, the LLM calls in flight and the queries waiting for the next search step."""
+
+    def __init__(self, steps: Stepwise[R], *, width: int, window: float) -> None:
+        self.steps = steps
+        self.width = width
+        self.window = window
+        self.queue: deque[R] = deque()  # active, ready for a reasoning step
+        self.inflight: dict[Future[None], tuple[str, R]] = {}  # LLM calls: "reason" or "condense"
+        self.ready: list[R] = []  # reasoning step done, query waiting for the next search step
+        self.ready_since = 0.0
+        self.rounds: dict[int, int] = {}
+
+    def drive(self, runs: Sequence[R]) -> None:
+        self.queue.extend(runs)
+        with ThreadPoolExecutor(max_workers=self.width) as pool:
+            while self.queue or self.inflight or self.ready:
+                self._fill(pool)
+                now = time.perf_counter()
+                if self._search_due(now):
+                    self._search(pool)
+                    continue
+                timeout = max(0.0, self.ready_since + self.window - now) if self.ready else None
+                done, _ = wait(self.inflight, timeout=timeout, return_when=FIRST_COMPLETED)
+                self._collect(done)
+
+    def _fill(self, pool: ThreadPoolExecutor) -> None:
+        """Keep ``width`` LLM calls busy with reasoning steps from the queue."""
+        while self.queue and len(self.inflight) < self.width:
+            r = self.queue.popleft()
+            self.rounds[id(r)] = self.rounds.get(id(r), 0) + 1
+            self.inflight[pool.submit(self._guarded, self.steps.reason, r)] = ("reason", r)
+
+    def _search_due(self, now: float) -> bool:
+        """Every reasoning step of this wave is in, a slot would stay idle, or the window is over."""
+        if not self.ready:
+            return False
+        reasoning = any(kind == "reason" for kind, _ in self.inflight.values())
+        idle_slot = not self.queue and len(self.inflight) < self.width
+        return not reasoning or idle_slot or now - self.ready_since >= self.window
+
+    def _search(self, pool: ThreadPoolExecutor) -> None:
+        """One search step for every waiting query; their condense steps join the calls in flight."""
+        try:
+            found = self.steps.search_queries(self.ready)
+        except SearchError as e:
+            for r in self.ready:
+                self.steps.search_failed(r, e)
+                self.queue.append(r)
+        else:
+            for r, passages in zip(self.ready, found, strict=True):
+                self.inflight[pool.submit(self._guarded, self.steps.condense, r, passages)] = ("condense", r)
+        self.ready.clear()
+
+    def _collect(self, done: set[Future[None]]) -> None:
+        """Route each finished call's question: out of the batch, to the next search, or back to the queue."""
+        for fut in done:
+            kind, r = self.inflight.pop(fut)
+            fut.result()  # unexpected errors end the batch
+            if r.done:
+                r.st.emit("note", type="batch", message=f"left the batch after round {self.rounds[id(r)]}")
+            elif kind == "reason" and r.pending is not None:
+                if not self.ready:
+                    self.ready_since = time.perf_counter()
+                self.ready.append(r)
+            else:
+                self.queue.append(r)
+
+    def _guarded(self, step: Callable[..., None], run: R, *args: object) -> None:
+        """Run one step; a backend failure ends only this question."""
+        try:
+            step(run, *args)
+        except (StrategyAbort, LLMError, SearchError) as e:
+            self.steps.fail(run.st, e)
+            run.done = True
+            run.pending = None
