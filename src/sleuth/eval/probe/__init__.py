@@ -12,6 +12,7 @@ when those APIs change; what it returns must then stay the same.
 from __future__ import annotations
 
 import importlib
+import re
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.probe.server import ProbeServer
+from sleuth.eval.probe.server import ProbeServer, canonical
 from sleuth.search.base import Filters, Passage, Retriever
 
 CORPUS = Path(__file__).resolve().parent / "corpus.jsonl"
@@ -133,29 +134,36 @@ def run_probe(name: str) -> dict[str, Any]:
     with ProbeServer() as server:
         llm = OpenAICompatLLM(server.base_url, "probe", max_retries=0, timeout=30.0)
         try:
-            strategy = build_strategy(name, llm, retriever)
+            try:
+                strategy = build_strategy(name, llm, retriever)
+            except Exception as e:  # a strategy that cannot be built with defaults: that is its behaviour
+                return {"build": raised(e)}
             runs = []
             for question, filters in QUESTIONS:
-                result = strategy.run(question, filters=filters)
-                runs.append(
-                    {
-                        "question": question,
-                        "requests": [{"path": p, "body": b} for p, b in server.take()],
-                        "searches": retriever.take(),
-                        **outcome(result),
-                    }
-                )
+                try:
+                    done = outcome(strategy.run(question, filters=filters))
+                except Exception as e:
+                    done = {"raised": raised(e)}
+                requests = [{"path": p, "body": b} for p, b in server.take()]
+                runs.append({"question": question, "requests": requests, "searches": retriever.take(), **done})
             batch = None
             if callable(getattr(strategy, "run_batch", None)):
-                results = strategy.run_batch([QUESTIONS[i][0] for i in BATCH], filters=Filters(), concurrency=2)
+                try:
+                    questions = [QUESTIONS[i][0] for i in BATCH]
+                    results: Any = [outcome(r) for r in strategy.run_batch(questions, filters=Filters(), concurrency=2)]
+                except Exception as e:
+                    results = {"raised": raised(e)}
                 # concurrent: arrival order varies, the multiset of requests and searches does not
-                from sleuth.eval.probe.server import canonical
-
                 batch = {
                     "requests": sorted(canonical({"path": p, "body": b}) for p, b in server.take()),
                     "searches": sorted(canonical(c) for c in retriever.take()),
-                    "results": [outcome(r) for r in results],
+                    "results": results,
                 }
         finally:
             llm.close()
     return {"defaults": defaults(strategy), "runs": runs, "batch": batch}
+
+
+def raised(e: Exception) -> str:
+    """An exception as behaviour: its type and message, without memory addresses."""
+    return re.sub(r"0x[0-9a-fA-F]+", "0x", f"{type(e).__name__}: {e}")

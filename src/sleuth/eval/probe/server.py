@@ -153,7 +153,7 @@ class ProbeServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self.serve_forever, name="sleuth-probe-model", daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, args=(0.01,), name="sleuth-probe-model", daemon=True)
 
     @property
     def base_url(self) -> str:
