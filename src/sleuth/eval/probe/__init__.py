@@ -126,8 +126,19 @@ def outcome(result: Any) -> dict[str, Any]:
     }
 
 
+_PROBE_LOCK = threading.Lock()
+
+
 def run_probe(name: str) -> dict[str, Any]:
-    """Run strategy ``name`` over :data:`QUESTIONS` (and a batch, if it has ``run_batch``)."""
+    """Run strategy ``name`` over :data:`QUESTIONS` (and a batch, if it has ``run_batch``).
+
+    One probe at a time per process (worker threads may ask for fingerprints together).
+    """
+    with _PROBE_LOCK:
+        return _run_probe(name)
+
+
+def _run_probe(name: str) -> dict[str, Any]:
     from sleuth.llm.openai_compat import OpenAICompatLLM
 
     retriever = RecordingRetriever(probe_index())
