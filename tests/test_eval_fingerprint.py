@@ -132,3 +132,15 @@ def test_a_strategy_that_raises_is_fingerprinted_by_its_error(plugins: Path) -> 
     probe = behaviour("broken:Broken")["probe"]
     assert {r["raised"] for r in probe["runs"]} == {"RuntimeError: boom at 0x"}
     assert re.fullmatch(r"[0-9a-f]{12}", code_fingerprint("broken:Broken"))
+
+
+def test_the_committed_runs_were_made_by_the_running_code() -> None:
+    """Every committed record's fingerprint is the running code's: a refactor must keep them all current
+    (a deliberate change of behaviour makes them stale, and the runs must then be made again)."""
+    from sleuth.eval.store import read_manifest, read_records
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "results"
+    for run in sorted(p.parent for p in root.glob("*/run.json")):
+        code = (read_manifest(run) or {})["code"]
+        assert {s: code_fingerprint(s) for s in code} == code, run
+        assert {r["code"] for r in read_records(run)} <= set(code.values()), run
