@@ -558,43 +558,6 @@ def test_local_executor_starts_the_next_task_before_yielding() -> None:
         ex.close()
 
 
-def test_fingerprint_follows_only_the_code_a_strategy_uses(tmp_path: Path) -> None:
-    import shutil
-
-    from sleuth.eval.fingerprint import _strategy_stems, fingerprint_in
-
-    src = ROOT / "src" / "sleuth"
-    root = tmp_path / "sleuth"
-    shutil.copytree(src, root, ignore=shutil.ignore_patterns("__pycache__"))
-    stems = _strategy_stems(src / "strategies")
-    assert {"self_ask", "rat", "rag", "search_o1", "step_back", "direct", "cot"} <= stems
-
-    def prints() -> dict[str, str]:
-        return {s: fingerprint_in(root, root / "strategies" / f"{s}.py", stems) for s in stems}
-
-    base = prints()
-    assert len(set(base.values())) == len(base)
-
-    def touch(rel: str) -> set[str]:
-        nonlocal base
-        p = root / rel
-        p.write_text(p.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
-        now = prints()
-        changed = {s for s in now if now[s] != base[s]}
-        base = now
-        return changed
-
-    assert touch("strategies/self_ask.py") == {"self_ask"}
-    assert touch("strategies/prompts/zh/rat_draft.txt") == {"rat"}
-    assert touch("strategies/prompts/en/rag.txt") == {"rag"}  # not rat: owners match whole names
-    assert touch("strategies/prompts/en/search_o1_rid.txt") == {"search_o1"}
-    assert touch("strategies/prompts/en/short_answer.txt") == stems  # owned by nobody: shared
-    assert touch("strategies/parsing.py") == stems
-    assert touch("search/base.py") == stems
-    assert touch("llm/openai_compat.py") == stems
-    assert touch("eval/report.py") == set()  # scoring and reporting do not change answers
-
-
 def test_records_carry_their_code_and_redo_stale_reruns_the_others(
     tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -40,3 +40,27 @@ def test_old_and_new_means_and_paired_differences(tmp_path: Path) -> None:
     assert "on the 1 composed questions whose rag record was replaced" in out
     assert "step-back - old rag: +1.000" in out
     assert "step-back - new rag: +0.000" in out
+
+
+def test_compacted_run_prints_the_same(tmp_path: Path) -> None:
+    """After `sleuth eval compact` the superseded lines live in replaced.jsonl.gz; the output is the same."""
+    from sleuth.eval.store import compact_run
+
+    lines = [
+        _rec("rag", "q1", 0.0, "the answer is written as a long sentence here"),
+        _rec("step-back", "q1", 1.0, "Lyon"),
+        _rec("rag", "q1", 0.5, "Lyon"),
+        _rec("rag", "q1", 1.0, "Lyon", fallback=True),
+    ]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+
+    def run() -> str:
+        return subprocess.run(
+            [sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True, check=True
+        ).stdout
+
+    before = run()
+    assert "rag: 1 records replaced | F1 0.000 -> 1.000" in before  # first against last
+    assert compact_run(tmp_path) == (2, 2)
+    assert not (tmp_path / "results.jsonl").exists()
+    assert run() == before

@@ -1,7 +1,8 @@
 """Old against re-made records of a run directory: what a code change did to the scores.
 
 ``--redo-stale`` keeps the old line of every task it runs again; the newest line is the one
-the report reads.  This script reads both: for every strategy with replaced records it prints
+the report reads (``sleuth eval compact`` moves the old ones to ``replaced.jsonl.gz``).  This
+script reads both: for every strategy with replaced records it prints
 the old and new means on exactly those records, and, on the composed questions whose baseline
 record was replaced and that every strategy has finished, each strategy's paired difference
 against the old and against the new baseline (the report's bootstrap, questions in the
@@ -18,13 +19,13 @@ from pathlib import Path
 
 from sleuth.eval.diagnose import is_sentence, signals
 from sleuth.eval.report import bootstrap_ci
-from sleuth.eval.store import is_composed, iter_lines, primary_score
+from sleuth.eval.store import is_composed, iter_history, primary_score
 
 
-def history(path: Path) -> dict[tuple[str, str], list[dict]]:
-    """Every complete line of results.jsonl, grouped by (strategy, qid), oldest first."""
+def history(run_dir: Path) -> dict[tuple[str, str], list[dict]]:
+    """Every record the run keeps (replaced.jsonl.gz, then the results), grouped by (strategy, qid), oldest first."""
     out: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in iter_lines(path):
+    for r in iter_history(run_dir):
         out[(r["strategy"], str(r["qid"]))].append(r)
     return out
 
@@ -34,7 +35,7 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--baseline", default="rag")
     a = ap.parse_args()
-    hist = history(a.run_dir / "results.jsonl")
+    hist = history(a.run_dir)
     strategies = sorted({s for s, _ in hist})
 
     for s in strategies:

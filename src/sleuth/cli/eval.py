@@ -171,8 +171,9 @@ def report_cmd(
 ) -> None:
     """Regenerate report.md and the plots from DIR/results.jsonl alone."""
     from sleuth.eval.report import write_report
+    from sleuth.eval.store import results_files
 
-    if not (run_dir / "results.jsonl").is_file():
+    if not results_files(run_dir):
         raise UserError(f"{run_dir} holds no results.jsonl")
     if rescore:
         from sleuth.eval.datasets import DatasetError
@@ -186,6 +187,23 @@ def report_cmd(
         console.print(f"rescored {n} records")
     path = write_report(run_dir)
     console.print(f"wrote {path}")
+
+
+@eval_app.command("compact")
+def compact_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory holding results.jsonl."),
+) -> None:
+    """Compress DIR's results for committing: the newest record of each task into results.jsonl.gz,
+    the records they replaced into replaced.jsonl.gz (report, verify and resume read both)."""
+    from sleuth.eval.store import RunDirBusy, compact_run, results_files
+
+    if not results_files(run_dir):
+        raise UserError(f"{run_dir} holds no results.jsonl")
+    try:
+        kept, moved = compact_run(run_dir)
+    except RunDirBusy as e:
+        raise UserError(str(e)) from e
+    console.print(f"{kept} records in {run_dir / 'results.jsonl.gz'}, {moved} more replaced ones kept aside")
 
 
 @eval_app.command("verify")
@@ -225,7 +243,9 @@ def verify_cmd(
     def split(v: str | None) -> list[str] | None:
         return [x.strip() for x in v.split(",") if x.strip()] if v else None
 
-    if not (run_dir / "results.jsonl").is_file():
+    from sleuth.eval.store import results_files
+
+    if not results_files(run_dir):
         raise UserError(f"{run_dir} holds no results.jsonl")
     try:
         ver = verify_run(

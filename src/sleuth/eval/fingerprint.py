@@ -1,52 +1,58 @@
-"""Which code produced a result: a short content hash per strategy.
+"""Which behaviour produced a result: a short hash of what a strategy does on a fixed probe.
 
-A published comparison is built over many sittings (``sleuth eval`` resumes), and
-the code can change between them. Every record therefore carries the fingerprint
-of the code that answered it, so a report can say when a strategy's records come
-from more than one version, and ``--redo-stale`` can recompute exactly those.
+A published comparison is built over many sittings (``sleuth eval`` resumes), and the
+code can change between them.  Every record carries the fingerprint of the strategy that
+answered it, so a report can say when a strategy's records come from more than one
+version, and ``--redo-stale`` can recompute exactly those.
 
-A strategy's fingerprint covers what can change its answers:
+The fingerprint is of behaviour, not of source files: a refactor that leaves every
+output the same keeps it, a change that alters what the strategy sends or returns
+changes it.  :func:`code_fingerprint` runs the strategy over the probe suite of
+:mod:`sleuth.eval.probe` and hashes (SHA-256 of canonical JSON, first 12 hex digits):
 
-* its own module (``strategies/self_ask.py``) and its own prompt templates
-  (``prompts/*/self_ask*.txt``);
-* the shared strategy code (``base.py``, ``parsing.py``, ...) and the prompts no
-  strategy owns (``short_answer.txt``);
-* the search and LLM layers (``sleuth/search``, ``sleuth/llm``).
+* every HTTP request the scripted model received (path and JSON body) through Sleuth's
+  real OpenAI-compatible client, on a real server on 127.0.0.1 whose replies carry every
+  strategy's scaffold words (so client-side changes to request bodies or to how replies
+  are read count too);
+* every search call: query, ``k``, filters and the ids returned by Sleuth's real
+  lexical index over the probe corpus (``sleuth/eval/probe/corpus.jsonl``), plus each
+  search event's route;
+* per question: answer, short answer, citation ids, finish reason and the sequence of
+  trace event kinds; for a strategy with ``run_batch`` (Search-o1) the same for a batch
+  run (requests and searches as multisets, as their order is concurrent);
+* the text of all the strategy's prompt templates (``prompts/*/<name>*.txt``, ``self-ask``
+  -> ``self_ask*.txt``) and of
+  the prompts no strategy owns (``short_answer.txt``), and its default options
+  (``k``, ``max_steps``, ``max_tokens``, ``lang``, options).
 
-Another strategy's module or prompts do not enter it: fixing Self-Ask leaves the
-RAT records current.  A strategy defined outside Sleuth (``module:Class``)
-hashes its own source file plus the shared parts.
+Not hashed: timings, object reprs, ids and the trace's field layout.  Not covered: code
+paths the probe does not walk (e.g. a strategy-specific option whose threshold the short
+probe prompts never reach), dense and hybrid retrieval (the probe indexes lexically: the
+dense extra loads an embedding model, which takes far longer than the probe), retry and
+rate-limit handling, and the embedded llama.cpp backend.  A strategy defined outside
+Sleuth (``module:Class``) is probed the same way.  ``sleuth eval verify`` (running stored
+records again against the real model) is the full check either way.
+
+Computed once per strategy and process: about 0.2 s per strategy, plus about 3 s once per
+process for the probe index (mostly jieba loading its dictionary for the Chinese passages).
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-#: sub-packages of ``sleuth`` whose every file is shared by all strategies
-SHARED_PACKAGES = ("search", "llm")
+from sleuth.eval.probe import run_probe, strategy_class
+from sleuth.eval.probe.server import canonical
+
 DIGITS = 12
 
 
-def _package_root() -> Path:
-    import sleuth
-
-    return Path(sleuth.__file__).resolve().parent
-
-
-def _strategy_stems(strategies_dir: Path) -> set[str]:
-    """Module stems of the built-in strategies (the classes registered in ``sleuth.strategies``)."""
-    from sleuth.strategies import STRATEGIES
-
-    stems = set()
-    for cls in STRATEGIES.values():
-        src = inspect.getsourcefile(cls)
-        if src and Path(src).resolve().parent == strategies_dir.resolve():
-            stems.add(Path(src).stem)
-    return stems
+def _stem(cls: type) -> str:
+    """The template stem of a strategy class: its ``name`` (``self-ask`` -> ``self_ask``)."""
+    return str(getattr(cls, "name", "")).replace("-", "_")
 
 
 def _owner(prompt: Path, stems: Iterable[str]) -> str | None:
@@ -59,51 +65,27 @@ def _owner(prompt: Path, stems: Iterable[str]) -> str | None:
     return best
 
 
-def files_for(root: Path, own: Path | None, stems: set[str]) -> list[Path]:
-    """The files that make up one strategy's fingerprint, under the package ``root``."""
-    sdir = root / "strategies"
-    own_stem = own.stem if own is not None and own.parent.resolve() == sdir.resolve() else None
-    files: list[Path] = []
-    for p in sorted(sdir.glob("*.py")):
-        if p.stem in stems and p.stem != own_stem:
-            continue  # another strategy's module
-        files.append(p)
-    for p in sorted(sdir.glob("prompts/*/*.txt")):
+def templates_for(stem: str, prompt_dir: Path, stems: Iterable[str]) -> dict[str, str]:
+    """The prompt templates of strategy ``stem`` and those no strategy owns: relative path -> text."""
+    out = {}
+    for p in sorted(prompt_dir.glob("*/*.txt")):
         owner = _owner(p, stems)
-        if owner is None or owner == own_stem:
-            files.append(p)
-    for pkg in SHARED_PACKAGES:
-        files += sorted(p for p in (root / pkg).rglob("*.py") if "__pycache__" not in p.parts)
-    if own is not None and own_stem is None:
-        files.append(own)  # a strategy defined outside Sleuth
-    return files
+        if owner is None or owner == stem:
+            out[p.relative_to(prompt_dir).as_posix()] = p.read_text(encoding="utf-8")
+    return out
 
 
-def fingerprint_files(files: Iterable[Path], root: Path) -> str:
-    h = hashlib.sha256()
-    for p in files:
-        try:
-            rel = p.resolve().relative_to(root.resolve()).as_posix()
-        except ValueError:
-            rel = p.name
-        h.update(rel.encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()[:DIGITS]
+def behaviour(strategy: str) -> dict[str, object]:
+    """Everything the fingerprint of ``strategy`` hashes, as JSON-able data."""
+    from sleuth.strategies import STRATEGIES
+    from sleuth.strategies.prompts import PROMPT_DIR
 
-
-def fingerprint_in(root: Path, strategy_file: Path | None, stems: set[str]) -> str:
-    """The fingerprint of one strategy in a package tree at ``root`` (tests use a copy)."""
-    return fingerprint_files(files_for(root, strategy_file, stems), root)
+    stems = {_stem(c) for c in STRATEGIES.values()}
+    templates = templates_for(_stem(strategy_class(strategy)), PROMPT_DIR, stems)
+    return {"probe": run_probe(strategy), "templates": templates}
 
 
 @lru_cache(maxsize=64)
 def code_fingerprint(strategy: str) -> str:
     """The fingerprint of ``strategy`` (a built-in name or ``module:Class``) in the running code."""
-    from sleuth.strategies import STRATEGIES, resolve_name
-    from sleuth.strategies.registry import resolve_strategy_class
-
-    cls = resolve_strategy_class(strategy)
-    if cls is None:
-        cls = STRATEGIES[resolve_name(strategy)]
-    src = inspect.getsourcefile(cls)
-    root = _package_root()
-    return fingerprint_in(root, Path(src) if src else None, _strategy_stems(root / "strategies"))
+    return hashlib.sha256(canonical(behaviour(strategy)).encode("utf-8")).hexdigest()[:DIGITS]

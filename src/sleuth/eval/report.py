@@ -19,7 +19,7 @@ import numpy as np
 from sleuth.eval.diagnose import answer_form_section, diagnosis_section
 from sleuth.eval.gap import compositionality_gap, question_of
 from sleuth.eval.metrics import PRIMARY
-from sleuth.eval.store import RESULTS, in_order, is_composed, primary_score, read_manifest, read_records
+from sleuth.eval.store import RESULTS, in_order, is_composed, primary_score, read_manifest, read_records, results_files
 
 REPORT = "report.md"
 PLOTS = ("scores.png", "cost.png", "accuracy_vs_tokens.png")
@@ -337,8 +337,9 @@ def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], curr
         "",
         "## Code versions",
         "",
-        "Each record carries the fingerprint of the code that produced it (the strategy's module and prompts, "
-        "the shared strategy code, the search and LLM layers; `sleuth.eval.fingerprint`).",
+        "Each record carries the fingerprint of the code that produced it: a hash of what the strategy does "
+        "on a fixed probe (requests to a scripted model, searches, answers, its prompts and defaults; "
+        "`sleuth.eval.fingerprint`).",
         "",
     ]
     if mixed:
@@ -471,9 +472,9 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
 def write_report(out: str | Path, *, plots: bool = True) -> Path:
     """Write ``report.md`` (and the PNGs) into ``out`` from its JSONL and manifest."""
     out = Path(out)
-    if not (out / RESULTS).exists():
+    if not results_files(out):
         raise FileNotFoundError(f"{out / RESULTS} does not exist")
-    records = sorted(read_records(out / RESULTS), key=lambda r: (r["strategy"], str(r["qid"])))
+    records = sorted(read_records(out), key=lambda r: (r["strategy"], str(r["qid"])))
     manifest = read_manifest(out)
     order = ((manifest or {}).get("settings") or {}).get("strategies") or []
     written: list[str] = []

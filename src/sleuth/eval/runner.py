@@ -37,10 +37,12 @@ from sleuth.eval.store import (
     RESULTS,
     ResultsWriter,
     check_manifest,
+    has_results,
     is_composed,
     primary_score,
     read_manifest,
     read_records,
+    rewrite_records,
     run_lock,
     write_manifest,
 )
@@ -389,7 +391,7 @@ def run_eval(
         if old is not None:
             check_manifest(old, manifest, out)
             manifest = {**old, "resumed": [*old.get("resumed", []), manifest["created"]]}
-        elif (out / RESULTS).exists() and (out / RESULTS).stat().st_size:
+        elif has_results(out):
             raise EvalError(f"{out} holds results but no {MANIFEST}; choose another --out directory")
 
         tasks = build_tasks(dataset, cfg.strategies, cfg.gap)
@@ -621,11 +623,8 @@ def rescore_run(out: str | Path) -> int:
     """Recompute every record's ``scores`` (after a metrics change) without running anything.
 
     Reads the questions file named in ``run.json`` (its sha256 must still match), rewrites
-    ``results.jsonl`` atomically under the run lock and returns the number of records rescored.
+    the results files atomically under the run lock and returns the number of records rescored.
     """
-    import os
-    import tempfile
-
     out = Path(out)
     manifest = read_manifest(out)
     if manifest is None:
@@ -648,24 +647,16 @@ def rescore_run(out: str | Path) -> int:
     except ValueError as e:
         raise EvalError(str(e)) from e
     n = 0
+
+    def rescore_one(rec: dict[str, Any]) -> dict[str, Any]:
+        nonlocal n
+        item = items.get(str(rec.get("qid")))
+        if item is not None:
+            rec["scores"] = score(item, rec.get("result") or {}, prices)
+            rec["kind"] = _kind(item)
+            n += 1
+        return rec
+
     with run_lock(out):
-        src = out / RESULTS
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=".results-", suffix=".jsonl")
-        with os.fdopen(fd, "wb") as dst, open(src, "rb") as f:
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    break  # a torn tail is dropped, as on resume
-                try:
-                    rec = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue
-                item = items.get(str(rec.get("qid")))
-                if item is not None:
-                    rec["scores"] = score(item, rec.get("result") or {}, prices)
-                    rec["kind"] = _kind(item)
-                    n += 1
-                dst.write((json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, src)
+        rewrite_records(out, rescore_one)  # each results file atomically, a torn tail dropped
     return n

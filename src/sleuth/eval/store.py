@@ -1,10 +1,18 @@
-"""The run directory: an append-only ``results.jsonl`` (one writer, fsync per line,
-torn tails repaired) and the ``run.json`` manifest that guards resumes."""
+"""The run directory: results, the ``run.json`` manifest that guards resumes.
+
+A run appends to ``results.jsonl`` (one writer, fsync per line, torn tails repaired).
+:func:`compact_run` turns that into the committed form: ``results.jsonl.gz`` with the
+newest record of each (strategy, task) and ``replaced.jsonl.gz`` with the records they
+superseded, oldest first (both gzip, written atomically).  Readers take either form and
+both at once (a resumed compacted run appends to a new ``results.jsonl``; its lines are
+newer than the compressed ones).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import json
 import os
 import threading
@@ -13,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = "results.jsonl"
+RESULTS_GZ = "results.jsonl.gz"
+REPLACED_GZ = "replaced.jsonl.gz"
 MANIFEST = "run.json"
 LOCK = ".lock"
 
@@ -43,38 +53,154 @@ class ManifestMismatch(RuntimeError):
     """The run directory already holds a run with other settings."""
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """All complete records of a results file, in order.
+def results_files(out: str | Path) -> list[Path]:
+    """The results files of a run directory that exist, oldest records first."""
+    return [p for p in (Path(out) / RESULTS_GZ, Path(out) / RESULTS) if p.is_file()]
 
-    A line that is not valid JSON (a torn last line after ``kill -9``) is skipped.
-    When a (strategy, qid) pair occurs more than once (``--retry-failed``),
-    the last record wins.
-    """
+
+def has_results(out: str | Path) -> bool:
+    """Whether the run directory holds results (compressed, plain or both)."""
+    return any(p.stat().st_size for p in results_files(out))
+
+
+def _files_of(path: str | Path) -> list[Path]:
+    """A run directory, or one of its results files, stands for all its results files."""
     path = Path(path)
     if path.is_dir():
-        path = path / RESULTS
-    if not path.exists():
-        return []
+        return results_files(path)
+    if path.name in (RESULTS, RESULTS_GZ):
+        return results_files(path.parent)
+    return [path] if path.exists() else []
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """All complete records of a run directory (or results file), in order.
+
+    A line that is not valid JSON (a torn last line after ``kill -9``) is skipped.
+    When a (strategy, qid) pair occurs more than once (``--retry-failed``,
+    ``--redo-stale``), the last record wins.  ``path`` may be the run directory,
+    its ``results.jsonl`` or ``results.jsonl.gz`` (each reads both, compressed first),
+    or any other JSONL file, gzip-compressed when its name ends in ``.gz``.
+    """
     latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for rec in iter_lines(path):
-        latest.pop((rec["strategy"], rec["qid"]), None)
-        latest[(rec["strategy"], rec["qid"])] = rec
+    for f in _files_of(path):
+        for rec in iter_lines(f):
+            latest.pop((rec["strategy"], rec["qid"]), None)
+            latest[(rec["strategy"], rec["qid"])] = rec
     return list(latest.values())
 
 
+def _raw_lines(path: Path) -> Iterator[bytes]:
+    """The complete lines of a plain or gzip file (a torn gzip tail ends the file)."""
+    if path.suffix != ".gz":
+        with open(path, "rb") as f:
+            yield from f
+        return
+    with gzip.open(path, "rb") as f:
+        try:
+            yield from f
+        except (EOFError, gzip.BadGzipFile):
+            return
+
+
 def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """Every complete record line of a results file, oldest first, superseded ones included
-    (a torn or invalid line is skipped); :func:`read_records` keeps the newest of each task."""
-    with open(path, "rb") as f:
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break  # torn tail: never complete
-            try:
-                rec = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if isinstance(rec, dict) and "strategy" in rec and "qid" in rec:
-                yield rec
+    """Every complete record line of a results file (plain or ``.gz``), oldest first, superseded
+    ones included (a torn or invalid line is skipped); :func:`read_records` keeps the newest of each task."""
+    for raw in _raw_lines(Path(path)):
+        if not raw.endswith(b"\n"):
+            break  # torn tail: never complete
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(rec, dict) and "strategy" in rec and "qid" in rec:
+            yield rec
+
+
+def iter_history(out: str | Path) -> Iterator[dict[str, Any]]:
+    """Every record a run directory keeps, superseded ones (``replaced.jsonl.gz``) first, oldest first."""
+    replaced = Path(out) / REPLACED_GZ
+    for f in [replaced] * replaced.is_file() + results_files(out):
+        yield from iter_lines(f)
+
+
+def _line(rec: Mapping[str, Any]) -> bytes:
+    return (json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+
+
+def write_gz(path: str | Path, records: Iterable[Mapping[str, Any]]) -> None:
+    """Write records as gzip JSONL atomically: a crash leaves the old file (or none), never half a file.
+
+    The gzip header carries no name or time, so the same records give the same bytes.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
+            for rec in records:
+                gz.write(_line(rec))
+        raw.flush()
+        os.fsync(raw.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rewrite_records(out: str | Path, change: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """Apply ``change`` to every record of the run's results files (not the replaced ones), each
+    file rewritten atomically in its own form; returns the number of records. Hold the run lock."""
+    n = 0
+    for f in results_files(out):
+        recs = [change(r) for r in iter_lines(f)]
+        n += len(recs)
+        if f.name == RESULTS_GZ:
+            write_gz(f, recs)
+        else:
+            tmp = f.with_name(f".{f.name}.tmp")
+            with open(tmp, "wb") as dst:
+                dst.writelines(_line(r) for r in recs)
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, f)
+    return n
+
+
+def compact_run(out: str | Path) -> tuple[int, int]:
+    """Compact a run directory (under its lock): the newest record of each (strategy, task) into
+    ``results.jsonl.gz``, the records they superseded appended to ``replaced.jsonl.gz``; then
+    ``results.jsonl`` is removed. Idempotent (a record already in ``replaced.jsonl.gz`` is not
+    added again). Returns (records kept, records moved to replaced)."""
+    out = Path(out)
+    with run_lock(out):
+        lines = [r for f in results_files(out) for r in iter_lines(f)]
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        for rec in lines:
+            latest.pop((rec["strategy"], rec["qid"]), None)
+            latest[(rec["strategy"], rec["qid"])] = rec
+        newest = list(latest.values())
+        replaced_path = out / REPLACED_GZ
+        old = list(iter_lines(replaced_path)) if replaced_path.is_file() else []
+        have = {_line(r) for r in old} | {_line(r) for r in newest}  # copies left by a crash
+        moved = []
+        for rec in lines:
+            if latest[(rec["strategy"], rec["qid"])] is not rec and _line(rec) not in have:
+                have.add(_line(rec))
+                moved.append(rec)
+        if moved:
+            write_gz(replaced_path, [*old, *moved])
+        write_gz(out / RESULTS_GZ, newest)
+        plain = out / RESULTS
+        if plain.exists():
+            plain.unlink()
+            _fsync_dir(out)
+    return len(newest), len(moved)
 
 
 class ResultsWriter:

@@ -1,0 +1,56 @@
+"""Move a committed run directory from source-file fingerprints to behaviour fingerprints.
+
+Until commit 5074b63 a record's ``code`` was a hash of source files (the strategy's module and
+prompts, all of ``sleuth/llm`` and ``sleuth/search``).  Records whose ``code`` equals the run's
+``run.json`` ``code[strategy]`` were made by that code, which is also the code this script must
+run with (the behaviour fingerprint is computed by the running code); their ``code`` and
+``run.json`` get the behaviour fingerprint (:mod:`sleuth.eval.fingerprint`).  Records with any
+other ``code`` are superseded older versions and keep theirs.  Then the directory is compacted
+(``sleuth eval compact``): ``results.jsonl.gz`` holds the newest record per task,
+``replaced.jsonl.gz`` the superseded ones, and ``results.jsonl`` is removed.
+
+    python docs/results/refingerprint.py docs/results/hotpotqa-open [...]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from sleuth.eval.fingerprint import code_fingerprint
+from sleuth.eval.store import compact_run, read_manifest, rewrite_records, run_lock, write_manifest
+
+
+def migrate(run_dir: Path) -> str:
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        raise SystemExit(f"{run_dir} has no run.json")
+    old: dict[str, str] = manifest.get("code") or {}
+    new = {s: code_fingerprint(s) for s in old}
+    counts = dict.fromkeys(old, 0)
+
+    def change(rec: dict[str, Any]) -> dict[str, Any]:
+        s = rec["strategy"]
+        if s in old and rec.get("code") == old[s]:
+            rec["code"] = new[s]
+            counts[s] += 1
+        return rec
+
+    with run_lock(run_dir):
+        rewrite_records(run_dir, change)
+        write_manifest(run_dir, {**manifest, "code": new})
+    kept, moved = compact_run(run_dir)
+    moves = ", ".join(f"{s} {old[s]} -> {new[s]} ({counts[s]})" for s in old)
+    return f"{run_dir}: {moves}; {kept} records kept, {moved} replaced ones moved aside"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dirs", type=Path, nargs="+")
+    for d in ap.parse_args().run_dirs:
+        print(migrate(d))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""The behaviour fingerprint: a pure refactor keeps it, a change of what a strategy sends or returns does not."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sleuth.eval.fingerprint import _owner, behaviour, code_fingerprint, templates_for
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "sleuth" / "strategies"
+BUILTIN = ("direct", "cot", "rag", "self-ask", "rat", "step-back", "search-o1")
+
+
+@pytest.fixture
+def plugins(tmp_path: Path) -> Iterator[Path]:
+    """A folder on sys.path for strategy modules loaded as ``module:Class``."""
+    sys.path.insert(0, str(tmp_path))
+    yield tmp_path
+    sys.path.remove(str(tmp_path))
+
+
+def _copy(folder: Path, stem: str, module: str, edits: list[tuple[str, str]]) -> None:
+    """A copy of ``strategies/<stem>.py`` as ``<module>.py`` with regex ``edits`` applied (each must match)."""
+    text = (SRC / f"{stem}.py").read_text(encoding="utf-8")
+    for pattern, repl in edits:
+        text, n = re.subn(pattern, repl, text)
+        assert n, pattern
+    (folder / f"{module}.py").write_text(text, encoding="utf-8")
+
+
+def test_every_builtin_has_its_own_stable_fingerprint() -> None:
+    prints = {s: code_fingerprint(s) for s in BUILTIN}
+    assert all(re.fullmatch(r"[0-9a-f]{12}", fp) for fp in prints.values())
+    assert len(set(prints.values())) == len(prints)
+    code_fingerprint.cache_clear()
+    again = {s: code_fingerprint(s) for s in ("rag", "search-o1")}  # search-o1: a concurrent batch too
+    assert again == {s: prints[s] for s in again}  # computed again: the same
+
+
+def test_the_probe_walks_the_strategies_main_branches() -> None:
+    probes = {s: behaviour(s)["probe"] for s in ("self-ask", "search-o1", "rag")}
+    kinds = {s: {e for r in p["runs"] for e in r["events"]} for s, p in probes.items()}
+    assert {"follow_up", "search", "intermediate_answer"} <= kinds["self-ask"]
+    assert {"search", "reason_in_documents"} <= kinds["search-o1"]
+    batch = probes["search-o1"]["batch"]
+    assert batch is not None and len(batch["results"]) == 3 and batch["requests"]  # run_batch was probed
+    assert probes["rag"]["batch"] is None
+    rag = probes["rag"]["runs"]
+    assert any(r["searches"] and r["searches"][0]["ids"] for r in rag)
+    assert any(r["searches"] and not r["searches"][0]["ids"] for r in rag)  # the filtered-out question
+    assert all(r["requests"] for r in rag) and all(r["requests"][0]["path"].endswith("/chat/completions") for r in rag)
+
+
+def test_a_pure_refactor_keeps_the_fingerprint(plugins: Path) -> None:
+    # renamed local variables, a reformatted call and added comments: the same behaviour
+    _copy(
+        plugins,
+        "rag",
+        "refactored_rag",
+        [
+            (r"\bdocs\b", "context"),
+            (r"\bbody\b", "reasoning"),
+            (r"\bsc\b", "extraction"),
+            (r"\bc\b", "reply"),
+            (r"    def solve\(", "    # the baseline: one search, one answer\n    def solve("),
+            (r'route="original"\)', 'route="original",  # the question itself\n        )'),
+        ],
+    )
+    _copy(
+        plugins,
+        "self_ask",
+        "refactored_self_ask",
+        [(r"\bprompt\b(?!\()", "scaffold"), (r"\bsteps\b", "n_steps"), (r"\bfu\b", "follow_up_q")],
+    )
+    assert code_fingerprint("refactored_rag:RAG") == code_fingerprint("rag")
+    assert code_fingerprint("refactored_self_ask:SelfAsk") == code_fingerprint("self-ask")
+
+
+def test_a_changed_default_option_changes_the_fingerprint(plugins: Path) -> None:
+    _copy(plugins, "self_ask", "fewer_extract", [(r'"extract_k", 3\)', '"extract_k", 1)')])
+    assert code_fingerprint("fewer_extract:SelfAsk") != code_fingerprint("self-ask")
+    (plugins / "longer_rag.py").write_text(
+        "from sleuth.strategies.rag import RAG\n\n\nclass LongerRAG(RAG):\n    default_max_tokens = 300\n",
+        encoding="utf-8",
+    )
+    assert code_fingerprint("longer_rag:LongerRAG") != code_fingerprint("rag")
+
+
+def test_a_changed_request_parameter_changes_the_fingerprint(plugins: Path) -> None:
+    _copy(plugins, "rag", "other_budget", [(r"max_tokens=32", "max_tokens=33")])  # the short-answer call
+    assert code_fingerprint("other_budget:RAG") != code_fingerprint("rag")
+
+
+def test_a_changed_prompt_changes_the_fingerprint(plugins: Path, tmp_path: Path) -> None:
+    (plugins / "reworded_rag.py").write_text(
+        "from sleuth.strategies.rag import RAG\n\n\n"
+        "class RewordedRAG(RAG):\n"
+        "    def prompt(self, st, name, **fields):\n"
+        "        text = super().prompt(st, name, **fields)\n"
+        "        return text + ' Be brief.' if name == 'rag' else text\n",
+        encoding="utf-8",
+    )
+    assert code_fingerprint("reworded_rag:RewordedRAG") != code_fingerprint("rag")
+
+    # the template texts themselves: a strategy's own and the shared ones, never another strategy's
+    prompts = tmp_path / "prompts"
+    shutil.copytree(SRC / "prompts", prompts, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    stems = {s.replace("-", "_") for s in BUILTIN}
+    rag, rat = templates_for("rag", prompts, stems), templates_for("rat", prompts, stems)
+    assert "en/rag.txt" in rag and "en/short_answer.txt" in rag and "en/rat_draft.txt" not in rag
+    assert "zh/rat_revise.txt" in rat and "en/rag.txt" not in rat  # owners match whole names
+    assert _owner(prompts / "en" / "search_o1_rid.txt", stems) == "search_o1"
+    (prompts / "zh" / "rag.txt").write_text("改过的模板 $question $documents\n", encoding="utf-8")
+    assert templates_for("rag", prompts, stems) != rag
+    assert templates_for("rat", prompts, stems) == rat
+
+
+def test_a_strategy_that_raises_is_fingerprinted_by_its_error(plugins: Path) -> None:
+    (plugins / "broken.py").write_text(
+        "from sleuth.strategies.base import Strategy\n\n\n"
+        "class Broken(Strategy):\n"
+        "    name = 'broken'\n\n"
+        "    def solve(self, question, st):\n"
+        "        raise RuntimeError('boom at ' + hex(id(self)))\n",
+        encoding="utf-8",
+    )
+    probe = behaviour("broken:Broken")["probe"]
+    assert {r["raised"] for r in probe["runs"]} == {"RuntimeError: boom at 0x"}
+    assert re.fullmatch(r"[0-9a-f]{12}", code_fingerprint("broken:Broken"))
+
+
+def test_the_committed_runs_were_made_by_the_running_code() -> None:
+    """Every committed record's fingerprint is the running code's: a refactor must keep them all current
+    (a deliberate change of behaviour makes them stale, and the runs must then be made again)."""
+    from sleuth.eval.store import read_manifest, read_records
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "results"
+    for run in sorted(p.parent for p in root.glob("*/run.json")):
+        code = (read_manifest(run) or {})["code"]
+        assert {s: code_fingerprint(s) for s in code} == code, run
+        assert {r["code"] for r in read_records(run)} <= set(code.values()), run
