@@ -98,7 +98,7 @@ def fingerprint_in(root: Path, strategy_file: Path | None, stems: set[str]) -> s
 @lru_cache(maxsize=64)
 def code_fingerprint(strategy: str) -> str:
     """The fingerprint of ``strategy`` (a built-in name or ``module:Class``) in the running code."""
-    from sleuth.eval.runner import resolve_strategy_class
+    from sleuth.eval.config import resolve_strategy_class
     from sleuth.strategies import STRATEGIES, resolve_name
 
     cls = resolve_strategy_class(strategy)
