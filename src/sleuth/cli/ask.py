@@ -26,8 +26,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from sleuth.cli import app
-from sleuth.cli.common import UserError, console, console_err
+from sleuth.cli.common import UserError, app, console, console_err
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, Event
 
 QUICKSTART = Path("quickstart") / "wiki_passages.jsonl"

@@ -8,8 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from sleuth.cli import app
-from sleuth.cli.common import UserError, console
+from sleuth.cli.common import UserError, app, console
 from sleuth.config import cache_dir as _cache_dir
 from sleuth.config import env
 from sleuth.llm.base import LLMError

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli import app
-from sleuth.cli.common import UserError, console_err
+from sleuth.cli.common import UserError, app, console_err
 
 
 @app.command("serve")
