@@ -194,9 +194,9 @@ def test_dask_eval_matches_local_and_resumes(
 
 
 def _eval_workers_built() -> int:
-    from sleuth.eval import runner
+    from sleuth.eval import worker
 
-    return len(runner._WORKERS)
+    return len(worker._WORKERS)
 
 
 def _listening_sockets_of(pids: set[int]) -> list[tuple[str, int]]:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from fake_openai_server import FakeOpenAIServer
-from sleuth.config import load_env, resolve_llm_settings
+from sleuth.config import load_env
 from sleuth.llm import (
     CachedLLM,
     GenParams,
@@ -25,6 +25,7 @@ from sleuth.llm import (
 )
 from sleuth.llm.limits import TokenBucket
 from sleuth.llm.openai_compat import StopCutter, api_base, parse_retry_after, usage_from
+from sleuth.llm.settings import resolve_llm_settings
 
 MSG = [{"role": "user", "content": "what is the capital of France?"}]
 

@@ -1,283 +1,166 @@
-"""Settings from the environment and a ``.env`` file, overridable per call.
+"""Sleuth's settings: one object, :data:`settings`, reads the environment and a ``.env`` file.
 
-Resolution order for every setting: explicit function argument (the CLI passes
-its flags here) > real environment variable > ``.env`` file > built-in default.
-A ``.env`` file never overrides a variable that is already set in the
-environment.
+Resolution order for every setting: explicit function argument (the CLI passes its flags
+here) > real environment variable > ``.env`` file > built-in default. A ``.env`` file (the
+nearest one from the working directory, loaded on the first read) never overrides a
+variable that is already set in the environment. An empty value counts as unset.
 
-LLM backend variables (see ``docs/llm.md``):
+Every module reads the environment through :data:`settings` (``tests/test_structure.py``
+checks that no other module touches ``os.environ``), so a variable set in ``.env`` reaches
+all of them. The variables that are not about the LLM:
 
-* ``SLEUTH_LLM_BASE_URL`` / ``SLEUTH_LLM_API_KEY`` / ``SLEUTH_LLM_MODEL``: any
-  OpenAI-compatible server (OpenAI, DashScope, DeepSeek, vLLM, Ollama, llama.cpp).
-* ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``: the OpenAI SDK's own variables.
-* ``QWEN_BASE_URL`` / ``QWEN_API_KEY`` (alias ``DASHSCOPE_API_KEY``): Qwen on DashScope.
-* ``DEEPSEEK_API_KEY``: DeepSeek (with ``deepseek:MODEL`` model names).
-* ``SLEUTH_MODEL``: the embedded model used when no base URL is configured.
-* ``SLEUTH_THREADS``: threads of the embedded engine (default ``min(2, cpus)``).
-* ``SLEUTH_CACHE_DIR``: where joined model files and the response cache live.
-* ``SLEUTH_LLM_TIMEOUT``, ``SLEUTH_LLM_MAX_RETRIES``, ``SLEUTH_LLM_RPM``,
-  ``SLEUTH_LLM_TPM``, ``SLEUTH_LLM_MAX_CONCURRENCY``: client behaviour.
+* ``SLEUTH_CACHE_DIR`` (else ``$XDG_CACHE_HOME/sleuth`` or ``~/.cache/sleuth``): model files,
+  response cache, search cache, indexes;
+* ``SLEUTH_DATA_DIR``: where ``sleuth ask`` finds the quick-start corpus;
+* ``SLEUTH_SEARCH_CACHE`` (0/false/no/off turns the search cache off);
+* ``SLEUTH_EMBED_THREADS``: threads of the dense-search embedder (default 2);
+* ``TAVILY_API_KEY`` / ``TAVILY_BASE_URL``: the Tavily web search;
+* ``SLEUTH_SERVER_KEY``: the HTTP server's key(s), separated by commas;
+* ``SLEUTH_EVAL_CACHE``: the evaluation's open-setting indexes;
+* ``SLEUTH_DASK_WORKERS``: worker processes of a local Dask cluster;
+* ``SLEUTH_PRICE_PROMPT`` / ``SLEUTH_PRICE_COMPLETION`` / ``SLEUTH_PRICE_CACHED_PROMPT``:
+  USD per million tokens for the evaluation's cost column.
 
-API keys are never logged or included in ``repr``.
+The LLM's variables (base URL, model, keys, timeouts, limits, engine threads) are read by
+:mod:`sleuth.llm.settings`, through the same object. Values are never logged.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
 
-from sleuth.kvcache import default_cache_dir
+__all__ = ["Settings", "cache_dir", "env", "env_float", "env_int", "load_env", "settings"]
 
-__all__ = [
-    "PROVIDERS",
-    "LLMSettings",
-    "Provider",
-    "cache_dir",
-    "env",
-    "env_float",
-    "env_int",
-    "load_env",
-    "resolve_llm_settings",
-    "threads",
-]
-
-_dotenv_lock = threading.Lock()
-_dotenv_loaded = False
+_OFF = ("0", "false", "no", "off")
 
 
-def load_env(path: str | Path | None = None, *, force: bool = False) -> None:
-    """Load a ``.env`` file once (the nearest one from the working directory).
+class Settings:
+    """The one reader of the process environment, with ``.env`` applied first.
 
-    Real environment variables always win (``override=False``).  ``path``
-    loads that file explicitly; ``force`` re-reads even if already loaded.
+    Reads are live (a changed variable is seen at the next read), so a setting read
+    per call stays overridable per test or per process.
     """
-    global _dotenv_loaded
-    with _dotenv_lock:
-        if _dotenv_loaded and not force and path is None:
-            return
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded = False
+
+    # -- the environment ------------------------------------------------------------------------
+    def load_env(self, path: str | Path | None = None, *, force: bool = False) -> None:
+        """Load a ``.env`` file once (the nearest one from the working directory).
+
+        Real environment variables always win (``override=False``).  ``path``
+        loads that file explicitly; ``force`` re-reads even if already loaded.
+        """
+        with self._lock:
+            if self._loaded and not force and path is None:
+                return
+            try:
+                from dotenv import find_dotenv, load_dotenv
+            except ImportError:  # python-dotenv is a core dependency; be tolerant anyway
+                self._loaded = True
+                return
+            target = str(path) if path is not None else find_dotenv(usecwd=True)
+            if target:
+                load_dotenv(target, override=False)
+            self._loaded = True
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """A variable (after loading ``.env``), stripped; empty counts as unset."""
+        self.load_env()
+        v = os.environ.get(name)
+        if v is None or not v.strip():
+            return default
+        return v.strip()
+
+    def integer(self, name: str, default: int | None) -> int | None:
+        v = self.get(name)
+        if v is None:
+            return default
         try:
-            from dotenv import find_dotenv, load_dotenv
-        except ImportError:  # python-dotenv is a core dependency; be tolerant anyway
-            _dotenv_loaded = True
-            return
-        target = str(path) if path is not None else find_dotenv(usecwd=True)
-        if target:
-            load_dotenv(target, override=False)
-        _dotenv_loaded = True
+            return int(v)
+        except ValueError as e:
+            raise ValueError(f"{name} must be an integer, got {v!r}") from e
+
+    def number(self, name: str, default: float | None) -> float | None:
+        v = self.get(name)
+        if v is None:
+            return default
+        try:
+            return float(v)
+        except ValueError as e:
+            raise ValueError(f"{name} must be a number, got {v!r}") from e
+
+    def flag(self, name: str, default: bool = True) -> bool:
+        """A switch: 0/false/no/off (any case) is off, any other value on, unset ``default``."""
+        v = self.get(name)
+        return default if v is None else v.lower() not in _OFF
+
+    def environ(self) -> dict[str, str]:
+        """A copy of the whole environment, ``.env`` applied (for a child process)."""
+        self.load_env()
+        return dict(os.environ)
+
+    def set_default(self, name: str, value: str) -> None:
+        """Set a variable that a native library reads at load time, unless it is set (``.env`` counts)."""
+        self.load_env()
+        os.environ.setdefault(name, value)
+
+    # -- named settings (not LLM-specific) ------------------------------------------------------
+    def cache_dir(self, override: str | Path | None = None) -> Path:
+        """The cache directory: argument > ``$SLEUTH_CACHE_DIR`` > ``$XDG_CACHE_HOME/sleuth`` > ``~/.cache/sleuth``."""
+        if override is not None:
+            return Path(override).expanduser()
+        own = self.get("SLEUTH_CACHE_DIR")
+        if own:
+            return Path(own).expanduser()
+        return Path(self.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "sleuth"
+
+    def data_dir(self) -> Path | None:
+        """``$SLEUTH_DATA_DIR`` (None when unset)."""
+        v = self.get("SLEUTH_DATA_DIR")
+        return Path(v).expanduser() if v else None
+
+    def search_cache(self) -> bool:
+        """Whether searches are cached (``SLEUTH_SEARCH_CACHE``, default on)."""
+        return self.flag("SLEUTH_SEARCH_CACHE")
+
+    def embed_threads(self) -> int:
+        """Threads of the dense-search embedder (``SLEUTH_EMBED_THREADS``, default 2)."""
+        return self.integer("SLEUTH_EMBED_THREADS", 2) or 2
+
+    def tavily_api_key(self) -> str:
+        return self.get("TAVILY_API_KEY") or ""
+
+    def tavily_base_url(self) -> str:
+        return self.get("TAVILY_BASE_URL") or "https://api.tavily.com"
+
+    def server_keys(self) -> tuple[str, ...]:
+        """``SLEUTH_SERVER_KEY``: one key, or several separated by commas."""
+        return tuple(k.strip() for k in (self.get("SLEUTH_SERVER_KEY") or "").split(",") if k.strip())
+
+    def eval_cache(self) -> Path:
+        """Where the evaluation keeps its open-setting indexes (``SLEUTH_EVAL_CACHE``)."""
+        v = self.get("SLEUTH_EVAL_CACHE")
+        return Path(v) if v else self.cache_dir() / "eval" / "indexes"
+
+    def dask_workers(self) -> int:
+        """Worker processes of a local Dask cluster (``SLEUTH_DASK_WORKERS``; 0: choose)."""
+        return self.integer("SLEUTH_DASK_WORKERS", 0) or 0
+
+    def prices(self) -> list[str]:
+        """The ``SLEUTH_PRICE_*`` values (prompt, completion, cached prompt); "" where unset."""
+        return [self.get(f"SLEUTH_PRICE_{k}") or "" for k in ("PROMPT", "COMPLETION", "CACHED_PROMPT")]
 
 
-def env(name: str, default: str | None = None) -> str | None:
-    """An environment variable (after loading ``.env``); empty counts as unset."""
-    load_env()
-    v = os.environ.get(name)
-    if v is None or not v.strip():
-        return default
-    return v.strip()
+#: the process's settings
+settings = Settings()
 
-
-def env_int(name: str, default: int | None) -> int | None:
-    v = env(name)
-    if v is None:
-        return default
-    try:
-        return int(v)
-    except ValueError as e:
-        raise ValueError(f"{name} must be an integer, got {v!r}") from e
-
-
-def env_float(name: str, default: float | None) -> float | None:
-    v = env(name)
-    if v is None:
-        return default
-    try:
-        return float(v)
-    except ValueError as e:
-        raise ValueError(f"{name} must be a number, got {v!r}") from e
-
-
-def cache_dir(override: str | Path | None = None) -> Path:
-    """The cache directory: argument > ``$SLEUTH_CACHE_DIR`` > ``~/.cache/sleuth``."""
-    if override is not None:
-        return Path(override).expanduser()
-    load_env()
-    return default_cache_dir()
-
-
-def threads(override: int | None = None) -> int:
-    """Threads for the embedded engine: argument > ``$SLEUTH_THREADS`` > ``min(2, cpus)``."""
-    if override is not None and override > 0:
-        return int(override)
-    n = env_int("SLEUTH_THREADS", None)
-    if n is not None and n > 0:
-        return n
-    return max(1, min(2, os.cpu_count() or 1))
-
-
-@dataclass(frozen=True)
-class Provider:
-    """A well-known OpenAI-compatible service."""
-
-    name: str
-    base_url: str
-    key_vars: tuple[str, ...]
-    default_model: str
-    hosts: tuple[str, ...]
-
-
-PROVIDERS: dict[str, Provider] = {
-    "openai": Provider("openai", "https://api.openai.com/v1", ("OPENAI_API_KEY",), "gpt-4o-mini", ("api.openai.com",)),
-    "qwen": Provider(
-        "qwen",
-        "https://dashscope.aliyuncs.com/compatible-mode/v1",
-        ("QWEN_API_KEY", "DASHSCOPE_API_KEY"),
-        "qwen-plus",
-        ("dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com"),
-    ),
-    "deepseek": Provider(
-        "deepseek", "https://api.deepseek.com/v1", ("DEEPSEEK_API_KEY",), "deepseek-chat", ("api.deepseek.com",)
-    ),
-}
-PROVIDERS["dashscope"] = PROVIDERS["qwen"]
-
-
-def _provider_for_url(url: str) -> Provider | None:
-    host = (urlparse(url).hostname or "").lower()
-    for p in PROVIDERS.values():
-        if any(host == h or host.endswith("." + h) for h in p.hosts):
-            return p
-    return None
-
-
-def _is_local(url: str) -> bool:
-    host = (urlparse(url).hostname or "").lower()
-    return host in {"localhost", "127.0.0.1", "::1", "0.0.0.0"} or host.endswith(".local")
-
-
-def _check_url(url: str, source: str) -> str:
-    """A usable ``http(s)://host[:port][/path]``, or one clear sentence (``LLMBadRequest``)."""
-    from sleuth.llm.base import LLMBadRequest
-
-    u = url.strip().rstrip("/")
-    where = "the base_url argument / --base-url" if source == "argument" else source
-    try:
-        p = urlparse(u)
-        ok = p.scheme in ("http", "https") and bool(p.hostname)
-        _ = p.port  # raises ValueError on a non-numeric port
-    except ValueError:
-        ok = False
-    if not ok:
-        raise LLMBadRequest(
-            f"Invalid LLM base URL {url!r} (from {where}): expected http(s)://host[:port][/v1]; "
-            "check SLEUTH_LLM_BASE_URL or --base-url."
-        )
-    return u
-
-
-@dataclass(frozen=True)
-class LLMSettings:
-    """The resolved backend choice.
-
-    ``base_url`` is ``None`` when no remote/local server is configured: the
-    embedded model ``embedded_model`` is used then.
-    """
-
-    base_url: str | None
-    model: str
-    api_key: str | None = field(default=None, repr=False)
-    provider: str | None = None
-    #: where base_url came from (argument, SLEUTH_LLM_BASE_URL, ...): for messages
-    source: str = "default"
-    embedded_model: str | None = None
-
-    @property
-    def embedded(self) -> bool:
-        return self.base_url is None
-
-    def __repr__(self) -> str:  # never show the key
-        key = "set" if self.api_key else "none"
-        return (
-            f"LLMSettings(base_url={self.base_url!r}, model={self.model!r}, api_key=<{key}>, "
-            f"provider={self.provider!r}, source={self.source!r}, embedded_model={self.embedded_model!r})"
-        )
-
-
-def resolve_llm_settings(
-    model: str | None = None,
-    *,
-    base_url: str | None = None,
-    api_key: str | None = None,
-) -> LLMSettings:
-    """Decide which backend to talk to.
-
-    ``model`` may carry a provider prefix: ``openai:gpt-4o-mini``,
-    ``qwen:qwen-plus`` (alias ``dashscope:``), ``deepseek:deepseek-chat``, or
-    ``embedded:qwen2.5-0.5b`` to force the embedded model.  Without a prefix
-    and without any base URL configured, ``model`` names an embedded model
-    (or is ``None`` for the default one).
-
-    Raises :class:`LLMAuthError` (one sentence) when a known cloud provider is
-    selected but no key is available.
-    """
-    from sleuth.llm.base import LLMAuthError  # local: sleuth.llm imports this module
-    from sleuth.llm.models import DEFAULT_MODEL, MODELS
-
-    load_env()
-    provider: Provider | None = None
-    source = "argument"
-    if model and ":" in model and not model.startswith(("http://", "https://")):
-        prefix, rest = model.split(":", 1)
-        if prefix.lower() == "embedded":
-            name = rest or env("SLEUTH_MODEL") or DEFAULT_MODEL
-            return LLMSettings(None, name, None, None, "argument", name)
-        if prefix.lower() in PROVIDERS:
-            provider = PROVIDERS[prefix.lower()]
-            model = rest or provider.default_model
-            if base_url is None:
-                base_url = provider.base_url
-                source = f"model prefix {prefix}:"
-
-    if base_url is None and not (model and model in MODELS):
-        for var in ("SLEUTH_LLM_BASE_URL", "OPENAI_BASE_URL", "QWEN_BASE_URL"):
-            v = env(var)
-            if v:
-                base_url, source = v, var
-                break
-
-    if base_url is None:
-        name = model or env("SLEUTH_MODEL") or DEFAULT_MODEL
-        return LLMSettings(None, name, None, None, "embedded", name)
-
-    base_url = _check_url(base_url, source)
-    if provider is None:
-        provider = _provider_for_url(base_url)
-
-    key = api_key
-    if key is None:
-        key = env("SLEUTH_LLM_API_KEY")
-    if key is None and source == "OPENAI_BASE_URL":
-        key = env("OPENAI_API_KEY")
-    if key is None and source == "QWEN_BASE_URL":
-        key = env("QWEN_API_KEY") or env("DASHSCOPE_API_KEY")
-    if key is None and provider is not None:
-        for var in provider.key_vars:
-            key = env(var)
-            if key:
-                break
-    if key is not None and not key.strip():
-        key = None
-    if key is not None and any(c.isspace() for c in key.strip()):
-        raise LLMAuthError(
-            "The API key contains whitespace; check SLEUTH_LLM_API_KEY (or the provider's key variable)."
-        )
-
-    if key is None and provider is not None and not _is_local(base_url):
-        wanted = " or ".join(("SLEUTH_LLM_API_KEY", *provider.key_vars))
-        raise LLMAuthError(
-            f"No API key for {provider.name} at {base_url}: set {wanted} (environment or .env) or pass --api-key."
-        )
-
-    name = model or env("SLEUTH_LLM_MODEL") or (provider.default_model if provider else "")
-    return LLMSettings(base_url, name, key.strip() if key else None, provider.name if provider else None, source)
+# the functions this module has always offered, now the settings object's methods
+load_env = settings.load_env
+env = settings.get
+env_int = settings.integer
+env_float = settings.number
+cache_dir = settings.cache_dir

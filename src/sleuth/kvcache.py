@@ -20,14 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sleuth.config import settings
+
 
 def default_cache_dir() -> Path:
-    """``$SLEUTH_CACHE_DIR`` or ``~/.cache/sleuth``."""
-    env = os.environ.get("SLEUTH_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sleuth"
+    """``$SLEUTH_CACHE_DIR`` or ``~/.cache/sleuth`` (:meth:`sleuth.config.Settings.cache_dir`)."""
+    return settings.cache_dir()
 
 
 def make_key(*parts: Any) -> str:

@@ -9,25 +9,16 @@ from __future__ import annotations
 
 import sys
 
-import typer
-
-from sleuth.cli.common import UserError, console_err
-
-app = typer.Typer(
-    name="sleuth",
-    help="Answer hard, multi-hop questions by interleaving LLM reasoning with search.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-
 # command modules (each adds its commands to ``app``)
-from sleuth.cli import ask as _ask  # noqa: E402,F401
-from sleuth.cli import eval as _eval  # noqa: E402,F401
-from sleuth.cli import index as _index  # noqa: E402,F401
-from sleuth.cli import models as _models  # noqa: E402,F401
-from sleuth.cli import search as _search  # noqa: E402,F401
-from sleuth.cli import serve as _serve  # noqa: E402,F401
+from sleuth.cli import ask as _ask  # noqa: F401
+from sleuth.cli import eval as _eval  # noqa: F401
+from sleuth.cli import index as _index  # noqa: F401
+from sleuth.cli import models as _models  # noqa: F401
+from sleuth.cli import search as _search  # noqa: F401
+from sleuth.cli import serve as _serve  # noqa: F401
+from sleuth.cli.common import UserError, app, console_err
+
+__all__ = ["app", "main"]
 
 
 def main(argv: list[str] | None = None) -> None:

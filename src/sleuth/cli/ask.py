@@ -19,7 +19,6 @@ says so.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,8 +29,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from sleuth.cli import app
-from sleuth.cli.common import UserError, console, console_err
+from sleuth.cli.common import UserError, app, console, console_err
+from sleuth.config import settings
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, Event
 
 QUICKSTART = Path("quickstart") / "wiki_passages.jsonl"
@@ -45,9 +44,9 @@ OK_REASONS = {FINISHED, STEP_LIMIT}
 
 def data_dir() -> Path:
     """``$SLEUTH_DATA_DIR``, else ``shared/data`` beside the checkout."""
-    env = os.environ.get("SLEUTH_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
+    own = settings.data_dir()
+    if own is not None:
+        return own
     return Path(__file__).resolve().parents[3].parent / "shared" / "data"
 
 

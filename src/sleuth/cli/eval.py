@@ -10,8 +10,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli import app
-from sleuth.cli.common import UserError, console, console_err
+from sleuth.cli.common import UserError, app, console, console_err
 
 eval_app = typer.Typer(
     help="Evaluate strategies on a dataset (resumable; writes DIR/results.jsonl and DIR/report.md).",

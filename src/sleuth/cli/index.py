@@ -7,8 +7,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli import app
-from sleuth.cli.common import UserError, console, console_err
+from sleuth.cli.common import UserError, app, console, console_err
 from sleuth.search.base import FilterError, Filters, SearchError
 from sleuth.search.index import BuildReport, EmptyBuild, Index
 from sleuth.search.ingest import FORMATS

@@ -8,12 +8,11 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from sleuth.cli import app
-from sleuth.cli.common import UserError, console
+from sleuth.cli.common import UserError, app, console
 from sleuth.config import cache_dir as _cache_dir
-from sleuth.config import env
 from sleuth.llm.base import LLMError
-from sleuth.llm.models import DEFAULT_MODEL, MODELS, ensure_model, get_model, is_installed
+from sleuth.llm.models import MODELS, ensure_model, get_model, is_installed
+from sleuth.llm.settings import default_model
 
 models_app = typer.Typer(
     help="Embedded models: list them, assemble their weights, measure their speed.", no_args_is_help=True
@@ -22,7 +21,7 @@ app.add_typer(models_app, name="models")
 
 
 def _default() -> str:
-    return env("SLEUTH_MODEL") or DEFAULT_MODEL
+    return default_model()
 
 
 def _assembled(name: str, cache: Path) -> bool:

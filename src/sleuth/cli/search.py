@@ -7,8 +7,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli import app
-from sleuth.cli.common import UserError, console
+from sleuth.cli.common import UserError, app, console
 from sleuth.search.base import FilterError, Filters, SearchError
 
 

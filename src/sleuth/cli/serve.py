@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
 
-from sleuth.cli import app
-from sleuth.cli.common import UserError, console_err
+from sleuth.cli.common import UserError, app, console_err
 
 
 @app.command("serve")
@@ -37,10 +35,12 @@ def serve(
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # llama.cpp must not spin on a small machine
+    from sleuth.config import env
+    from sleuth.config import settings as env_settings
+
+    env_settings.set_default("OMP_WAIT_POLICY", "PASSIVE")  # llama.cpp must not spin on a small machine
     import uvicorn
 
-    from sleuth.config import env
     from sleuth.server import ServerConfigError, ServerSettings, create_app
     from sleuth.server.settings import source_entry
 

@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from sleuth.config import settings
 from sleuth.eval.executors import Payload, TaskFn, register_executor
 
 __all__ = ["DaskExecutor", "make_dask_executor", "parse_dask_spec"]
@@ -81,7 +82,7 @@ class DaskExecutor:
         self.concurrency = max(1, int(concurrency))
         self.cluster: Any = None
         if address == LOCAL:
-            workers = n_workers or int(os.environ.get("SLEUTH_DASK_WORKERS") or 0) or min(2, os.cpu_count() or 1)
+            workers = n_workers or settings.dask_workers() or min(2, os.cpu_count() or 1)
             workers = max(1, min(workers, self.concurrency))
             threads = -(-self.concurrency // workers)
             with warnings.catch_warnings():

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sleuth.config import settings
 from sleuth.eval.datasets import Dataset, Item, Paragraph
-from sleuth.kvcache import default_cache_dir
 
 
 class CorpusError(ValueError):
@@ -79,7 +79,7 @@ def _file_sha(path: Path) -> str:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SLEUTH_EVAL_CACHE") or default_cache_dir() / "eval" / "indexes")
+    return settings.eval_cache()
 
 
 def _write_jsonl_atomic(path: Path, records: list[dict[str, Any]]) -> None:

@@ -25,116 +25,29 @@ import csv
 import gzip
 import hashlib
 import json
-import random
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sleuth.eval.items import LETTERS, MC, OPEN, YESNO, Dataset, DatasetError, Item, Paragraph, SubQuestion
 from sleuth.search.base import Filters
 
-OPEN, MC, YESNO = "open", "mc", "yesno"
-LETTERS = "ABCD"
-
-
-class DatasetError(ValueError):
-    """The file cannot be read in the requested format (a user mistake, one sentence)."""
-
-
-@dataclass
-class Paragraph:
-    """One retrievable paragraph of a dataset (a question's own, or of a pooled corpus)."""
-
-    id: str
-    title: str
-    text: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Paragraph:
-        return cls(str(d["id"]), d.get("title", ""), d.get("text", ""), dict(d.get("metadata") or {}))
-
-
-@dataclass
-class SubQuestion:
-    """One hop of a decomposition; ``question`` may refer to earlier answers as ``#1``, ``#2``."""
-
-    question: str
-    answer: str = ""
-    aliases: list[str] = field(default_factory=list)
-    #: the paragraph that supports this hop (MuSiQue ``paragraph_support_idx``), when known
-    support_id: str = ""
-
-
-@dataclass
-class Item:
-    """One evaluation question in the common shape every format is loaded into."""
-
-    id: str
-    question: str
-    answers: list[str]
-    type: str = OPEN  # open | mc | yesno
-    choices: list[str] = field(default_factory=list)
-    gold_titles: list[str] = field(default_factory=list)
-    gold_ids: list[str] = field(default_factory=list)
-    paragraphs: list[Paragraph] = field(default_factory=list)
-    decomposition: list[SubQuestion] = field(default_factory=list)
-    filters: Filters | None = None
-    must_mention: list[str] = field(default_factory=list)
-    must_not_mention: list[str] = field(default_factory=list)
-    answerable: bool = True
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def prompt(self) -> str:
-        """The text given to a strategy: multiple-choice items list their options."""
-        if self.type == MC and self.choices:
-            opts = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(self.choices))
-            return f"{self.question}\n{opts}\nAnswer with the letter of the correct option."
-        if self.type == YESNO:
-            return f"{self.question} Answer yes or no."
-        return self.question
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["filters"] = self.filters.to_dict() if self.filters is not None else None
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Item:
-        d = dict(d)
-        d["paragraphs"] = [Paragraph.from_dict(p) for p in d.get("paragraphs") or []]
-        d["decomposition"] = [SubQuestion(**s) for s in d.get("decomposition") or []]
-        d["filters"] = Filters.from_dict(d["filters"]) if d.get("filters") is not None else None
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-
-@dataclass
-class Dataset:
-    name: str
-    format: str
-    path: Path
-    items: list[Item]
-    #: a separate retrieval corpus shipped with the questions (None: pool the items' paragraphs)
-    corpus_path: Path | None = None
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def sample(self, limit: int | None, seed: int | None) -> Dataset:
-        """A fixed sample: ``limit`` items drawn with ``seed`` (file order kept); no seed: the first ``limit``."""
-        items = self.items
-        if limit is not None and 0 <= limit < len(items):
-            if seed is None:
-                items = items[:limit]
-            else:
-                idx = sorted(random.Random(seed).sample(range(len(items)), limit))
-                items = [items[i] for i in idx]
-        return Dataset(self.name, self.format, self.path, list(items), self.corpus_path)
+__all__ = [
+    "LETTERS",
+    "LOADERS",
+    "MC",
+    "OPEN",
+    "YESNO",
+    "Dataset",
+    "DatasetError",
+    "Item",
+    "Paragraph",
+    "SubQuestion",
+    "detect_format",
+    "load_dataset",
+    "para_id",
+]
 
 
 # --------------------------------------------------------------------------- helpers

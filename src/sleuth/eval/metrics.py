@@ -7,7 +7,6 @@ and names the item's *primary* score (what plots and confidence intervals use).
 
 from __future__ import annotations
 
-import os
 import re
 import string
 import unicodedata
@@ -16,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sleuth.config import settings
 from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -208,7 +208,7 @@ class Prices:
         """``"PROMPT,COMPLETION[,CACHED]"`` in USD per 1M tokens; None reads
         ``SLEUTH_PRICE_PROMPT`` / ``SLEUTH_PRICE_COMPLETION`` / ``SLEUTH_PRICE_CACHED_PROMPT``."""
         if spec is None:
-            vals = [os.environ.get(f"SLEUTH_PRICE_{k}", "") for k in ("PROMPT", "COMPLETION", "CACHED_PROMPT")]
+            vals = settings.prices()
         else:
             vals = [v.strip() for v in spec.split(",")]
             if len(vals) not in (2, 3):

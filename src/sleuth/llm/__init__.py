@@ -10,7 +10,7 @@ The protocol (:class:`LLM`) is two calls, ``complete(prompt, params)`` and
 :class:`~sleuth.llm.scripted.ScriptedLLM` answers in-process for tests.
 
 ``get_llm`` picks the backend from its arguments, then the environment / ``.env``
-(see :mod:`sleuth.config` and ``docs/llm.md``).  With no base URL configured
+(see :mod:`sleuth.llm.settings` and ``docs/llm.md``).  With no base URL configured
 anywhere it starts (once per process, lazily, shared) the embedded llama.cpp
 server and returns a client for it.
 """
@@ -23,7 +23,6 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from sleuth.config import env, env_float, env_int, resolve_llm_settings
 from sleuth.llm.base import (
     DEFAULT_PARAMS,
     LLM,
@@ -45,6 +44,10 @@ from sleuth.llm.client import OpenAICompatLLM
 from sleuth.llm.limits import Limiter, RateLimits
 from sleuth.llm.models import DEFAULT_MODEL, MODELS, ModelIntegrityError, ModelNotInstalled
 from sleuth.llm.scripted import ScriptedLLM
+from sleuth.llm.settings import ctx_size as _ctx_size
+from sleuth.llm.settings import max_retries as _max_retries
+from sleuth.llm.settings import rate_limits, resolve_llm_settings, response_cache
+from sleuth.llm.settings import timeout as _timeout
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -156,12 +159,8 @@ def get_llm(
 
     embedded_mode = kw.pop("embedded_mode", None)
     s = resolve_llm_settings(model, base_url=base_url, api_key=api_key)
-    retries = max_retries if max_retries is not None else env_int("SLEUTH_LLM_MAX_RETRIES", 3)
-    limits = RateLimits(
-        requests_per_min if requests_per_min is not None else env_float("SLEUTH_LLM_RPM", None),
-        tokens_per_min if tokens_per_min is not None else env_float("SLEUTH_LLM_TPM", None),
-        max_concurrency if max_concurrency is not None else env_int("SLEUTH_LLM_MAX_CONCURRENCY", None),
-    )
+    retries = _max_retries(max_retries)
+    limits = rate_limits(requests_per_min, tokens_per_min, max_concurrency)
     if s.embedded:
         if s.model not in MODELS:
             raise ModelNotInstalled(
@@ -171,7 +170,7 @@ def get_llm(
         srv = get_server(
             s.model,
             n_parallel=n_parallel,
-            ctx_size=ctx_size or env_int("SLEUTH_CTX_SIZE", DEFAULT_CTX_SIZE) or DEFAULT_CTX_SIZE,
+            ctx_size=_ctx_size(ctx_size, DEFAULT_CTX_SIZE),
             threads=threads,
             mode=embedded_mode,
             isolated=isolated,
@@ -181,7 +180,7 @@ def get_llm(
         inner: OpenAICompatLLM = OpenAICompatLLM(
             srv.base_url,
             s.model,
-            timeout=timeout if timeout is not None else env_float("SLEUTH_LLM_TIMEOUT", 600.0) or 600.0,
+            timeout=_timeout(timeout, embedded=True),
             max_retries=retries if retries is not None else 3,
             limits=_shared_limiter(srv.base_url, limits),
             defaults=defaults,
@@ -197,7 +196,7 @@ def get_llm(
             s.base_url,
             s.model,
             api_key=s.api_key,
-            timeout=timeout if timeout is not None else env_float("SLEUTH_LLM_TIMEOUT", 120.0) or 120.0,
+            timeout=_timeout(timeout, embedded=False),
             max_retries=retries if retries is not None else 3,
             limits=_shared_limiter(s.base_url, limits),
             defaults=defaults,
@@ -205,7 +204,7 @@ def get_llm(
         )
         backend = inner.api_base
     llm: Any = inner
-    if cache and (env("SLEUTH_LLM_CACHE", "1") or "1").lower() not in ("0", "false", "no", "off"):
+    if cache and response_cache():
         llm = CachedLLM(inner, cache_path, refresh=refresh_cache, backend=backend)
     with _lock:
         _clients.add(inner)

@@ -36,10 +36,11 @@ from typing import Any
 
 import httpx
 
-from sleuth.config import env
-from sleuth.config import threads as _threads
+from sleuth.config import settings
 from sleuth.llm.base import LLMUnavailable
 from sleuth.llm.models import EmbeddedModel, ensure_model, get_model
+from sleuth.llm.settings import embedded_mode
+from sleuth.llm.settings import threads as _threads
 
 __all__ = ["DEFAULT_CTX_SIZE", "EmbeddedServer", "get_server", "running_servers", "stop_all", "stop_model", "stop_server"]
 
@@ -49,7 +50,7 @@ DEFAULT_CTX_SIZE = 8192
 
 def _prepare_env() -> None:
     """Must run before ``xllamacpp`` is imported (OpenMP reads it at load time)."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    settings.set_default("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def _import_engine() -> Any:
@@ -133,7 +134,7 @@ class EmbeddedServer:
         self.n_parallel = max(2 if isolated else 1, int(n_parallel))  # see get_server
         self.ctx_size = int(ctx_size)
         self.threads = _threads(threads)
-        self.mode = (mode or env("SLEUTH_EMBEDDED_MODE") or "inprocess").lower()
+        self.mode = embedded_mode(mode)
         if self.mode not in ("inprocess", "subprocess"):
             raise ValueError(f"embedded mode must be 'inprocess' or 'subprocess', not {self.mode!r}")
         self.start_timeout = start_timeout
@@ -218,7 +219,7 @@ class EmbeddedServer:
         return erased
 
     def _start_subprocess(self, slot_dir: Path | None) -> str:
-        env_ = dict(os.environ)
+        env_ = settings.environ()
         env_.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         cmd = [
             sys.executable, "-m", "sleuth.llm.embedded", "--path", str(self.path), "--alias", self.name,
@@ -314,7 +315,7 @@ def get_server(
     """
     m = get_model(model) if isinstance(model, str) else model
     path = ensure_model(m, cache_dir)
-    mode_ = (mode or env("SLEUTH_EMBEDDED_MODE") or "inprocess").lower()
+    mode_ = embedded_mode(mode)
     # an isolated server has no host-memory prompt cache, so it keeps two slots at least: two
     # interleaved prompt lineages (Self-Ask's scaffold and its extraction calls, Search-o1's
     # reasoning and Reason-in-Documents) then each keep their own KV cache between calls

@@ -13,11 +13,11 @@ recomputes and overwrites.  The file is ``<cache dir>/search_cache.sqlite``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sleuth.config import settings
 from sleuth.kvcache import KVCache, default_cache_dir, make_key
 from sleuth.search.base import Filters, Passage, Retriever
 
@@ -28,7 +28,7 @@ CACHE_VERSION = 1
 
 def cache_enabled() -> bool:
     """False when ``SLEUTH_SEARCH_CACHE`` is 0/false/no/off."""
-    return os.environ.get("SLEUTH_SEARCH_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+    return settings.search_cache()
 
 
 def source_identity(r: Retriever) -> str:

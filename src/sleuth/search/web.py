@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
+from sleuth.config import settings
 from sleuth.search.base import Filters, Passage, SearchError, SearchUnavailable
 
 __all__ = ["SearxngRetriever", "TavilyRetriever", "WebRetriever"]
@@ -143,8 +143,8 @@ class TavilyRetriever(WebRetriever):
         acl: Sequence[str] = ("all",),
     ) -> None:
         super().__init__(timeout=timeout, max_retries=max_retries, acl=acl)
-        self._key = api_key or os.environ.get("TAVILY_API_KEY") or ""
-        self.base_url = (base_url or os.environ.get("TAVILY_BASE_URL") or "https://api.tavily.com").rstrip("/")
+        self._key = api_key or settings.tavily_api_key()
+        self.base_url = (base_url or settings.tavily_base_url()).rstrip("/")
         self.search_depth = search_depth
 
     def cache_identity(self) -> str:

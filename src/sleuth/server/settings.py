@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sleuth.config import settings
 
 
 class ServerConfigError(ValueError):
@@ -88,8 +89,7 @@ def is_loopback(host: str) -> bool:
 
 def keys_from_env() -> tuple[str, ...]:
     """``SLEUTH_SERVER_KEY``: one key, or several separated by commas."""
-    raw = os.environ.get("SLEUTH_SERVER_KEY", "")
-    return tuple(k.strip() for k in raw.split(",") if k.strip())
+    return settings.server_keys()
 
 
 def source_entry(spec: str) -> tuple[str, str]:

@@ -1,0 +1,101 @@
+"""What defines an evaluation run (:class:`EvalConfig`) and the checks of its arguments.
+
+The checks run before anything is read or started, so a mistake in the command line
+(an unknown strategy, a non-positive limit) is one sentence, not a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sleuth.eval.corpus import RetrievalPlan
+from sleuth.eval.datasets import Dataset
+from sleuth.strategies.registry import check_run_options, resolve_name, resolve_strategy_class
+
+SETTINGS = ("open", "distractor", "closed")
+
+
+class EvalError(ValueError):
+    """A mistake in the run's arguments (the CLI turns it into a UserError)."""
+
+
+@dataclass
+class EvalConfig:
+    """Everything that defines a run; ``settings()`` is what a resume must match."""
+
+    data: str
+    out: str
+    format: str | None = None
+    setting: str | None = None  # open | distractor | closed (None: open when a corpus exists)
+    strategies: list[str] = field(default_factory=lambda: ["direct"])
+    limit: int | None = None
+    seed: int | None = 0
+    k: int = 5
+    max_steps: int | None = None
+    max_tokens: int | None = None
+    model: str | None = None
+    base_url: str | None = None
+    index: str | None = None  # an existing index dir / retriever spec for the open setting
+    corpus: str | None = None  # a corpus file to pool instead of the dataset's own paragraphs
+    gap: bool = False  # also run every decomposition hop (compositionality gap)
+    strategy_options: dict[str, Any] = field(default_factory=dict)
+    prices: str | None = None
+    concurrency: int = 1
+    executor: str = "local"
+    retry_failed: bool = False
+    redo_stale: bool = False  # rerun stale records: other code (sleuth.eval.fingerprint) or reworded question
+    # wipe the embedded server's KV cache before each task, so an answer does not depend on
+    # the tasks before it (None: yes when one task runs at a time; see isolated_tasks())
+    isolate: bool | None = None
+    llm_cache: bool = True  # Sleuth's response cache (a rerun then costs no model time)
+    # a sitting: once this many seconds have passed, start no new question (a composed question
+    # and its hops count as one) and stop when the started one is written; the same command resumes
+    time_limit: float | None = None
+    command: str = ""
+
+    def isolated_tasks(self) -> bool:
+        """Whether tasks are isolated: only possible one at a time (concurrent tasks share slots)."""
+        return self.concurrency == 1 and (self.isolate if self.isolate is not None else True)
+
+    def settings(self, dataset: Dataset, plan: RetrievalPlan) -> dict[str, Any]:
+        return {
+            "format": dataset.format,
+            "setting": plan.setting,
+            "strategies": list(self.strategies),
+            "limit": self.limit,
+            "seed": self.seed,
+            "k": self.k,
+            "max_steps": self.max_steps,
+            "max_tokens": self.max_tokens,
+            "model": self.model or "default",
+            "index": plan.describe(),
+            "gap": self.gap,
+            "strategy_options": dict(sorted(self.strategy_options.items())),
+        }
+
+
+def validate(cfg: EvalConfig) -> None:
+    """Check ``cfg`` (raises :class:`EvalError`) and replace its strategy aliases by their names."""
+    if not cfg.strategies:
+        raise EvalError("give at least one strategy with --strategies")
+    if cfg.limit is not None and cfg.limit < 1:
+        raise EvalError("--limit must be at least 1")
+    if cfg.concurrency < 1:
+        raise EvalError("--concurrency must be at least 1")
+    if cfg.k < 1:
+        raise EvalError("--k must be at least 1")
+    if cfg.time_limit is not None and not cfg.time_limit > 0:
+        raise EvalError("--time-limit must be a positive duration")
+    if cfg.setting is not None and cfg.setting not in SETTINGS:
+        raise EvalError(f"--setting must be one of {', '.join(SETTINGS)}")
+    try:
+        names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
+        given = {"max_steps": cfg.max_steps, "max_tokens": cfg.max_tokens}
+        opts = {"k": cfg.k, **cfg.strategy_options, **{k: v for k, v in given.items() if v is not None}}
+        check_run_options(names, opts)  # as the workers will build them: refused before anything runs
+    except ValueError as e:  # an unknown strategy or option, a bad option value
+        raise EvalError(str(e)) from e
+    if len(set(names)) != len(names):
+        raise EvalError("a strategy is listed twice in --strategies")
+    cfg.strategies = names
