@@ -253,14 +253,6 @@ class Principals:
         self.anonymous = anonymous
         self.jwt = jwt_config
 
-    @property
-    def required(self) -> bool:
-        """Whether a request without credentials is refused."""
-        return self.anonymous is None
-
-    def names(self) -> list[str]:
-        return sorted({p.name for p in self._by_hash.values()})
-
     def resolve(self, token: str | None) -> Principal:
         if self.anonymous is OPEN:
             return OPEN  # a server without keys (loopback only) ignores credentials, as it always did
@@ -268,7 +260,7 @@ class Principals:
             if self.anonymous is None:
                 raise AuthError("a valid API key or token is required: send 'Authorization: Bearer <key>'")
             return self.anonymous
-        if self.jwt is not None and token.count(".") == 2:
+        if self.jwt is not None and _looks_like_jwt(token):
             return self.jwt.verify(token)
         digest = hashlib.sha256(token.encode()).hexdigest()
         found = None
@@ -278,6 +270,16 @@ class Principals:
         if found is None:
             raise AuthError("the API key is not known to this server (no principal has it)")
         return found
+
+
+def _looks_like_jwt(token: str) -> bool:
+    if token.count(".") != 2:
+        return False
+    try:
+        jwt.get_unverified_header(token)
+    except jwt.PyJWTError:
+        return False
+    return True
 
 
 def load_principals(path: str | Path) -> Principals:
