@@ -189,7 +189,7 @@ def test_invalid_expired_wrongly_signed_and_none_tokens_get_refused(jwt_principa
         "bad scope claim": (jwt.encode(claims(sleuth_scope={"filters": ["region=x"]}), secret, "HS256"), "acl"),
         "unknown kid": (jwt.encode(claims(), _pem(keys["rsa"]), "RS256", headers={"kid": "zz"}), "kid"),
         "HS256 signed with the RSA public key": (forged_hs256(rsa_pub_pem), "signature"),
-        "garbage": ("a.b.c", "not valid"),
+        "garbage": ("a.b.c", "not known"),
     }  # fmt: skip
     for name, (tok, why) in cases.items():
         with pytest.raises(AuthError, match=f"(?i){why}"):
