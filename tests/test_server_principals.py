@@ -58,6 +58,7 @@ def write(tmp: Path, text: str, name: str = "principals.toml") -> Path:
         ("[jwt]\nalgorithms = ['HS256']\nissuer = 'i'\naudience = 'a'\nsecret_env = 'SLEUTH_T_SHORT'\n", "32 bytes"),
         ("[jwt]\nalgorithms = ['RS256']\nissuer = 'i'\naudience = 'a'\n", "jwks_file"),
         ("[jwt]\nalgorithms = ['RS256']\nissuer = 'i'\naudience = 'a'\njwks_file = 'nope.json'\n", "JWKS"),
+        ("[jwt]\nalgorithms = ['HS256']\nissuer = 'i'\naudience = 'a'\nsecret_file = 'nope'\n", "nope"),
         ("not toml = = 1", "cannot read"),
     ],
 )  # fmt: skip

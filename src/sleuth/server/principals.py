@@ -292,7 +292,7 @@ def load_principals(path: str | Path) -> Principals:
         raise ServerConfigError(f"cannot read the principals file {p}: {e}") from None
     try:
         return _build(data, p.parent)
-    except ValueError as e:
+    except (ValueError, OSError) as e:  # OSError: a secret or JWKS file it names cannot be read
         raise ServerConfigError(f"principals file {p}: {e}") from None
 
 
