@@ -54,6 +54,8 @@ def create_app(
     settings = settings or ServerSettings()
     settings.check_bind()
     principals = principals_for(settings)
+    if settings.api_keys:
+        log.warning("API keys without a principals file carry no scope: each request states its own (--principals)")
     rt = Runtime(settings, llm=llm, retrievers=retrievers, strategies=strategies)
 
     @contextlib.asynccontextmanager
