@@ -47,6 +47,28 @@ def test_serve_refuses_a_public_address_without_a_key() -> None:
     assert "Traceback" not in p.stderr
 
 
+def test_serve_refuses_a_bad_principals_file_in_one_sentence(tmp_path: Path) -> None:
+    bad = tmp_path / "principals.toml"
+    bad.write_text("[jwt]\nalgorithms = ['none']\nissuer = 'i'\naudience = 'a'\n")
+    good = tmp_path / "ok.toml"
+    good.write_text("[anonymous]\nacl = ['all']\n")
+    for extra, message in (
+        (["--principals", str(bad)], "algorithm(s) ['none'] refused"),
+        (["--principals", str(tmp_path / "missing.toml")], "cannot read the principals file"),
+        (["--principals", str(good), "--api-key", "k-1"], "give API keys in the principals file"),
+    ):
+        p = subprocess.run(
+            [sys.executable, "-m", "sleuth", "serve", "--port", str(_free_port()), *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+            cwd=ROOT,
+        )
+        assert p.returncode == 2, p.stderr
+        assert message in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 @pytest.fixture(scope="module")
 def served(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     from sleuth.llm.models import is_installed

@@ -32,6 +32,11 @@ def serve(
     traces: Path = typer.Option(
         None, "--traces", help="Keep run traces in this SQLite file (they survive a restart); default: in memory."
     ),
+    principals: Path = typer.Option(
+        None, "--principals", help="Principals file (TOML/JSON): each key or JWT bound to its scope (docs/server.md)."
+    ),
+    audit_log: Path = typer.Option(None, "--audit-log", help="Write an audit log here (JSON lines, rotated)."),
+    audit_questions: bool = typer.Option(False, "--audit-questions", help="Put each run's question in the audit log."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /."""
@@ -67,6 +72,9 @@ def serve(
             max_body_bytes=max_body,
             default_strategy=default_strategy,
             trace_db=str(traces) if traces else None,
+            principals=str(principals) if principals else None,
+            audit_log=str(audit_log) if audit_log else None,
+            audit_questions=audit_questions,
         )
         application = create_app(settings)
     except ServerConfigError as e:
@@ -82,6 +90,12 @@ def serve(
     where = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     console_err.print(
         f"Sleuth on {where}  (page: {where}/, OpenAI base URL: {where}/v1)"
-        + ("  auth: bearer key" if keys else "  auth: none (loopback only)")
+        + (
+            "  auth: principals file"
+            if principals
+            else "  auth: bearer key (scope: whatever the request asks)"
+            if keys
+            else "  auth: none (loopback only)"
+        )
     )
     uvicorn.run(application, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

@@ -20,10 +20,11 @@ from sleuth.llm.base import LLM
 from sleuth.search.base import Retriever
 
 from . import ask, openai_compat
-from .errors import ApiError, Auth, BodyLimit, authenticate, error_responses, key_of
+from .errors import ApiError, BodyLimit, authenticate, error_responses, principal_of
+from .principals import principals_for
 from .runtime import Runtime, StrategyFactory, owner_of
 from .schemas import AskResult, Health, SourceList, StrategyList
-from .service import parse_filters
+from .service import scoped
 from .settings import ServerSettings
 
 log = logging.getLogger("sleuth.server")
@@ -52,6 +53,9 @@ def create_app(
     (a non-loopback host without an API key)."""
     settings = settings or ServerSettings()
     settings.check_bind()
+    principals = principals_for(settings)
+    if settings.api_keys:
+        log.warning("API keys without a principals file carry no scope: each request states its own (--principals)")
     rt = Runtime(settings, llm=llm, retrievers=retrievers, strategies=strategies)
 
     @contextlib.asynccontextmanager
@@ -68,13 +72,14 @@ def create_app(
         title="Sleuth",
         version=__version__,
         description="Multi-hop question answering by interleaving LLM reasoning with search. "
-        "All /v1 routes need `Authorization: Bearer <key>` when the server has a key.",
+        "All /v1 routes need `Authorization: Bearer <key or JWT>` when the server has keys or principals; "
+        "each key or token reads only its principal's scope.",
         lifespan=lifespan,
         docs_url=None,  # Swagger UI loads from a CDN; the spec is at /openapi.json
         redoc_url=None,
     )
     app.state.runtime = rt
-    app.state.auth = Auth(settings.api_keys)
+    app.state.principals = principals
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     _errors(app)
 
@@ -95,8 +100,9 @@ def create_app(
     @app.get(
         "/v1/sources", response_model=SourceList, tags=["sleuth"], dependencies=guarded, responses=error_responses(401)
     )
-    async def sources_route() -> dict[str, Any]:
-        names = rt.sources()
+    async def sources_route(request: Request) -> dict[str, Any]:
+        principal = principal_of(request)
+        names = [n for n in rt.sources() if principal.may_use(n)]
         return {"sources": [{"name": n, "kind": _kind(rt, n), "default": i == 0} for i, n in enumerate(names)]}
 
     @app.get(
@@ -104,8 +110,8 @@ def create_app(
         response_model=AskResult,
         tags=["sleuth"],
         dependencies=guarded,
-        summary="A finished run, for the same key and the same scope only",
-        responses=error_responses(401, 404, 422),
+        summary="A finished run, for the same principal and the same scope only",
+        responses=error_responses(401, 403, 404, 422),
     )
     async def trace_route(
         trace_id: str,
@@ -114,8 +120,8 @@ def create_app(
             default=[], description="the scope the run was asked with, as expressions (filters=acl=all)"
         ),
     ) -> Any:
-        scope = parse_filters(filters or None)
-        found = rt.traces.get(trace_id, owner_of(key_of(request), scope))
+        scope = scoped(rt, request, filters or None)
+        found = rt.traces.get(trace_id, owner_of(principal_of(request), scope))
         if found is None:
             raise ApiError(404, f"no trace {trace_id!r} for this key and scope", "not_found_error", code="not_found")
         return JSONResponse(found)

@@ -12,10 +12,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from sleuth.strategies.base import Event, Result
 
-from .errors import ApiError, error_responses, key_of
+from .errors import ApiError, error_responses, principal_of
 from .runtime import Runtime
 from .schemas import AskRequest, AskResult
-from .service import admit, check_run, parse_filters, run_options, stream_job, wait_result
+from .service import admit, check_run, run_options, run_scope, stream_job, wait_result
 
 router = APIRouter()
 
@@ -40,28 +40,29 @@ def runtime_of(request: Request) -> Runtime:
     description="Returns the full result: answer, numbered citations with provenance, and the trace. " + SSE_DOC,
     responses={
         200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": "the result"},
-        **error_responses(401, 413, 422, 429, 504),
+        **error_responses(401, 403, 413, 422, 429, 504),
     },
 )
 async def ask(body: AskRequest, request: Request) -> Any:
     rt = runtime_of(request)
     strategy = body.strategy or rt.settings.default_strategy
-    check_run(rt, strategy=strategy, source=body.index, model=body.model)
+    filters, source = await run_scope(rt, request, body.filters, body.index)
+    check_run(rt, strategy=strategy, source=source, model=body.model)
     own = {"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_tokens, "lang": body.lang}
     options = run_options(rt, strategy, own, body.options)
-    filters = parse_filters(body.filters)
     admit(rt)
     job = rt.new_job(
         question=body.question,
         strategy=strategy,
         filters=filters,
-        key=key_of(request),
-        source=body.index,
+        principal=principal_of(request),
+        source=source,
         model=body.model,
         options=options,
         temperature=body.temperature,
         seed=body.seed,
     )
+    job.endpoint, job.stream = "/v1/ask", body.stream
     if body.stream:
         rt.start(job, stream=True)
         return EventSourceResponse(_sse(rt, job), ping=10, headers={"X-Sleuth-Trace-Id": job.trace_id})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from .principals import AuthError, Principal
 from .schemas import ErrorResponse
 
 Scope = MutableMapping[str, Any]
@@ -49,7 +49,8 @@ class ApiError(Exception):
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the errors a route can answer with."""
     what = {
-        401: "missing or wrong bearer token",
+        401: "missing or wrong bearer token (unknown key, invalid, expired or wrongly signed token)",
+        403: "the request asks for more than its principal's scope (the message names the part)",
         404: "no such resource (or not visible to this key and scope)",
         413: "request body too large",
         422: "invalid request (the message says which field and why)",
@@ -61,38 +62,33 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 # -- auth --------------------------------------------------------------------------------
-bearer = HTTPBearer(auto_error=False, description="the server's API key (SLEUTH_SERVER_KEY / --api-key)")
+bearer = HTTPBearer(auto_error=False, description="an API key (--api-key or the principals file) or a JWT")
 
 
-class Auth:
-    """Checks the bearer token when keys are configured; yields the key that matched (or None)."""
-
-    def __init__(self, keys: tuple[str, ...]) -> None:
-        self.keys = keys
-
-    def check(self, creds: HTTPAuthorizationCredentials | None) -> str | None:
-        if not self.keys:
-            return None
-        given = creds.credentials if creds is not None and creds.scheme.lower() == "bearer" else ""
-        for k in self.keys:
-            if given and hmac.compare_digest(given.encode(), k.encode()):
-                return k
-        raise ApiError(
-            401,
-            "a valid API key is required: send 'Authorization: Bearer <key>'",
-            "authentication_error",
-            code="invalid_api_key",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+def unauthorized(message: str) -> ApiError:
+    return ApiError(
+        401, message, "authentication_error", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
+    )
 
 
-def key_of(request: Request) -> str | None:
-    return getattr(request.state, "api_key", None)
+def forbidden(message: str, param: str | None = "filters") -> ApiError:
+    return ApiError(403, message, "permission_error", code="outside_scope", param=param)
+
+
+def principal_of(request: Request) -> Principal:
+    return request.state.principal
 
 
 async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-    """Route dependency: 401 unless the bearer token is one of the server's keys (when it has any)."""
-    request.state.api_key = request.app.state.auth.check(creds)
+    """Route dependency: the principal behind the bearer credential (401 when there is none)."""
+    token = creds.credentials if creds is not None and creds.scheme.lower() == "bearer" else None
+    try:
+        request.state.principal = request.app.state.principals.resolve(token)
+    except AuthError as e:
+        audit = request.app.state.runtime.audit
+        if audit is not None:
+            audit.denied(status=401, path=request.url.path, reason=str(e))
+        raise unauthorized(str(e)) from None
 
 
 # -- body size -----------------------------------------------------------------------------

@@ -19,11 +19,11 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from sleuth.strategies.base import FINISHED, BadQuestion, Event, Result, validate_question
 
-from .errors import ApiError, error_responses, key_of
+from .errors import ApiError, error_responses, principal_of
 from .render import citation_dicts, citations_block, step_line
 from .runtime import Runtime
 from .schemas import ChatCompletion, ChatRequest, ModelCard, ModelList
-from .service import admit, check_run, parse_filters, run_options, stream_job, wait_result
+from .service import admit, check_run, run_options, run_scope, stream_job, wait_result
 
 router = APIRouter()
 PREFIX = "sleuth-"
@@ -108,29 +108,30 @@ def _card(name: str) -> dict[str, Any]:
     "`delta.reasoning_content`, the answer in `delta.content`, `sleuth` on the last chunk), then `data: [DONE]`.",
     responses={
         200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": "the completion"},
-        **error_responses(401, 404, 413, 422, 429, 504),
+        **error_responses(401, 403, 404, 413, 422, 429, 504),
     },
 )
 async def chat_completions(body: ChatRequest, request: Request) -> Any:
     rt = _rt(request)
     strategy = strategy_of(body.model)
-    check_run(rt, strategy=strategy, source=body.index, model=None, param="model")
+    filters, source = await run_scope(rt, request, body.filters, body.index)
+    check_run(rt, strategy=strategy, source=source, model=None, param="model")
     own = {"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_completion_tokens or body.max_tokens}
     options = run_options(rt, strategy, own, body.options)
     question = question_of(body)
-    filters = parse_filters(body.filters)
     admit(rt)
     job = rt.new_job(
         question=question,
         strategy=strategy,
         filters=filters,
-        key=key_of(request),
-        source=body.index,
+        principal=principal_of(request),
+        source=source,
         model=None,
         options=options,
         temperature=body.temperature,
         seed=body.seed,
     )
+    job.endpoint, job.stream = "/v1/chat/completions", body.stream
     cid = "chatcmpl-" + job.trace_id
     created = int(time.time())
     if body.stream:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import math
 import threading
@@ -31,6 +30,8 @@ from sleuth.llm.base import LLM, Completion, GenParams, LLMError, LLMTimeout, Me
 from sleuth.search.base import Filters, Passage, Retriever, SearchUnavailable
 from sleuth.strategies.base import ERROR, Event, Result, Strategy, Trace
 
+from .audit import open_audit
+from .principals import OPEN, Principal
 from .settings import ServerSettings
 from .traces import open_trace_store
 
@@ -156,6 +157,9 @@ class Job:
     temperature: float | None
     seed: int | None
     stop: _Stop
+    principal: Principal = OPEN
+    endpoint: str = ""
+    stream: bool = False
     events: list[Event] = field(default_factory=list)
     result: Result | None = None
     done: threading.Event = field(default_factory=threading.Event)
@@ -184,9 +188,9 @@ class Job:
         return r
 
 
-def owner_of(key: str | None, filters: Filters) -> tuple[str, str]:
-    principal = hashlib.sha256(key.encode()).hexdigest()[:16] if key else "anonymous"
-    return principal, filters.cache_key()
+def owner_of(principal: Principal, filters: Filters) -> tuple[str, str]:
+    """Who may read a run's trace: the same principal under the same effective scope."""
+    return principal.id, filters.cache_key()
 
 
 class Busy(Exception):
@@ -221,6 +225,7 @@ class Runtime:
         self.errors: list[str] = []
         self.opened = False
         self.traces = open_trace_store(settings.trace_db, settings.trace_capacity, settings.trace_max_bytes)
+        self.audit = open_audit(settings)
         self._durations: deque[float] = deque(maxlen=32)
         self._jobs: set[Job] = set()
         self.executor = ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="sleuth-run")
@@ -347,7 +352,7 @@ class Runtime:
         question: str,
         strategy: str,
         filters: Filters,
-        key: str | None,
+        principal: Principal,
         source: str | None,
         model: str | None,
         options: dict[str, Any],
@@ -359,7 +364,8 @@ class Runtime:
             question=question,
             strategy=strategy,
             filters=filters,
-            owner=owner_of(key, filters),
+            owner=owner_of(principal, filters),
+            principal=principal,
             source=source,
             model=model if model is not None else self.settings.model,
             options={k: v for k, v in options.items() if v is not None},
@@ -386,6 +392,8 @@ class Runtime:
         t0 = time.monotonic()
         try:
             job.result = self._run(job)
+            if self.audit is not None:
+                self.audit.run(principal=job.principal, scope=job.filters, job=job, result=job.result)
         finally:
             self._durations.append(time.monotonic() - t0)
             self._jobs.discard(job)
@@ -435,6 +443,8 @@ class Runtime:
         for job in list(self._jobs):
             job.stop.cancelled.set()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        if self.audit is not None:
+            self.audit.close()
         for llm in self._llms.values():
             close = getattr(llm, "close", None)
             if callable(close):

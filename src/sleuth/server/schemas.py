@@ -11,9 +11,10 @@ from sleuth.strategies.base import BadQuestion, validate_question
 FiltersIn = dict[str, Any] | list[str]
 
 FILTERS_DOC = (
-    'The caller\'s scope, and the only scope the request gets: a list of expressions (["acl=all", '
+    'Narrows the caller\'s scope (never widens it; asking for more gets 403): a list of expressions (["acl=all", '
     '"version=2025", "year>=2001"]), a mapping of field to value(s) ({"acl": ["all"], "version": "2025"}) '
-    'or the canonical form {"equals": {...}, "ranges": {...}, "acl": [...]}. Omitted: no restriction.'
+    'or the canonical form {"equals": {...}, "ranges": {...}, "acl": [...]}. Omitted: the whole scope of the '
+    "caller's key or token."
 )
 
 OPTIONS_DOC = (

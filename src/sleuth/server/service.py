@@ -12,8 +12,10 @@ from sleuth.search.base import FilterError, Filters
 from sleuth.strategies.base import Event, Result
 from sleuth.strategies.options import OptionsError
 
-from .errors import ApiError
+from .errors import ApiError, forbidden, principal_of
+from .principals import Principal
 from .runtime import CANCELLED, TIMEOUT, Busy, Job, Runtime
+from .scoping import ScopeError, check_source, default_source, duplicated_key, effective_scope
 
 CANONICAL_FILTER_KEYS = {"equals", "ranges", "acl"}
 
@@ -46,6 +48,41 @@ def parse_filters(raw: Any, param: str = "filters") -> Filters:
     except (TypeError, ValueError) as e:
         raise ApiError(422, f"{param}: malformed scope ({e})", param=param) from None
     raise ApiError(422, f"{param}: must be a list of expressions or an object", param=param)
+
+
+def refuse(rt: Runtime, principal: Principal, path: str, e: ScopeError) -> ApiError:
+    """A 403 for a scope error (and its audit line)."""
+    if rt.audit is not None:
+        rt.audit.denied(status=403, path=path, reason=e.message, principal=principal)
+    return forbidden(e.message, param="index" if e.part == "index" else "filters")
+
+
+def scoped(rt: Runtime, request: Any, raw: Any, *, source: str | None = None, param: str = "filters") -> Filters:
+    """The effective scope of a request: its principal's scope narrowed by ``raw`` filters
+    (422 for malformed filters, 403 for filters or a source outside the principal's scope)."""
+    principal = principal_of(request)
+    requested = parse_filters(raw, param)
+    try:
+        if source is not None:
+            check_source(principal, source)
+        return effective_scope(principal, requested)
+    except ScopeError as e:
+        raise refuse(rt, principal, request.url.path, e) from None
+
+
+async def run_scope(rt: Runtime, request: Any, raw: Any, source: str | None) -> tuple[Filters, str | None]:
+    """:func:`scoped` for a run request, after refusing a body that repeats a key; also returns
+    the source the run gets (a principal limited to some sources gets the first of them)."""
+    dup = duplicated_key(await request.body())
+    if dup is not None:
+        raise ApiError(422, f"the JSON body repeats the key {dup!r}; send each key once", param=dup)
+    principal = principal_of(request)
+    if source is None:
+        try:
+            source = default_source(principal, rt.sources())
+        except ScopeError as e:
+            raise refuse(rt, principal, request.url.path, e) from None
+    return scoped(rt, request, raw, source=source), source
 
 
 def check_run(rt: Runtime, *, strategy: str, source: str | None, model: str | None, param: str = "strategy") -> None:

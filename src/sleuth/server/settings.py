@@ -41,6 +41,14 @@ class ServerSettings:
     #: a SQLite file for the traces (they then survive a restart); None keeps them in memory
     trace_db: str | None = None
     default_strategy: str = "self-ask"
+    #: a principals file (TOML or JSON): each key/token bound to its widest scope (docs/server.md)
+    principals: str | None = None
+    #: the audit log (JSON lines, rotated); None: no audit log
+    audit_log: str | None = None
+    audit_max_bytes: int = 10 * 1024 * 1024
+    audit_backups: int = 5
+    #: write each run's question into the audit log too
+    audit_questions: bool = False
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1:
@@ -70,10 +78,10 @@ class ServerSettings:
 
     def check_bind(self) -> None:
         """Refuse to listen beyond this machine without a key."""
-        if not self.api_keys and not is_loopback(self.host):
+        if not self.api_keys and not self.principals and not is_loopback(self.host):
             raise ServerConfigError(
-                f"refusing to listen on {self.host} without an API key: set SLEUTH_SERVER_KEY or pass --api-key "
-                "(or bind 127.0.0.1)"
+                f"refusing to listen on {self.host} without an API key: set SLEUTH_SERVER_KEY, pass --api-key "
+                "or --principals (or bind 127.0.0.1)"
             )
 
 
