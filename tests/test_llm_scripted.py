@@ -19,7 +19,7 @@ from sleuth.llm import (
     ScriptedLLM,
 )
 from sleuth.llm.scripted import ScriptedServer, ScriptExhausted, generate, tokens
-from sleuth.server.runtime import GuardedLLM, RunStopped, _Stop
+from sleuth.server.guards import GuardedLLM, RunStopped, _Stop
 from sleuth.strategies import get_strategy
 
 MSG = [{"role": "user", "content": "capital of France?"}]
