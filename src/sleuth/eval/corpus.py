@@ -26,6 +26,7 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.datasets import Dataset, Item, Paragraph
+from sleuth.search.lexical import LAYOUT
 
 
 class CorpusError(ValueError):
@@ -116,7 +117,7 @@ def ensure_index(records: list[dict[str, Any]] | None, inputs: list[Path] | None
     index_dir = root / "index"
     done = root / "READY"
     with _BUILD_LOCK:
-        if done.exists() and index_dir.exists():
+        if done.exists() and index_dir.exists() and done.read_text(encoding="utf-8") == f"ok {LAYOUT}\n":
             return index_dir
         root.mkdir(parents=True, exist_ok=True)
         fmt = "auto"
@@ -125,7 +126,7 @@ def ensure_index(records: list[dict[str, Any]] | None, inputs: list[Path] | None
             _write_jsonl_atomic(corpus, records)
             inputs, fmt = [corpus], "generic"
         build_index(list(inputs or []), index_dir, fmt)
-        done.write_text("ok\n", encoding="utf-8")
+        done.write_text(f"ok {LAYOUT}\n", encoding="utf-8")
     return index_dir
 
 

@@ -26,6 +26,7 @@ from sleuth.search.index import (
     as_filters,
     file_lock,
 )
+from sleuth.search.lexical import LAYOUT
 
 __all__ = [
     "MODES",
@@ -59,6 +60,7 @@ def corpus_index_dir(
     content hash of its files and on every build setting."""
     root = Path(corpus).expanduser().resolve()
     h = hashlib.sha256(repr((SCHEMA_VERSION, format, dense, embedder, max_chars)).encode())
+    h.update(LAYOUT.encode())
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     for f in files:
         h.update(str(f.relative_to(root) if f != root else f.name).encode("utf-8", "surrogateescape"))
