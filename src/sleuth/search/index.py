@@ -245,7 +245,8 @@ class Index:
 
         ``default_acl`` labels passages whose source gives no ACL.  With
         ``dense=True`` passages are also embedded (``embedder``, default
-        all-MiniLM-L6-v2) and hybrid search becomes the default mode.
+        ``auto``: the multilingual model for a Chinese corpus, all-MiniLM-L6-v2
+        otherwise) and hybrid search becomes the default mode.
         The :class:`BuildReport` is at ``index.last_report``.
         """
         root = Path(out).expanduser().resolve()
@@ -264,9 +265,7 @@ class Index:
                 "embedder": None,
             }
             if dense:
-                from sleuth.search.dense import DEFAULT_EMBEDDER
-
-                settings["embedder"] = embedder or DEFAULT_EMBEDDER
+                settings["embedder"] = embedder or "auto"
             _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress)
             report.seconds = time.perf_counter() - t0
             if report.passages_added == 0:
@@ -524,8 +523,9 @@ def _write(
     store.commit()
     lex.commit()
     if settings["dense"]:
-        from sleuth.search.dense import DenseIndex
+        from sleuth.search.dense import DenseIndex, resolve_embedder
 
+        settings["embedder"] = resolve_embedder(settings["embedder"], store, first_new_row, next_row)
         t = time.perf_counter()
         DenseIndex.extend(gen, store, settings["embedder"], first_new_row, next_row, progress=progress)
         report.embed_seconds = time.perf_counter() - t

