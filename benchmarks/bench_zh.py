@@ -9,10 +9,11 @@ what ``embedder="auto"`` picks for a Chinese corpus):
 * speed: passages/s embedding :data:`SPEED_SAMPLE` rgb_zh passages (no cache), median
   query latency over the 50 rgb_zh questions embedded one at a time, vector bytes;
 * rgb_zh dev (``../shared/data/rgb_zh/int_dev.jsonl``): the positive and negative
-  passages of all 50 questions pooled into one corpus (deduplicated), each question
-  searched with k=5; recall@5 per answer part (a part is found when one of its
-  positive passages is in the top 5) and the share of questions with every part found;
-  index size on disk;
+  passages of all 50 questions pooled into one corpus (each text once, as
+  ``sleuth eval --format rgb_zh`` pools them), each question searched with k=5;
+  recall@5 per answer part (a part is found when a positive passage that supports
+  it, :func:`sleuth.eval.datasets_zh.part_passages`, is in the top 5) and the share
+  of questions with every part found; index size on disk;
 * policy_zh: each of the 8 questions searched within its own scope (version, region,
   acl), evidence recall@5 and the per-question detail.
 
@@ -25,7 +26,6 @@ temporary folder.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import statistics
 import sys
@@ -43,10 +43,6 @@ SPEED_SAMPLE = 100
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-
-
-def pid(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
 def rgb_pool(questions: list[dict[str, Any]]) -> list[str]:
@@ -76,10 +72,12 @@ def speed(name: str, passages: list[str], queries: list[str]) -> dict[str, float
 
 
 def rgb(idx: Any, questions: list[dict[str, Any]], mode: str) -> dict[str, float]:
+    from sleuth.eval.datasets_zh import answer_parts, part_passages, passage_id
+
     found = parts = complete = 0
     for q in questions:
         top = {p.doc_id for p in idx.search(q["query"], 5, None, mode=mode)}
-        ok = [any(pid(t) in top for t in part) for part in q["positive"]]
+        ok = [any(passage_id(t) in top for t in group) for group in part_passages(q, answer_parts(q))]
         found += sum(ok)
         parts += len(ok)
         complete += all(ok)
@@ -106,6 +104,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--embedders", default=",".join(EMBEDDERS), help="Comma-separated embedder names.")
     a = ap.parse_args()
+    from sleuth.eval.datasets_zh import passage_id
     from sleuth.search import Index
 
     questions = _jsonl(DATA / "rgb_zh" / "int_dev.jsonl")
@@ -116,7 +115,7 @@ def main() -> None:
         corpus = Path(tmp) / "rgb_zh_pool.jsonl"
         with open(corpus, "w", encoding="utf-8") as f:
             for text in pool:
-                f.write(json.dumps({"id": pid(text), "title": "", "text": text}, ensure_ascii=False) + "\n")
+                f.write(json.dumps({"id": passage_id(text), "title": "", "text": text}, ensure_ascii=False) + "\n")
         rows = []
         for i, name in enumerate(a.embedders.split(",")):
             sp = speed(name, pool, queries)

@@ -10,6 +10,7 @@ Formats (``--format NAME``; :func:`detect_format` guesses it from the file):
 ``strategyqa`` JSON list: ``qid, question, answer (bool), facts, decomposition``
 ``flashrag``   FlashRAG quick-start JSONL: ``id, question, golden_answers``
 ``policy_zh``  JSONL: ``id, question, answer, must_mention, evidence, scope``
+``rgb_zh``     RGB information integration JSONL: ``query, answer (parts), positive, negative``
 ``jsonl``      generic JSONL: ``{id, question, answers[]}`` (optional ``type``, ``choices``,
                ``paragraphs[{id,title,text}]``, ``gold_titles``, ``gold_ids``, ``filters``)
 =============  ===========================================================================
@@ -30,6 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from sleuth.eval.datasets_zh import load_rgb_zh
 from sleuth.eval.items import LETTERS, MC, OPEN, YESNO, Dataset, DatasetError, Item, Paragraph, SubQuestion
 from sleuth.search.base import Filters
 
@@ -341,6 +343,7 @@ LOADERS: dict[str, Callable[[Path], list[Item]]] = {
     "strategyqa": load_strategyqa,
     "flashrag": load_flashrag,
     "policy_zh": load_policy_zh,
+    "rgb_zh": lambda path: load_rgb_zh(_json_records(path), path),
     "jsonl": load_jsonl,
 }
 
@@ -388,6 +391,8 @@ def detect_format(path: Path) -> str:
         return "strategyqa"
     if "golden_answers" in keys:
         return "flashrag"
+    if "positive" in keys and "query" in keys:
+        return "rgb_zh"
     if "scope" in keys or "must_mention" in keys:
         return "policy_zh"
     if "question" in keys and ("answers" in keys or "answer" in keys):

@@ -17,6 +17,7 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
+from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
@@ -231,12 +232,21 @@ class Prices:
 
 
 # --------------------------------------------------------------------------- combined
-PRIMARY = {"f1": "F1", "em": "EM", "cover_em": "cover-EM", "acc": "accuracy", "mention": "must-mention"}
+PRIMARY = {
+    "f1": "F1",
+    "em": "EM",
+    "cover_em": "cover-EM",
+    "acc": "accuracy",
+    "mention": "must-mention",
+    "parts": "all-parts",
+}
 
 
 def primary_metric(item: Item) -> str:
     if item.type in (MC, YESNO):
         return "acc"
+    if item.metadata.get("answer_parts"):
+        return "parts"
     if item.must_mention or item.must_not_mention:
         return "mention"
     return "f1"
@@ -259,6 +269,10 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
     elif not item.answerable and not item.answers:
         s["abstained"] = float(abstains(short))
         s["em"] = s["f1"] = s["cover_em"] = s["abstained"]
+    elif any(is_chinese(a) for a in item.answers):  # character-level, after Chinese normalisation
+        s["em"] = em_zh(short, item.answers)
+        s["f1"] = f1_zh(short, item.answers)
+        s["cover_em"] = cover_zh(short, item.answers)
     else:
         s["em"] = exact_match(short, item.answers)
         s["f1"] = f1(short, item.answers)
@@ -268,7 +282,16 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
         s["cover_em"] = cover_em(short, item.answers)
     if item.must_mention or item.must_not_mention:
         s["mention"] = mentions(answer, item.must_mention, item.must_not_mention)
+    parts = item.metadata.get("answer_parts")
     passages = retrieved_passages(result)
+    if parts:  # RGB: right when the reply mentions every part (any variant of it)
+        hits = part_hits(answer, parts)
+        s["parts"] = float(all(hits))
+        s["part_rate"] = sum(hits) / len(hits)
+        seen: set[str] = set().union(*(_pid(p) for p in passages)) if passages else set()
+        part_ids = item.metadata.get("part_ids") or []
+        if part_ids:
+            s["part_recall"] = sum(any(i in seen for i in ids) for ids in part_ids) / len(part_ids)
     if item.gold_titles:
         s["recall_title"] = recall(item.gold_titles, passages, by="title")
     if item.gold_ids:

@@ -1,0 +1,99 @@
+"""Scores for Chinese answers: character-level EM/F1 after Chinese normalisation, and
+RGB's "every part mentioned" check.
+
+Chinese has no spaces, so a word-level F1 scores a whole sentence as one token.
+Here an answer is normalised (:func:`normalize_zh`: NFKC, which folds full-width
+letters, digits and punctuation to half width; lower case; every punctuation
+mark, symbol and space removed; Arabic numbers written with 万/亿 expanded, so
+"131万" and "1310000" compare equal, and thousands separators dropped) and then
+split into characters, except that a run of Latin letters or digits stays one
+token ("G20峰会" -> ``g20 峰 会``).  :func:`score_zh` is used for an item whose
+gold answers contain Chinese; English items keep the SQuAD metrics.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+__all__ = ["cover_zh", "em_zh", "f1_zh", "is_chinese", "normalize_zh", "part_hits", "tokens_zh"]
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_WAN = re.compile(r"(\d+(?:\.\d+)?)\s*(万亿|亿|万)")
+_SCALE = {"万": 10**4, "亿": 10**8, "万亿": 10**12}
+_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?|\S")
+
+
+def is_chinese(text: str) -> bool:
+    """True when ``text`` contains a Chinese character."""
+    return bool(_CJK.search(text or ""))
+
+
+def _expand(m: re.Match[str]) -> str:
+    num, unit = m.group(1), m.group(2)
+    whole, _, frac = num.partition(".")
+    scale = _SCALE[unit]
+    digits = len(str(scale)) - 1
+    if len(frac) > digits:  # more decimals than the unit has zeros: leave it as written
+        return m.group(0)
+    return str(int(whole) * scale + (int(frac.ljust(digits, "0")) if frac else 0))
+
+
+def normalize_zh(text: str) -> str:
+    """NFKC, lower case, numbers with 万/亿 expanded, punctuation, symbols and spaces removed
+    (a decimal point between digits is kept)."""
+    s = unicodedata.normalize("NFKC", str(text or "")).lower()
+    s = _THOUSANDS.sub("", s)
+    s = _WAN.sub(_expand, s)
+    s = "".join(ch for ch in s if ch == "." or not (unicodedata.category(ch)[0] in "PSZ" or ch.isspace()))
+    return re.sub(r"\.(?!\d)|(?<!\d)\.", "", s)
+
+
+def tokens_zh(text: str) -> list[str]:
+    """Normalised tokens: one per Chinese character, one per run of Latin letters or digits."""
+    return _TOKEN.findall(normalize_zh(text))
+
+
+def em_zh(pred: str, golds: Iterable[str]) -> float:
+    p = normalize_zh(pred)
+    return float(any(p == normalize_zh(g) for g in golds))
+
+
+def _f1(pred: str, gold: str) -> float:
+    pt, gt = tokens_zh(pred), tokens_zh(gold)
+    if not pt or not gt:
+        return float(pt == gt)
+    same = sum((Counter(pt) & Counter(gt)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pt), same / len(gt)
+    return 2 * precision * recall / (precision + recall)
+
+
+def f1_zh(pred: str, golds: Iterable[str]) -> float:
+    """Character-level F1 against the best gold."""
+    return max((_f1(pred, g) for g in golds), default=0.0)
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    if not needle:
+        return False
+    # a number must not be part of a longer number ("30" is not in "300", "5.7" not in "15.7")
+    pre = r"(?<![\d.])" if needle[0].isdigit() else ""
+    post = r"(?![\d])" if needle[-1].isdigit() else ""
+    return re.search(pre + re.escape(needle) + post, haystack) is not None
+
+
+def cover_zh(pred: str, golds: Iterable[str]) -> float:
+    """1 when a normalised gold answer appears in the normalised prediction."""
+    p = normalize_zh(pred)
+    return float(any(_contains(p, normalize_zh(g)) for g in golds))
+
+
+def part_hits(answer: str, parts: Sequence[Sequence[str]]) -> list[bool]:
+    """For each answer part (a list of accepted variants): is one of them mentioned in ``answer``?"""
+    a = normalize_zh(answer)
+    return [any(_contains(a, normalize_zh(v)) for v in variants) for variants in parts]
