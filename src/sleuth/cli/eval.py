@@ -41,7 +41,7 @@ def eval_cmd(
     ctx: typer.Context,
     data: Path = typer.Option(None, "--data", help="Questions file (any supported format)."),
     fmt: str = typer.Option(
-        "auto", "--format", help="hotpotqa, musique, timeqa, mmlu, strategyqa, flashrag, policy_zh, jsonl or auto."
+        "auto", "--format", help="hotpotqa, musique, timeqa, mmlu, strategyqa, flashrag, policy_zh, rgb_zh, jsonl or auto."
     ),
     setting: str = typer.Option(
         None,
