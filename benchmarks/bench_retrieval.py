@@ -10,7 +10,8 @@
   (version/region/acl); evidence recall@5 and a leak count (passages returned
   outside the question's scope - must be 0).
 
-The dense side embeds every passage once with all-MiniLM-L6-v2 (cached in
+The dense side embeds every passage once with the model ``embedder="auto"`` picks
+(all-MiniLM-L6-v2 for HotpotQA, multilingual-e5-small for policy_zh; cached in
 ``<cache dir>/embeddings.sqlite``, the index itself cached by content hash), so
 reruns take seconds.
 """
