@@ -27,6 +27,7 @@ from sleuth.search.index import (
     file_lock,
 )
 from sleuth.search.lexical import LAYOUT
+from sleuth.search.multilingual import AUTO, MULTILINGUAL_EMBEDDER
 
 __all__ = [
     "MODES",
@@ -61,6 +62,8 @@ def corpus_index_dir(
     root = Path(corpus).expanduser().resolve()
     h = hashlib.sha256(repr((SCHEMA_VERSION, format, dense, embedder, max_chars)).encode())
     h.update(LAYOUT.encode())
+    if dense and embedder in (None, AUTO):  # what "auto" may resolve to is part of the key
+        h.update(f"auto:{MULTILINGUAL_EMBEDDER}".encode())
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     for f in files:
         h.update(str(f.relative_to(root) if f != root else f.name).encode("utf-8", "surrogateescape"))
