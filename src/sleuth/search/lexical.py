@@ -17,8 +17,8 @@ and rgb_zh (``benchmarks/bench_zh.py``, docs/knowledge.md): the clause that
 answers "取消行程 退票费用 报销期限" moves from 4th to 1st, where short FAQ and
 annex passages used to win; a boost of 0.5-1.5 gave 2nd, 2-3 gave 1st.
 Character bigrams on top of jieba's search-mode words lowered rgb_zh recall@5
-(0.622 -> 0.586), and so did a lower BM25 ``b`` (0.5: 0.613); both were left
-out (tantivy's ``b=0.75`` stays).  ``body`` is what it always was, and a query
+(per positive list: 0.622 -> 0.586), and so did a lower BM25 ``b`` (0.5:
+0.613); both were left out (tantivy's ``b=0.75`` stays).  ``body`` is what it always was, and a query
 without Chinese searches ``body`` only, so English rankings are unchanged.
 Indexes built before the ``head`` field existed are read as they were built.  Filters become ``Must`` clauses of constant
 score 0 (term sets over the ``acl``/``eq``/``rng`` fields), so they decide
