@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import tantivy
 
-from sleuth.search import Filters, Index
+from sleuth.search import Filters, Index, SearchError
 from sleuth.search.lexical import LexicalIndex, _schema_v1
 from sleuth.search.multilingual import MULTILINGUAL_EMBEDDER, choose_embedder
 from sleuth.search.tokenize import tokenize
@@ -77,3 +77,9 @@ def test_jieba_says_nothing_on_stderr() -> None:
     code = "from sleuth.search.tokenize import tokenize; print(tokenize('取消行程 退票费用'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "取消" in out.stdout and out.stderr == ""
+
+
+def test_an_unknown_embedder_is_refused_before_any_work(tmp_path: Path) -> None:
+    with pytest.raises(SearchError, match="unknown embedder 'bogus'"):
+        Index.build([DATA / "corpus.jsonl"], tmp_path / "ix", dense=True, embedder="bogus")
+    assert not (tmp_path / "ix").exists()

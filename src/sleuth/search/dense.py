@@ -50,6 +50,7 @@ __all__ = [
     "Embedder",
     "EmbeddingCache",
     "MiniLMEmbedder",
+    "check_embedder",
     "embed_texts",
     "get_embedder",
     "resolve_embedder",
@@ -112,6 +113,17 @@ class MiniLMEmbedder:
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
+_MINILM_NAMES = (DEFAULT_EMBEDDER, "sentence-transformers/all-MiniLM-L6-v2", "minilm")
+_E5_NAMES = (MULTILINGUAL_EMBEDDER, "intfloat/multilingual-e5-small", "e5")
+
+
+def check_embedder(name: str) -> str:
+    """``name`` if it names a known embedder (or ``auto``), else a :class:`SearchError`."""
+    if name not in (*_MINILM_NAMES, *_E5_NAMES, AUTO):
+        raise SearchError(f"unknown embedder {name!r}; available: {DEFAULT_EMBEDDER}, {MULTILINGUAL_EMBEDDER}, {AUTO}")
+    return name
+
+
 _EMBEDDERS: dict[str, Embedder] = {}
 _EMB_LOCK = threading.Lock()
 
@@ -121,14 +133,13 @@ def get_embedder(name: str | None = None) -> Embedder:
     name = name or DEFAULT_EMBEDDER
     with _EMB_LOCK:
         if name not in _EMBEDDERS:
-            if name in (DEFAULT_EMBEDDER, "sentence-transformers/all-MiniLM-L6-v2", "minilm"):
+            if name in _MINILM_NAMES:
                 _EMBEDDERS[name] = MiniLMEmbedder()
-            elif name in (MULTILINGUAL_EMBEDDER, "intfloat/multilingual-e5-small", "e5"):
+            elif name in _E5_NAMES:
                 _EMBEDDERS[name] = E5Embedder()
             else:
-                raise SearchError(
-                    f"unknown embedder {name!r}; available: {DEFAULT_EMBEDDER}, {MULTILINGUAL_EMBEDDER}, {AUTO}"
-                )
+                check_embedder(name)
+                raise SearchError(f"embedder {name!r} is chosen when an index is built; name a model")
         return _EMBEDDERS[name]
 
 

@@ -253,6 +253,10 @@ class Index:
         _check_target(root)
         report = BuildReport()
         t0 = time.perf_counter()
+        if dense:  # an unknown name is refused before any work
+            from sleuth.search.dense import check_embedder
+
+            embedder = check_embedder(embedder or "auto")
         with _writer_lock(root):
             _cleanup(root)
             tmp = _new_gen_dir(root)
@@ -262,10 +266,8 @@ class Index:
                 "max_chars": max_chars,
                 "default_acl": list(default_acl),
                 "dense": bool(dense),
-                "embedder": None,
+                "embedder": embedder if dense else None,
             }
-            if dense:
-                settings["embedder"] = embedder or "auto"
             _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress)
             report.seconds = time.perf_counter() - t0
             if report.passages_added == 0:
