@@ -57,42 +57,82 @@ def test_the_probe_walks_the_strategies_main_branches() -> None:
 
 
 def test_a_pure_refactor_keeps_the_fingerprint(plugins: Path) -> None:
-    # renamed local variables, a reformatted call and added comments: the same behaviour
+    # renamed local variables and fields, reformatted calls and added comments: the same behaviour
     _copy(
         plugins,
         "rag",
         "refactored_rag",
         [
             (r"\bdocs\b", "context"),
-            (r"\bbody\b", "reasoning"),
-            (r"\bsc\b", "extraction"),
+            (r"\bpassages\b", "found"),
             (r"\bc\b", "reply"),
             (r"    def solve\(", "    # the baseline: one search, one answer\n    def solve("),
             (r'route="original"\)', 'route="original",  # the question itself\n        )'),
+            (r'step="answer"\)', 'step="answer",\n        )'),
         ],
     )
     _copy(
         plugins,
         "self_ask",
         "refactored_self_ask",
-        [(r"\bprompt\b(?!\()", "scaffold"), (r"\bsteps\b", "n_steps"), (r"\bfu\b", "follow_up_q")],
+        [
+            (r"\bprompt\b(?!\()", "scaffold"),  # the _Scaffold field and the local, not the prompt() method
+            (r"\.steps\b", ".n_steps"),
+            (r"(?m)^    steps: int = 0$", "    n_steps: int = 0"),
+            (r"\bthreshold\b", "restate_at"),
+            (r"\bprev_answer\b", "earlier_answer"),
+            (r"\bsim_q\b", "overlap"),
+            (
+                r"return _Scaffold\(st, question, scaffold, len\(scaffold\), words, sep, restate_at, repeat_at, max_chars\)",
+                "# the model's part starts after the few-shot prompt\n        return _Scaffold(\n"
+                "            st=st, question=question, prompt=scaffold, start=len(scaffold), words=words, sep=sep,\n"
+                "            restate_at=restate_at, repeat_at=repeat_at, max_chars=max_chars,\n        )",
+            ),
+            (r"prompt=scaffold", "scaffold=scaffold"),  # the field was renamed too
+        ],
     )
     assert code_fingerprint("refactored_rag:RAG") == code_fingerprint("rag")
     assert code_fingerprint("refactored_self_ask:SelfAsk") == code_fingerprint("self-ask")
 
 
-def test_a_changed_default_option_changes_the_fingerprint(plugins: Path) -> None:
-    _copy(plugins, "self_ask", "fewer_extract", [(r'"extract_k", 3\)', '"extract_k", 1)')])
-    assert code_fingerprint("fewer_extract:SelfAsk") != code_fingerprint("self-ask")
-    (plugins / "longer_rag.py").write_text(
-        "from sleuth.strategies.rag import RAG\n\n\nclass LongerRAG(RAG):\n    default_max_tokens = 300\n",
+def _options_plugin(folder: Path, module: str, base: str, cls: str, options: str, field: str) -> None:
+    """A ``module:Sub`` strategy: ``strategies/<base>.py``'s ``cls`` whose ``Options`` change one default."""
+    (folder / f"{module}.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from typing import ClassVar\n\n"
+        f"from sleuth.strategies.{base} import {cls}\n"
+        f"from sleuth.strategies.options import {options}\n\n\n"
+        "@dataclass(frozen=True)\n"
+        f"class Changed({options}):\n"
+        f"    {field}\n\n\n"
+        f"class Sub({cls}):\n"
+        "    Options = Changed\n",
         encoding="utf-8",
     )
-    assert code_fingerprint("longer_rag:LongerRAG") != code_fingerprint("rag")
+
+
+def test_a_changed_default_option_changes_the_fingerprint(plugins: Path) -> None:
+    _options_plugin(plugins, "fewer_extract", "self_ask", "SelfAsk", "SelfAskOptions", "extract_k: int = 1")
+    assert code_fingerprint("fewer_extract:Sub") != code_fingerprint("self-ask")
+    _options_plugin(plugins, "longer_rag", "rag", "RAG", "RAGOptions", "DEFAULT_MAX_TOKENS: ClassVar[int] = 300")
+    assert code_fingerprint("longer_rag:Sub") != code_fingerprint("rag")
+    # defaults the short probe never reaches: the typed options themselves are hashed
+    _options_plugin(plugins, "longer_scaffold", "self_ask", "SelfAsk", "SelfAskOptions", "max_prompt_chars: int = 7001")
+    assert code_fingerprint("longer_scaffold:Sub") != code_fingerprint("self-ask")
+    _options_plugin(plugins, "more_refusals", "search_o1", "SearchO1", "SearchO1Options", "max_refusals: int = 3")
+    assert code_fingerprint("more_refusals:Sub") != code_fingerprint("search-o1")
+    # the same options under another class name: the same behaviour
+    _options_plugin(plugins, "same_rag", "rag", "RAG", "RAGOptions", "k: int = 5")
+    assert code_fingerprint("same_rag:Sub") == code_fingerprint("rag")
 
 
 def test_a_changed_request_parameter_changes_the_fingerprint(plugins: Path) -> None:
-    _copy(plugins, "rag", "other_budget", [(r"max_tokens=32", "max_tokens=33")])  # the short-answer call
+    # RAG's short-answer call lives in answers.py: copies of both, RAG importing the copy
+    _copy(plugins, "answers", "same_answers", [(r"max_tokens=32\b", "max_tokens=32")])
+    _copy(plugins, "rag", "same_budget", [(r"from sleuth\.strategies\.answers import", "from same_answers import")])
+    assert code_fingerprint("same_budget:RAG") == code_fingerprint("rag")  # the copies alone change nothing
+    _copy(plugins, "answers", "other_answers", [(r"max_tokens=32\b", "max_tokens=33")])  # the short-answer call
+    _copy(plugins, "rag", "other_budget", [(r"from sleuth\.strategies\.answers import", "from other_answers import")])
     assert code_fingerprint("other_budget:RAG") != code_fingerprint("rag")
 
 

@@ -1,13 +1,20 @@
-"""Move a committed run directory from source-file fingerprints to behaviour fingerprints.
+"""Re-label a committed run directory's current records with the running code's fingerprints.
 
-Until commit 5074b63 a record's ``code`` was a hash of source files (the strategy's module and
-prompts, all of ``sleuth/llm`` and ``sleuth/search``).  Records whose ``code`` equals the run's
-``run.json`` ``code[strategy]`` were made by that code, which is also the code this script must
-run with (the behaviour fingerprint is computed by the running code); their ``code`` and
-``run.json`` get the behaviour fingerprint (:mod:`sleuth.eval.fingerprint`).  Records with any
-other ``code`` are superseded older versions and keep theirs.  Then the directory is compacted
+A record's ``code`` says which version of its strategy made it.  When the fingerprint
+scheme changes (until commit 5074b63 it hashed source files: the strategy's module and
+prompts, all of ``sleuth/llm`` and ``sleuth/search``; later the behaviour fingerprint
+gained the strategy's full typed options) while the behaviour stays the same, the
+committed records are still the running code's, but under the earlier scheme's values.
+This maps any earlier scheme's current codes to the running code's: records whose
+``code`` equals the run's ``run.json`` ``code[strategy]`` were made by that code, which
+is also the code this script must run with (the fingerprint is computed by the running
+code, :mod:`sleuth.eval.fingerprint`); their ``code`` and ``run.json`` get the running
+code's fingerprint.  Records with any other ``code`` are superseded older versions and
+keep theirs, as do those in ``replaced.jsonl.gz``.  Then the directory is compacted
 (``sleuth eval compact``): ``results.jsonl.gz`` holds the newest record per task,
-``replaced.jsonl.gz`` the superseded ones, and ``results.jsonl`` is removed.
+``replaced.jsonl.gz`` the superseded ones, and ``results.jsonl`` is removed.  It works on
+either form (``results.jsonl`` or the compacted gzip files) and running it twice changes
+nothing.
 
     python docs/results/refingerprint.py docs/results/hotpotqa-open [...]
 """

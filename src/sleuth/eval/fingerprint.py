@@ -23,11 +23,12 @@ changes it.  :func:`code_fingerprint` runs the strategy over the probe suite of
 * the text of all the strategy's prompt templates (``prompts/*/<name>*.txt``, ``self-ask``
   -> ``self_ask*.txt``) and of
   the prompts no strategy owns (``short_answer.txt``), and its default options
-  (``k``, ``max_steps``, ``max_tokens``, ``lang``, options).
+  (``k``, ``max_steps``, ``max_tokens``, ``lang``, the options given, and every field of
+  its typed options, so a changed default counts even where the probe never reaches it).
 
 Not hashed: timings, object reprs, ids and the trace's field layout.  Not covered: code
-paths the probe does not walk (e.g. a strategy-specific option whose threshold the short
-probe prompts never reach), dense and hybrid retrieval (the probe indexes lexically: the
+paths the probe does not walk (e.g. a changed comparison against an option's threshold
+that the short probe prompts never reach; the threshold's default itself is hashed), dense and hybrid retrieval (the probe indexes lexically: the
 dense extra loads an embedding model, which takes far longer than the probe), retry and
 rate-limit handling, and the embedded llama.cpp backend.  A strategy defined outside
 Sleuth (``module:Class``) is probed the same way.  ``sleuth eval verify`` (running stored

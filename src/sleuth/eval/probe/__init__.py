@@ -11,6 +11,7 @@ when those APIs change; what it returns must then stay the same.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import tempfile
@@ -103,13 +104,19 @@ def build_strategy(name: str, llm: Any, retriever: Retriever) -> Any:
 
 
 def defaults(strategy: Any) -> dict[str, Any]:
-    """The options a strategy runs with when the caller sets none."""
+    """The options a strategy runs with when the caller sets none.
+
+    ``typed`` is every field of its typed options (``strategy.opts``), so a changed
+    default counts even where the short probe never reaches it (a threshold, a limit).
+    """
+    opts = getattr(strategy, "opts", None)
     return {
         "k": strategy.k,
         "max_steps": strategy.max_steps,
         "max_tokens": strategy.max_tokens,
         "lang": strategy.lang,
         "options": dict(strategy.options),
+        "typed": dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else None,
     }
 
 
