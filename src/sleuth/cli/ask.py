@@ -27,7 +27,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from sleuth.cli import app
-from sleuth.cli.common import UserError, console, console_err
+from sleuth.cli.common import UserError, checked, console, console_err
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, Event
 
 QUICKSTART = Path("quickstart") / "wiki_passages.jsonl"
@@ -249,7 +249,7 @@ def ask(
     except BadQuestion as e:
         raise UserError(str(e)) from None
     try:
-        filters = Filters.parse(filter_)
+        filters = Filters.parse([checked(f, "--filter") for f in filter_])
     except FilterError as e:
         raise UserError(str(e)) from None
     options = parse_opts(opt)
