@@ -38,7 +38,7 @@ class BadText(ValueError):
 
 
 def text_problem(text: str) -> str | None:
-    """Why ``text`` is refused (``"contains NUL (U+0000) at position 3"``), or ``None`` when it is fine."""
+    """Why ``text`` is refused (``"contains a lone surrogate U+D800 at position 3 (...)"``), or ``None``."""
     m = _REFUSED.search(text)
     if m is None:
         return None
@@ -49,9 +49,9 @@ def text_problem(text: str) -> str | None:
             "(not valid Unicode: text cut inside a character, or bytes that are not UTF-8)"
         )
     if cp == 0:
-        return f"contains NUL (U+0000) at position {at}"
+        return f"contains the binary control character NUL (U+0000) at position {at}"
     return (
-        f"contains the control character U+{cp:04X} at position {at} "
+        f"contains the binary control character U+{cp:04X} at position {at} "
         "(only tab, line feed and carriage return are allowed)"
     )
 
