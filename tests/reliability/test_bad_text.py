@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as hs
 
 from serverkit import running, sse_events
+from sleuth.search.base import FilterError, Filters
 from sleuth.server import ServerSettings, create_app
 from sleuth.strategies import BAD_INPUT, BadQuestion, get_strategy
 from sleuth.strategies.base import RunState, Strategy
@@ -75,6 +76,18 @@ def test_check_text_names_field_kind_and_position(tally) -> None:
         check_tree({"a\ud800": 1}, "filters")
     assert e.value.field == "a key of filters"
     assert check_tree({"year": 2001, "ok": [True, None, 1.5]}, "filters") == {"year": 2001, "ok": [True, None, 1.5]}
+
+
+def test_python_filters_refuse_bad_text(tally) -> None:
+    """Filters built in Python (parsed, made or read back) follow the same rule."""
+    for make in (lambda: Filters.parse(["acl=\ud800"]), lambda: Filters.parse(["version=20\x0025"]),
+                 lambda: Filters.make({"region": ["a\x1b"]}), lambda: Filters.from_dict({"acl": ["all", "\udfff"]}),
+                 lambda: Filters.make(ranges={"year\x7f": (1, 2)})):  # fmt: skip
+        tally.add("bad_inputs")
+        tally.add("bad_text")
+        with pytest.raises(FilterError, match=r"^filters.* contains"):
+            make()
+    assert Filters.parse(["acl=all", "region=境内,境外", "year>=2001"]).acl == frozenset({"all"})
 
 
 # ------------------------------------------------------------------ Python API
