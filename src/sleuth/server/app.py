@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -20,7 +20,8 @@ from sleuth.llm.base import LLM
 from sleuth.search.base import Retriever
 
 from . import ask, openai_compat
-from .errors import ApiError, BodyLimit, authenticate, error_responses, principal_of
+from .encoding import SafeJSONResponse as JSONResponse  # every JSON answer can be encoded
+from .errors import ApiError, BodyLimit, CatchAll, authenticate, checked_param, error_responses, principal_of
 from .principals import principals_for
 from .runtime import Runtime, StrategyFactory, owner_of
 from .schemas import AskResult, Health, SourceList, StrategyList
@@ -77,10 +78,12 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # Swagger UI loads from a CDN; the spec is at /openapi.json
         redoc_url=None,
+        default_response_class=JSONResponse,
     )
     app.state.runtime = rt
     app.state.principals = principals
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(CatchAll)  # added last: the outermost of the two
     _errors(app)
 
     guarded = [Depends(authenticate)]
@@ -120,6 +123,9 @@ def create_app(
             default=[], description="the scope the run was asked with, as expressions (filters=acl=all)"
         ),
     ) -> Any:
+        checked_param(trace_id, "trace_id")
+        for expr in filters:
+            checked_param(expr, "filters")
         scope = scoped(rt, request, filters or None)
         found = rt.traces.get(trace_id, owner_of(principal_of(request), scope))
         if found is None:
