@@ -122,7 +122,7 @@ def test_tune_end_to_end_on_a_fake_server(
     code, text, err = _cli(argv, capsys)
     assert code == 0, err
     # budget 1 min at 2 + 6 s per question over one usable dataset: 7 questions asked, 6 in the file
-    assert "estimate: 7 questions × 1 datasets" in text and "rag 6 s, direct 2 s" in text
+    assert "estimate: 7 questions × 1 dataset;" in text and "rag 6 s, direct 2 s" in text
     assert "skipped musique: all 3 of its questions (and their hops) are in the published run musique-open" in text
     assert "skipped strategyqa:" in text and "skipped timeqa:" in text and "skipped rgb_zh:" in text
     recs = read_records(out / "hotpotqa")

@@ -203,7 +203,8 @@ class Estimate:
             for s, v in self.per_question.items()
         )
         total = self.seconds_per_round * per_dataset / 60
-        out = f"{per_dataset} questions × {self.datasets} datasets; per question {paces}; about {total:.0f} min of model time"
+        qs, ds = ("question" if per_dataset == 1 else "questions"), ("dataset" if self.datasets == 1 else "datasets")
+        out = f"{per_dataset} {qs} × {self.datasets} {ds}; per question {paces}; about {total:.0f} min of model time"
         return out + (f" (budget {budget_s / 60:.0f} min)" if budget_s is not None else "")
 
 
@@ -343,7 +344,7 @@ def tune(
     say("estimate: " + est.text(per_dataset, budget_s))
 
     def run(cfg: EvalConfig) -> Any:
-        say(f"running {Path(cfg.out).name}: {', '.join(cfg.strategies)} on {cfg.limit} questions of {cfg.data}")
+        say(f"running {Path(cfg.out).name}: {', '.join(cfg.strategies)} on the slice's questions of {cfg.data}")
         return run_eval(cfg, progress=progress_bar, console=console)
 
     dirs = run_slice(sl, Path(base.out), base, run)
