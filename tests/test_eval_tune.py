@@ -128,6 +128,10 @@ def test_tune_end_to_end_on_a_fake_server(
     recs = read_records(out / "hotpotqa")
     assert len(recs) == 12 and {r["strategy"] for r in recs} == {"rag", "direct"}
     assert re.search(r"^hotpotqa +direct +6 +[+-]\d\.\d{3} \[", text, re.M) and "overall" not in text
+    assert re.search(r"^mean primary score \(hotpotqa\): rag \d\.\d{3} \(n=6\), direct \d\.\d{3} \(n=6\)$", text, re.M)
+    assert re.search(
+        r"^citations \(hotpotqa;.*: rag \d\.\d{3} / \d\.\d{3} \(6 of 6 cite\), direct – / 0\.000 \(0 of 6", text, re.M
+    )
     assert (out / "hotpotqa" / "report.md").is_file()
     requests = fake_server.stats.requests
     # the same command again: everything is done, nothing runs, the same comparison is printed

@@ -26,7 +26,7 @@ from sleuth.config import settings
 from sleuth.eval.config import EvalConfig, EvalError
 from sleuth.eval.datasets import LOADERS, Dataset, DatasetError, load_dataset
 from sleuth.eval.store import MANIFEST, is_composed, primary_score, read_manifest, read_records, results_files
-from sleuth.eval.summary import comparable, paired_differences, progress
+from sleuth.eval.summary import citation_rows, comparable, paired_differences, progress
 from sleuth.llm.models import file_sha256
 
 #: the published comparison's questions: never part of a tuning slice
@@ -249,6 +249,7 @@ class Comparison:
     baseline: str | None
     rows: list[dict[str, Any]]  # paired_differences' rows
     means: dict[str, tuple[float, int]] = field(default_factory=dict)  # strategy -> (mean primary score, n)
+    citations: list[dict[str, Any]] = field(default_factory=list)  # citation_rows (data with gold passages)
 
 
 def _means(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> dict[str, tuple[float, int]]:
@@ -270,23 +271,37 @@ def compare(run_dirs: Sequence[Path], order: Sequence[str], baseline: str) -> li
     out, pooled = [], []
     for d in run_dirs:
         recs = _comparable(d)
-        out.append(Comparison(d.name, *paired_differences(recs, order, baseline), _means(recs, order)))
+        out.append(
+            Comparison(
+                d.name, *paired_differences(recs, order, baseline), _means(recs, order), citation_rows(recs, order)
+            )
+        )
         pooled += [{**r, "qid": f"{d.name}/{r['qid']}"} for r in recs]
     if len(run_dirs) > 1:
         out.append(Comparison("overall", *paired_differences(pooled, order, baseline), _means(pooled, order)))
     return out
 
 
+def _num(x: float) -> str:
+    return "–" if math.isnan(x) else f"{x:.3f}"
+
+
 def comparison_lines(comparisons: Sequence[Comparison]) -> list[str]:
     """The comparisons as a plain-text table."""
-    lines = [
-        "mean primary score: "
-        + "; ".join(
-            f"{c.dataset} " + ", ".join(f"{s} {m:.3f} (n={n})" for s, (m, n) in c.means.items()) for c in comparisons
-        ),
-        "",
-        f"{'dataset':<12} {'strategy':<14} {'n':>4}  {'difference [95% CI]':<26} better worse same",
-    ]
+    lines = []
+    for c in comparisons:
+        means = ", ".join(f"{s} {m:.3f} (n={n})" for s, (m, n) in c.means.items())
+        lines.append(f"mean primary score ({c.dataset}): {means or 'no answers yet'}")
+        if c.citations:
+            lines.append(
+                f"citations ({c.dataset}; precision over the citing answers, recall over all): "
+                + ", ".join(
+                    f"{r['strategy']} {_num(r['precision'])} / {_num(r['recall'])} ({r['citing']} of {r['n']} cite)"
+                    for r in c.citations
+                )
+            )
+    lines.append("")
+    lines.append(f"{'dataset':<12} {'strategy':<14} {'n':>4}  {'difference [95% CI]':<26} better worse same")
     for c in comparisons:
         if not c.rows:
             lines.append(f"{c.dataset:<12} (no strategy besides {c.baseline or 'the baseline'} to compare)")
