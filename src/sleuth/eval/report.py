@@ -121,11 +121,12 @@ def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
         "",
         "## Citations",
         "",
-        "The documents each answer cites against the question's gold supporting passages, by id (HotpotQA's "
-        "`supporting_facts` titles, MuSiQue's `is_supporting` paragraphs, policy_zh's `evidence`); two chunks "
-        "of one document are one citation. Precision: the cited documents that are gold, of those cited; an answer that cites "
-        "nothing has none, so the mean is over the answers that cite (*citing*). Recall: the gold passages "
-        "cited, of all gold; citing nothing recalls 0 (*recall*), *recall when citing* leaves those out.",
+        "The documents each answer cites against the question's gold supporting passages, by id "
+        "(HotpotQA's `supporting_facts` titles, MuSiQue's `is_supporting` paragraphs, policy_zh's `evidence`, "
+        "StrategyQA's `facts`); two chunks of one document are one citation. Precision: the cited documents "
+        "that are gold, of those cited; an answer that cites nothing has none, so the mean is over the answers "
+        "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
+        "(*recall*), *recall when citing* leaves those out.",
         "",
         "| strategy | questions | citing | precision | recall | recall when citing |",
         "|---|---|---|---|---|---|",
