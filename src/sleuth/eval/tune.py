@@ -351,6 +351,8 @@ def tune(
         if budget_s is None:
             raise TuneError("give a budget (--budget 60m) or the questions per dataset (--questions N)")
         per_dataset = est.questions_for(budget_s)
+    else:
+        budget_s = None  # sized by hand: the estimate says what it costs, not what it was sized to
     sl = build_slice(per_dataset, base.seed or 0, data_root=data_root, published=published, sources=sources)
     for name, why in sl.skipped[len(skipped) :]:
         say(f"skipped {name}: {why}")
