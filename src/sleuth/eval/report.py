@@ -26,6 +26,7 @@ from sleuth.eval.summary import (
     BOOTSTRAP,
     Progress,
     bootstrap_ci,
+    citation_rows,
     comparable,
     mean_or_nan,
     paired_differences,
@@ -40,6 +41,7 @@ __all__ = [
     "REPORT",
     "Progress",
     "bootstrap_ci",
+    "citation_rows",
     "comparable",
     "paired_differences",
     "progress",
@@ -106,6 +108,33 @@ def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) 
         m, lo, hi = r["diff"]
         out.append(
             f"| {r['strategy']} | {r['n']} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['wins']} | {r['losses']} | {r['ties']} |"
+        )
+    return out
+
+
+def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+    """Citation precision and recall against the gold supporting passages (only when the data has them)."""
+    rows = citation_rows(records, order)
+    if not rows:
+        return []
+    out = [
+        "",
+        "## Citations",
+        "",
+        "The documents each answer cites against the question's gold supporting passages, by id "
+        "(HotpotQA's `supporting_facts` titles, MuSiQue's `is_supporting` paragraphs, policy_zh's `evidence`, "
+        "StrategyQA's `facts`); two chunks of one document are one citation. Precision: the cited documents "
+        "that are gold, of those cited; an answer that cites nothing has none, so the mean is over the answers "
+        "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
+        "(*recall*), *recall when citing* leaves those out.",
+        "",
+        "| strategy | questions | citing | precision | recall | recall when citing |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['strategy']} | {r['n']} | {r['citing']} | {_f(r['precision'])} | {_f(r['recall'])} | "
+            f"{_f(r['recall_citing'])} |"
         )
     return out
 
@@ -195,6 +224,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
                 f"{_f(r['cover_em'])} | {_f(r['acc'])} | {_f(r['mention'])} | {_f(r['recall_title'])} | "
                 f"{_f(r['recall_id'])} | {r['failed']} |"
             )
+        lines += _citation_section(records, [r["strategy"] for r in rows])
         lines += [
             "",
             "## Cost per question",

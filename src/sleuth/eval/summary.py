@@ -157,6 +157,38 @@ def summarise(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -
     return rows
 
 
+def citation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Citation precision and recall per strategy over the composed questions that have gold
+    supporting passages (records scored with ``cited_recall_id``); empty when none have.
+
+    ``precision`` is the mean over the answers that cite something (a record citing nothing has
+    no precision); ``citing`` is their share, shown beside it so that citing rarely cannot look
+    precise.  ``recall`` is the mean over all answers (citing nothing recalls 0 of the gold);
+    ``recall_citing`` the mean over the citing ones.
+    """
+    by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        sc = r.get("scores") or {}
+        if is_composed(r) and sc.get("cited_recall_id") is not None:
+            by[r["strategy"]].append(sc)
+    rows = []
+    for s in in_order(by, order):
+        sc = by[s]
+        precisions = [float(x["cite_precision"]) for x in sc if x.get("cite_precision") is not None]
+        citing = [x for x in sc if x.get("cite_precision") is not None]
+        rows.append(
+            {
+                "strategy": s,
+                "n": len(sc),
+                "citing": len(citing),
+                "precision": mean_or_nan(precisions),
+                "recall": mean_or_nan([float(x["cited_recall_id"]) for x in sc]),
+                "recall_citing": mean_or_nan([float(x["cited_recall_id"]) for x in citing]),
+            }
+        )
+    return rows
+
+
 def paired_differences(
     records: Sequence[Mapping[str, Any]], order: Sequence[str], baseline: str | None = None
 ) -> tuple[str | None, list[dict[str, Any]]]:
