@@ -29,17 +29,17 @@ import httpx
 import pytest
 
 pytest.importorskip("mcp")
-import httpx2  # noqa: E402  (the MCP SDK's HTTP client)
-from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp.types import CallToolResult  # noqa: E402
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 
-from fake_openai_server import FakeOpenAIServer  # noqa: E402
-from reliability.conftest import ScriptedModel, fast_client  # noqa: E402
-from serverkit import running  # noqa: E402
-from sleuth.search.base import Filters, Passage  # noqa: E402
-from sleuth.search.index import Index  # noqa: E402
-from sleuth.server import ServerSettings, create_app  # noqa: E402
+from fake_openai_server import FakeOpenAIServer
+from reliability.conftest import ScriptedModel, fast_client
+from serverkit import running
+from sleuth.search.base import Filters, Passage
+from sleuth.search.index import Index
+from sleuth.server import ServerSettings, create_app
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -221,7 +221,12 @@ def test_stdio_a_lone_surrogate_is_refused_and_the_server_goes_on(index, fake, t
             {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{"question":"a\\ud800b"}}}',
-            {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "差旅"}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "差旅"}},
+            },
         ):
             p.stdin.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
         p.stdin.flush()
@@ -276,9 +281,11 @@ def world(index, fake, slow, tmp_path_factory) -> Iterator[dict[str, Any]]:
 @contextlib.asynccontextmanager
 async def http(url: str, token: str | None) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as hc:
-        async with Client(streamable_http_client(url + "/mcp", http_client=hc)) as c:
-            yield c
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as hc,
+        Client(streamable_http_client(url + "/mcp", http_client=hc)) as c,
+    ):
+        yield c
 
 
 def test_http_tools_progress_and_bad_arguments(world) -> None:
@@ -314,20 +321,27 @@ def test_every_principal_stays_in_scope_in_every_tool_result(world, data_dir) ->
             info = json.dumps(payload(await c.call_tool("sources", {})), ensure_ascii=False)
             assert "mirror" not in info if who == "hr" else "mirror" in info
             # asking for more than the scope is an error result, never a wider search
-            for args in ({"query": "内部审计", "filters": ["acl=finance"]}, {"query": "审计", "filters": {"acl": "hr"}}):
+            for args in (
+                {"query": "内部审计", "filters": ["acl=finance"]},
+                {"query": "审计", "filters": {"acl": "hr"}},
+            ):
                 if who not in ("finance", "hr"):
                     assert "outside your scope" in error_text(await c.call_tool("search", args))
             widen = {"question": QUESTION, "filters": ["region=境内,境外"]}
             if who in ("anonymous", "region"):
                 assert "outside your scope" in error_text(await c.call_tool("ask", widen))
             if who == "hr":
-                assert "outside your scope" in error_text(await c.call_tool("search", {"query": "x", "source": "mirror"}))
+                assert "outside your scope" in error_text(
+                    await c.call_tool("search", {"query": "x", "source": "mirror"})
+                )
         return seen
 
     async def main() -> None:
         seen = {who: await one(who) for who in HELD}
         assert "fin-audit-2025" in seen["finance"] and "hr-reward-2025" in seen["hr"]  # positive controls
         assert "trv-ovs-2025-01" in seen["region"]
+        audit_doc = [d for d in corpus if d.id == "fin-audit-2025"]
+        assert leaks(seen["finance"], audit_doc), "negative control: the leak check finds a passage that is there"
 
     anyio.run(main)
     lines = [json.loads(x) for x in world["audit"].read_text("utf-8").splitlines()]
@@ -353,6 +367,51 @@ def test_http_auth_is_the_rest_routes_auth(world) -> None:
     r = httpx.post(world["url"] + "/mcp", json=init, headers=headers, timeout=10)
     assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
     assert r.headers["www-authenticate"] == "Bearer"
+
+
+def test_http_a_lone_surrogate_is_a_parse_error_and_the_session_goes_on(world) -> None:
+    """No SDK client can encode a lone surrogate; sent raw, the SDK's parser answers -32700."""
+    h = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {world['keys']['all']}"}
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    with httpx.Client(base_url=world["url"], headers=h, timeout=30) as c:
+        r = c.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        assert r.status_code == 200
+        c.headers.update({"mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"})
+        assert c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+        raw = (
+            '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{"question":"a\\ud800"}}}'
+        )
+        r = c.post("/mcp", content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == -32700
+        call = {"name": "search", "arguments": {"query": "差旅"}}
+        r = c.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
+        assert r.status_code == 200 and '"passages"' in r.text
+
+
+def test_http_a_client_that_leaves_mid_ask_stops_its_run(world, slow) -> None:
+    async def main() -> None:
+        started = anyio.Event()
+
+        async def progress(n: float, total: float | None, message: str | None) -> None:
+            started.set()
+
+        async def leave() -> None:
+            async with http(world["slow_url"], world["keys"]["all"]) as c:
+                await c.call_tool("ask", {"question": QUESTION, "strategy": "self-ask"}, progress_callback=progress)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(leave)
+            with anyio.fail_after(10):
+                await started.wait()
+            tg.cancel_scope.cancel()  # the client goes away: session closed, connection dropped
+        deadline = time.monotonic() + 10
+        while httpx.get(world["slow_url"] + "/healthz").json()["active"] and time.monotonic() < deadline:
+            await anyio.sleep(0.1)
+        assert httpx.get(world["slow_url"] + "/healthz").json()["active"] == 0
+        async with http(world["slow_url"], world["keys"]["all"]) as c:
+            assert payload(await c.call_tool("search", {"query": "差旅"}))["passages"]
+
+    anyio.run(main)
 
 
 def test_http_cancel_stops_the_run_and_the_server_goes_on(world, slow) -> None:

@@ -65,8 +65,8 @@ def mcp_cmd(
     except ImportError:
         raise UserError("the MCP server needs the mcp package: pip install 'sleuth[mcp]'") from None
     from sleuth.mcp.server import build_server
-    from sleuth.server import ServerConfigError, ServerSettings
     from sleuth.search.base import Filters
+    from sleuth.server import ServerConfigError, ServerSettings
     from sleuth.server.principals import Principal
     from sleuth.server.runtime import Runtime
     from sleuth.server.settings import source_entry

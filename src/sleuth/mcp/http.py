@@ -60,7 +60,9 @@ def mount_mcp(app: FastAPI, rt: Runtime) -> Callable[[], contextlib.AbstractAsyn
     server.streamable_http_app(streamable_http_path=PATH, host=rt.settings.host,
                                max_request_body_size=rt.settings.max_body_bytes)  # fmt: skip
     manager = server.session_manager
-    app.router.routes.append(Route(PATH, endpoint=Authenticated(StreamableHTTPASGIApp(manager)), include_in_schema=False))
+    app.router.routes.append(
+        Route(PATH, endpoint=Authenticated(StreamableHTTPASGIApp(manager)), include_in_schema=False)
+    )
 
     @contextlib.asynccontextmanager
     async def running() -> AsyncIterator[None]:

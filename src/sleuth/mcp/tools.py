@@ -224,4 +224,3 @@ class Tools:
         if found is None:
             raise ResourceError(f"no trace {trace_id!r} for this caller")
         return found
-
