@@ -146,6 +146,7 @@ async def check_malformed(c: Client) -> None:
         ("ask", {"question": "ok?", "filters": ["nonsense"]}, "filters"),
         ("search", {"query": "差旅", "filters": {"acl\x00": "all"}}, "NUL"),
         ("search", {"query": "差旅", "mode": "psychic"}, "mode"),
+        ("search", {"query": "差旅", "mode": "dense"}, "no vectors"),
         ("search", {"query": ""}, "empty"),
         ("search", {"query": "差旅", "source": "nowhere"}, "unknown source 'nowhere'"),
     ]
@@ -349,6 +350,21 @@ def test_every_principal_stays_in_scope_in_every_tool_result(world, data_dir) ->
     assert all(x["endpoint"] == "/mcp" for x in lines if x["event"] in ("run", "search"))
 
 
+def test_a_model_outage_is_a_finish_reason_and_the_server_goes_on(index) -> None:
+    with FakeOpenAIServer(fault="503") as down:
+        app = create_app(ServerSettings(timeout_s=30), llm=fast_client(down.base_url), retrievers={"policy": index})
+
+        async def main() -> None:
+            async with http(url, None) as c:
+                for strategy in ("direct", "rag", "self-ask"):
+                    res = payload(await c.call_tool("ask", {"question": QUESTION, "strategy": strategy}))
+                    assert res["finish_reason"] == "llm_unavailable" and res["error"], res
+                assert payload(await c.call_tool("search", {"query": "差旅"}))["passages"]
+
+        with running(app) as url:
+            anyio.run(main)
+
+
 def test_traces_belong_to_their_principal(world) -> None:
     async def main() -> None:
         async with http(world["url"], world["keys"]["finance"]) as c:
@@ -426,3 +442,23 @@ def test_http_cancel_stops_the_run_and_the_server_goes_on(world, slow) -> None:
     anyio.run(main)
     runs = [json.loads(x) for x in world["audit"].read_text("utf-8").splitlines()]
     assert any(x["event"] == "run" and x["outcome"] == "cancelled" for x in runs), runs[-3:]
+
+
+@pytest.mark.model
+def test_ask_on_the_small_embedded_model(tiny_llm, data_dir, tmp_path) -> None:
+    """The real 135M model behind /mcp: a grounded answer with citations, one progress note per step."""
+    from sleuth.search import open_retriever
+
+    wiki = open_retriever(data_dir / "quickstart" / "wiki_passages.jsonl", cache_dir=tmp_path)
+    app = create_app(ServerSettings(timeout_s=300, default_strategy="rag"), llm=tiny_llm, retrievers={"wiki": wiki})
+
+    async def main() -> None:
+        async with http(url, None) as c:
+            args = {"question": "Who directed Jaws?", "k": 2, "options": {"max_tokens": 32}}
+            res, steps = await ask_with_progress(c, args)
+            assert res["finish_reason"] == "finished" and res["answer"], res
+            assert res["citations"] and res["citations"][0]["found_by"]
+            assert steps[0].startswith("start") and any(s.startswith("search: ") for s in steps)
+
+    with running(app) as url:
+        anyio.run(main)

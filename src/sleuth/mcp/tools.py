@@ -19,7 +19,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
-from sleuth.search.base import Filters, Passage, SearchError
+from sleuth.search.base import Filters, Passage, SearchError, SearchUnavailable
 from sleuth.server.errors import ApiError
 from sleuth.server.principals import Principal
 from sleuth.server.runtime import Busy, Runtime, owner_of
@@ -116,8 +116,10 @@ class Tools:
             kw["mode"] = mode
         try:
             found = await asyncio.to_thread(r.search, query, k, scope, **kw)
-        except SearchError as e:
-            return {"query": query, "passages": [], "finish_reason": "search_unavailable", "error": str(e)}
+        except SearchUnavailable as e:  # an outage: a finish reason, as for a run
+            return {"query": query, "passages": [], "finish_reason": e.reason, "error": str(e)}
+        except SearchError as e:  # a search this source cannot do (a mode without vectors, ...)
+            raise ToolError(f"search: {e}") from None
         passages = [p for p in found if scope.matches(p)]  # nothing outside the scope leaves the server
         if self.rt.audit is not None:
             self.rt.audit.searched(principal=principal, scope=scope, source=source, endpoint=self.endpoint,
