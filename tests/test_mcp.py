@@ -209,6 +209,19 @@ def test_stdio_tools_search_ask_progress_trace_and_bad_arguments(index, fake, tm
     anyio.run(main)
 
 
+def test_sleuth_mcp_help_and_a_bad_flag(index, tmp_path) -> None:
+    params = stdio_params(index, "http://127.0.0.1:9/v1", tmp_path)
+    run = [params.command, "-m", "sleuth", "mcp"]
+    out = subprocess.run([*run, "--help"], capture_output=True, text=True, env=params.env, cwd=params.cwd, timeout=60)
+    assert out.returncode == 0
+    for words in ("stdio", "ask", "search", "sources", "trace://", "local user", "/mcp", "--index", "--base-url"):
+        assert words in out.stdout, words
+    bad = subprocess.run([*run, "--strategy", "nonsense"], capture_output=True, text=True, env=params.env,
+                         cwd=params.cwd, timeout=60)  # fmt: skip
+    assert bad.returncode == 2 and "unknown strategy 'nonsense'" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.stdout == ""  # stdout is the protocol's
+
+
 def test_stdio_a_lone_surrogate_is_refused_and_the_server_goes_on(index, fake, tmp_path) -> None:
     """The SDK's JSON parser refuses a lone surrogate escape before any tool sees it (no
     client of the SDK can send one: it cannot encode it); the server must live on."""

@@ -6,6 +6,7 @@ The same server object serves stdio (``sleuth mcp``) and Streamable HTTP (``/mcp
 # no "from __future__ import annotations": the SDK reads the tools' annotations at run time
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -38,10 +39,24 @@ Filters = Annotated[dict[str, Any] | list[str] | None, Field(description=FILTERS
 Source = Annotated[str | None, Field(description=SOURCE_DOC)]
 
 
+def _quietly(make: Callable[[], MCPServer]) -> MCPServer:
+    """``make()`` without the SDK's ``logging.basicConfig`` taking over a process whose root logger
+    has no handler yet (a program embedding ``create_app``; ``sleuth serve``): its logging is its own."""
+    root = logging.getLogger()
+    placeholder = None if root.handlers else logging.NullHandler()
+    if placeholder is not None:
+        root.addHandler(placeholder)
+    try:
+        return make()
+    finally:
+        if placeholder is not None:
+            root.removeHandler(placeholder)
+
+
 def build_server(rt: Runtime, principal_of: PrincipalOf, *, endpoint: str, local: bool) -> MCPServer:
     """An ``MCPServer`` whose tools run on ``rt``; ``principal_of(ctx)`` names each call's caller."""
     tools = Tools(rt, endpoint=endpoint, local=local)
-    mcp = MCPServer("sleuth", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    mcp = _quietly(lambda: MCPServer("sleuth", version=__version__, instructions=INSTRUCTIONS))
     strategies = ", ".join(rt.strategy_factories())
 
     @mcp.tool(

@@ -198,7 +198,10 @@ class Tools:
         for i, name in enumerate(names):
             entry: dict[str, Any] = {"name": name, "default": i == 0}
             spec = dict(self.rt.settings.sources).get(name)
-            r = self.rt._retrievers.get(name)
+            try:
+                r: Any = self.rt.retriever(name)
+            except Exception as e:  # a source that cannot open is listed with the reason
+                r, entry["error"] = None, f"cannot open: {e}"
             entry["kind"] = (
                 ("index" if Path(spec).is_dir() else "corpus" if Path(spec).is_file() else "remote")
                 if spec
