@@ -58,6 +58,7 @@ def create_app(
     if settings.api_keys:
         log.warning("API keys without a principals file carry no scope: each request states its own (--principals)")
     rt = Runtime(settings, llm=llm, retrievers=retrievers, strategies=strategies)
+    mcp_running: list[Any] = []
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -66,7 +67,10 @@ def create_app(
                 await asyncio.to_thread(rt.open)
             except Exception as e:  # kept for /healthz; requests report it as a finish reason
                 log.error("could not open every resource: %s", e)
-        yield
+        async with contextlib.AsyncExitStack() as stack:
+            for running in mcp_running:
+                await stack.enter_async_context(running())
+            yield
         rt.shutdown()
 
     app = FastAPI(
@@ -149,7 +153,20 @@ def create_app(
         return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    mcp_running.extend(_mcp(app, rt))
     return app
+
+
+def _mcp(app: FastAPI, rt: Runtime) -> list[Any]:
+    """``/mcp`` (the MCP server over Streamable HTTP) when the ``mcp`` extra is installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        log.info("no /mcp: the mcp package is not installed (pip install 'sleuth[mcp]')")
+        return []
+    from sleuth.mcp.http import mount_mcp
+
+    return [mount_mcp(app, rt)]
 
 
 def _kind(rt: Runtime, name: str) -> str:
