@@ -568,9 +568,11 @@ def test_records_carry_their_code_and_redo_stale_reruns_the_others(
     out = tmp_path / "c"
     run_eval(_cfg(data_dir, out, limit=3), progress=False)
     recs = read_records(out)
-    assert recs and all(r["code"] == code_fingerprint(r["strategy"]) and len(r["code"]) == 12 for r in recs)
+    # HotpotQA asks in English: the records carry their strategies' English fingerprints
+    assert recs and all(r["code"] == code_fingerprint(r["strategy"], "en") and len(r["code"]) == 12 for r in recs)
     manifest = json.loads((out / "run.json").read_text())
-    assert manifest["code"] == {s: code_fingerprint(s) for s in (f"{MOD}:FirstWord", f"{MOD}:YesMan")}
+    assert manifest["code_lang"] == "en"
+    assert manifest["code"] == {s: code_fingerprint(s, "en") for s in (f"{MOD}:FirstWord", f"{MOD}:YesMan")}
 
     # one YesMan record made by "older code", one with no fingerprint at all (records before fingerprints)
     lines = (out / RESULTS).read_text(encoding="utf-8").splitlines()
@@ -594,7 +596,7 @@ def test_records_carry_their_code_and_redo_stale_reruns_the_others(
     s = run_eval(_cfg(data_dir, out, limit=3, redo_stale=True), progress=False, console=console)
     assert (s.ran, s.skipped) == (2, 4)
     recs = read_records(out)
-    assert len(recs) == 6 and all(r["code"] == code_fingerprint(r["strategy"]) for r in recs)
+    assert len(recs) == 6 and all(r["code"] == code_fingerprint(r["strategy"], "en") for r in recs)
     assert "Mixed versions" not in (out / "report.md").read_text()
     assert len((out / RESULTS).read_text().splitlines()) == 8  # the superseded lines stay; the last one wins
 
@@ -683,3 +685,42 @@ def test_sitting_hands_out_tasks_until_the_deadline_then_stops_at_a_question_bou
     assert ids(late.tasks(todo)) == ["a", "a", hop("a", 1), hop("a", 2)] and late.stopped_before == "b"
     resumed = Sitting(1.0, started=time.monotonic() - 5)  # a resume that starts on a hop finishes that question
     assert ids(resumed.tasks(todo[3:])) == [hop("a", 2)] and resumed.stopped_before == "b"
+
+
+def _questions(path: Path, questions: list[str]) -> Path:
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "question": q, "answer": "x"}, ensure_ascii=False) + "\n"
+            for i, q in enumerate(questions)
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("questions", "options", "lang"),
+    [
+        (["《大白鲨》的导演是谁？", "年假每年有几天？"], {}, "zh"),
+        (["Who directed Jaws?", "年假每年有几天？"], {}, "en+zh"),
+        (["Who directed Jaws?", "When was Jaws released?"], {"lang": "zh"}, "zh"),  # Chinese prompts throughout
+    ],
+)
+def test_a_run_is_fingerprinted_in_the_language_of_its_questions(
+    tmp_path: Path, questions: list[str], options: dict[str, str], lang: str
+) -> None:
+    from sleuth.eval.fingerprint import code_fingerprint
+
+    data = _questions(tmp_path / "q.jsonl", questions)
+    out = tmp_path / "run"
+    cfg = EvalConfig(
+        data=str(data), out=str(out), setting="closed", strategies=[f"{MOD}:FirstWord"], strategy_options=options
+    )
+    run_eval(cfg, progress=False)
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["code_lang"] == lang
+    assert manifest["code"] == {f"{MOD}:FirstWord": code_fingerprint(f"{MOD}:FirstWord", lang)}
+    recs = read_records(out)
+    assert len(recs) == 2 and {r["code"] for r in recs} == {manifest["code"][f"{MOD}:FirstWord"]}
+    s = run_eval(cfg, progress=False)  # a resume finds them all current
+    assert (s.ran, s.skipped) == (0, 2)

@@ -187,3 +187,24 @@ def test_cli_exit_codes(small_hotpot: Path, tmp_path: Path, monkeypatch: pytest.
     assert code == 2 and "holds no results.jsonl" in err and "Traceback" not in err
     code, _, err = cli(str(out), "--qid", "no-such-question")
     assert code == 2 and "no record" in err and "Traceback" not in err
+
+
+def test_records_are_judged_by_the_fingerprint_of_the_runs_language(small_hotpot: Path, tmp_path: Path) -> None:
+    from sleuth.eval.fingerprint import code_fingerprint
+
+    out = tmp_path / "run"
+    _run(small_hotpot, out)
+    manifest = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert manifest["code_lang"] == "en"  # HotpotQA asks in English
+    assert verify_run(out, sample=None).candidates == 6
+    # a run.json from before per-language fingerprints: read as both languages combined
+    del manifest["code_lang"]
+    (out / "run.json").write_text(json.dumps(manifest), encoding="utf-8")
+    ver = verify_run(out, sample=None)
+    assert ver.candidates == 0 and ver.not_comparable == {"made by other code": 6}
+    recs = [json.loads(ln) for ln in (out / RESULTS).read_text(encoding="utf-8").splitlines()]
+    for r in recs:
+        r["code"] = code_fingerprint(r["strategy"])
+    (out / RESULTS).write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    ver = verify_run(out, sample=None)
+    assert ver.candidates == 6 and ver.ok and len(ver.checks) == 6

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from sleuth.llm.base import GenParams, Message
+from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage, SearchUnavailable
 from sleuth.strategies import (
@@ -268,32 +270,25 @@ def test_search_o1_batch(llm, retriever) -> None:
     _check_batched(results, engine)  # test_search_o1_batch_searches_ready_queries_together: with searches
 
 
-def test_search_o1_batch_searches_ready_queries_together(fake_server, retriever) -> None:
+def test_search_o1_batch_searches_ready_queries_together(retriever) -> None:
     """The queries of the questions whose turn ended go to the engine in one ``search_batch``;
     each ``search`` event's ``batched`` is that call's size.  With one LLM slot and a long window
     the search waits until no turn is in flight, so all three queries share one call."""
-    from sleuth.llm import OpenAICompatLLM
-
     queries = {"Jaws?": "director of Jaws", "Royale?": "director of Casino Royale", "Duel?": "director of Duel"}
 
-    def script(body: dict) -> str:
-        if "messages" in body:  # Reason-in-Documents
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):  # Reason-in-Documents (a chat call)
             return "Jaws was directed by Steven Spielberg."
-        mine = str(body["prompt"]).rsplit("Question:", 1)[-1]
+        mine = payload.rsplit("Question:", 1)[-1]
         if "<|begin_search_result|>" in mine:
             return " So the answer is \\boxed{Steven Spielberg}."
         query = next(v for k, v in queries.items() if k in mine)
         return f" I need to search. <|begin_search_query|> {query} <|end_search_query|>"
 
-    fake_server.script = script
-    llm = OpenAICompatLLM(fake_server.base_url, "fake-model", max_retries=0)
     engine = CountingRetriever(retriever)
     qs = [QUESTION, "", "Who directed Casino Royale?", "Who directed Duel?"]
-    try:
-        s = get_strategy("search-o1", llm, engine, k=2, max_steps=2, lang="en", batch_window_s=60)
-        results = s.run_batch(qs, filters=SCOPE, concurrency=1)
-    finally:
-        llm.close()
+    s = get_strategy("search-o1", ScriptedLLM(script), engine, k=2, max_steps=2, lang="en", batch_window_s=60)
+    results = s.run_batch(qs, filters=SCOPE, concurrency=1)
     assert [r.question for r in results] == qs
     assert results[1].finish_reason == BAD_INPUT
     assert engine.batches == [list(queries.values())]  # one search step for the three questions, in order
@@ -391,27 +386,21 @@ def test_cli_ask_user_errors(
 
 
 @pytest.mark.parametrize("opts, shown", [({}, 3), ({"extract_k": 2}, 2)])
-def test_self_ask_extraction_reads_top_passages_and_cites_all(fake_server, retriever, opts, shown) -> None:
+def test_self_ask_extraction_reads_top_passages_and_cites_all(retriever, opts, shown) -> None:
     """``extract_k``: the extraction call reads the top passages only; every passage found is cited."""
-    from sleuth.llm import OpenAICompatLLM
-
     extract_prompts: list[str] = []
 
-    def script(body: dict) -> str:
-        if "messages" in body:  # the extraction call
-            extract_prompts.append(body["messages"][-1]["content"])
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):  # the extraction call (a chat call)
+            extract_prompts.append(payload[-1]["content"])
             return "Steven Spielberg"
-        mine = str(body["prompt"]).rsplit("Are follow up questions needed here:", 1)[-1]
+        mine = payload.rsplit("Are follow up questions needed here:", 1)[-1]
         if "Intermediate answer:" in mine:
             return " So the final answer is: Steven Spielberg"
         return " Yes.\nFollow up: Which film directed by Spielberg is about Sharks?\nIntermediate answer:"
 
-    fake_server.script = script
-    llm = OpenAICompatLLM(fake_server.base_url, "fake-model", max_retries=0)
-    try:
-        r = get_strategy("self-ask", llm, retriever, k=4, max_steps=2, lang="en", **opts).run(QUESTION, filters=SCOPE)
-    finally:
-        llm.close()
+    llm = ScriptedLLM(script)
+    r = get_strategy("self-ask", llm, retriever, k=4, max_steps=2, lang="en", **opts).run(QUESTION, filters=SCOPE)
     found = [p for e in r.trace.of("intermediate_answer") for p in e.data.get("passages", [])]
     assert len(extract_prompts) == 1 and len(found) > shown
     assert f"[{shown}]" in extract_prompts[0] and f"[{shown + 1}]" not in extract_prompts[0]
@@ -419,28 +408,22 @@ def test_self_ask_extraction_reads_top_passages_and_cites_all(fake_server, retri
     assert r.short_answer == "Steven Spielberg"
 
 
-def test_search_o1_repeat_guard_forces_the_answer(fake_server, retriever) -> None:
+def test_search_o1_repeat_guard_forces_the_answer(retriever) -> None:
     """A model that keeps asking the query it already asked is stopped after ``max_refusals`` notices.
 
     Recorded from qwen2.5-1.5b on HotpotQA: after one search it asked the same query eight more
     times, each answered by the "already searched" notice, until the turn limit.
     """
-    from sleuth.llm import OpenAICompatLLM
 
-    def script(body: dict) -> str:
-        if "messages" in body:  # Reason-in-Documents
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):  # Reason-in-Documents (a chat call)
             return "No helpful information found."
-        if str(body["prompt"]).rstrip().endswith("\\boxed{"):
+        if payload.rstrip().endswith("\\boxed{"):
             return "Steven Spielberg"
         return " I need to search. <|begin_search_query|> director of Jaws "
 
-    fake_server.script = script
-    llm = OpenAICompatLLM(fake_server.base_url, "fake-model", max_retries=0)
-    try:
-        s = get_strategy("search-o1", llm, retriever, k=2, max_steps=5, lang="en")
-        r = s.run(QUESTION, filters=SCOPE)
-    finally:
-        llm.close()
+    s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=2, max_steps=5, lang="en")
+    r = s.run(QUESTION, filters=SCOPE)
     notes = [e.data.get("type") for e in r.trace.of("note")]
     assert notes.count("repeated_query") == 2 and "repeat_guard" in notes
     reasoning_calls = [e for e in r.trace.of("llm") if str(e.data["step"]).startswith("reason ")]
@@ -448,15 +431,14 @@ def test_search_o1_repeat_guard_forces_the_answer(fake_server, retriever) -> Non
     assert r.finish_reason == "step_limit" and r.searches == 1
 
 
-def test_self_ask_final_answer_drops_a_copied_repeat_notice(fake_server, retriever) -> None:
+def test_self_ask_final_answer_drops_a_copied_repeat_notice(retriever) -> None:
     """Recorded from qwen2.5-1.5b on HotpotQA: after a repeated follow-up the model copied the
     intermediate answer line, notice included, into its final answer."""
-    from sleuth.llm import OpenAICompatLLM
 
-    def script(body: dict) -> str:
-        if "messages" in body:  # the extraction call
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):  # the extraction call (a chat call)
             return "Steven Spielberg"
-        mine = str(body["prompt"]).rsplit("Are follow up questions needed here:", 1)[-1]
+        mine = payload.rsplit("Are follow up questions needed here:", 1)[-1]
         if "already asked" in mine:
             return (
                 " So the final answer is: Steven Spielberg (This follow up was already asked. "
@@ -464,11 +446,7 @@ def test_self_ask_final_answer_drops_a_copied_repeat_notice(fake_server, retriev
             )
         return " Yes.\nFollow up: Who directed Jaws?\nIntermediate answer:"
 
-    fake_server.script = script
-    llm = OpenAICompatLLM(fake_server.base_url, "fake-model", max_retries=0)
-    try:
-        r = get_strategy("self-ask", llm, retriever, k=2, max_steps=4, lang="en").run(QUESTION, filters=SCOPE)
-    finally:
-        llm.close()
+    llm = ScriptedLLM(script)
+    r = get_strategy("self-ask", llm, retriever, k=2, max_steps=4, lang="en").run(QUESTION, filters=SCOPE)
     assert [e.data.get("repeat_of") for e in r.trace.of("follow_up")][1] == "Who directed Jaws?"
     assert r.answer == "Steven Spielberg" and r.short_answer == "Steven Spielberg"

@@ -1,5 +1,6 @@
 """Strategy building blocks without a model: prompt templates, the registry,
-Step-back's merge and rerank, batch retrieval scoping, passage formatting."""
+Step-back's merge and rerank, batch retrieval scoping, passage formatting; and the
+short-answer fallback on a scripted in-process model."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_openai_server import FakeOpenAIServer
-from sleuth.llm.openai_compat import OpenAICompatLLM
+from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage
 from sleuth.strategies import STRATEGIES, UnknownStrategy, get_strategy, resolve_name
@@ -144,7 +144,7 @@ def test_retrieve_many_keeps_scopes_apart(tmp_path: Path, data_dir: Path) -> Non
 
 
 # ---------------------------------------------------------------- the short-answer fallback
-# A scripted OpenAI-compatible server plays a model that leaves out the "So the answer is:"
+# A scripted model (in-process) plays a model that leaves out the "So the answer is:"
 # line (or copies its placeholder); the strategies then ask the short-answer prompt.
 PARIS_DOC = {"id": "paris", "title": "Paris", "text": "Paris is the capital of France.", "acl": "all"}
 
@@ -165,10 +165,9 @@ def paris_index(tmp_path_factory: pytest.TempPathFactory):
     ],
 )
 def test_missing_answer_line_asks_for_the_short_answer(name: str, first: str, paris_index) -> None:
-    with FakeOpenAIServer(script=[first, "Paris."]) as srv:
-        llm = OpenAICompatLLM(srv.base_url, "fake-model", timeout=10)
-        r = get_strategy(name, llm, paris_index if name == "rag" else None, k=1).run("What is the capital of France?")
-        asked = json.dumps(srv.requests[-1]["body"])
+    llm = ScriptedLLM([first, "Paris."])
+    r = get_strategy(name, llm, paris_index if name == "rag" else None, k=1).run("What is the capital of France?")
+    asked = json.dumps(llm.calls[-1].payload)
     assert r.short_answer == "Paris" and r.answer == first
     assert [e.data["step"] for e in r.trace.of("llm")] == [
         "answer" if name == "rag" else "reason",
@@ -182,17 +181,15 @@ def test_missing_answer_line_asks_for_the_short_answer(name: str, first: str, pa
 
 @pytest.mark.parametrize("name", ["rag", "cot"])
 def test_answer_line_present_means_one_call(name: str, paris_index) -> None:
-    with FakeOpenAIServer(script=["Paris is the capital of France [1].\nSo the answer is: Paris", "unused"]) as srv:
-        llm = OpenAICompatLLM(srv.base_url, "fake-model", timeout=10)
-        r = get_strategy(name, llm, paris_index if name == "rag" else None, k=1).run("What is the capital of France?")
-        calls = len(srv.requests)
+    llm = ScriptedLLM(["Paris is the capital of France [1].\nSo the answer is: Paris", "unused"])
+    r = get_strategy(name, llm, paris_index if name == "rag" else None, k=1).run("What is the capital of France?")
+    calls = len(llm.calls)
     assert r.short_answer == "Paris" and r.llm_calls == 1 and calls == 1
     assert not r.trace.of("note")
 
 
 def test_empty_extraction_keeps_a_span() -> None:
     """An extraction call that returns nothing leaves CoT the last line of its reasoning."""
-    with FakeOpenAIServer(script=["Step one.\nParis is the capital [1].", ""]) as srv:
-        llm = OpenAICompatLLM(srv.base_url, "fake-model", timeout=10)
-        cot = get_strategy("cot", llm, None).run("What is the capital of France?")
+    llm = ScriptedLLM(["Step one.\nParis is the capital [1].", ""])
+    cot = get_strategy("cot", llm, None).run("What is the capital of France?")
     assert cot.short_answer == "Paris is the capital"

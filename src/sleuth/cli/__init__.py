@@ -13,6 +13,7 @@ import sys
 from sleuth.cli import ask as _ask  # noqa: F401
 from sleuth.cli import eval as _eval  # noqa: F401
 from sleuth.cli import index as _index  # noqa: F401
+from sleuth.cli import mcp as _mcp  # noqa: F401
 from sleuth.cli import models as _models  # noqa: F401
 from sleuth.cli import search as _search  # noqa: F401
 from sleuth.cli import serve as _serve  # noqa: F401

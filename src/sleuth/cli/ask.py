@@ -29,7 +29,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from sleuth.cli.common import UserError, app, console, console_err
+from sleuth.cli.common import UserError, app, checked, console, console_err
 from sleuth.config import settings
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, Event
 
@@ -235,7 +235,7 @@ def ask(
     except BadQuestion as e:
         raise UserError(str(e)) from None
     try:
-        filters = Filters.parse(filter_)
+        filters = Filters.parse([checked(f, "--filter") for f in filter_])
     except FilterError as e:
         raise UserError(str(e)) from None
     options = {"lang": lang, "k": k, "max_steps": max_steps, "max_tokens": max_tokens}

@@ -23,16 +23,16 @@ app.add_typer(eval_app, name="eval")
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, option: str = "--time-limit") -> float:
     """Seconds in ``"2h"``, ``"90m"``, ``"1h30m"``, ``"45s"``, ``"1.5h"``; a bare number has no unit and is refused."""
     t = text.strip().lower().replace(" ", "")
     m = _DURATION.fullmatch(t)
     if not t or m is None or not any(m.groups()):
-        raise UserError(f"--time-limit {text!r}: give a duration with its unit, e.g. 90m, 2h, 1h30m or 45s")
+        raise UserError(f"{option} {text!r}: give a duration with its unit, e.g. 90m, 2h, 1h30m or 45s")
     h, mi, se = (float(g) if g else 0.0 for g in m.groups())
     seconds = h * 3600 + mi * 60 + se
     if seconds <= 0:
-        raise UserError(f"--time-limit {text!r} must be longer than 0")
+        raise UserError(f"{option} {text!r} must be longer than 0")
     return seconds
 
 
@@ -281,6 +281,75 @@ def verify_cmd(
         )
     if not ver.ok:
         raise typer.Exit(1)
+
+
+@eval_app.command("tune")
+def tune_cmd(
+    strategies: str = typer.Option(..., "--strategies", help="The strategies being changed (comma-separated)."),
+    baseline: str = typer.Option("rag", "--baseline", help="The strategy every difference is measured against."),
+    budget: str = typer.Option("60m", "--budget", help="Model time the slice is sized to (60m, 1h, 2m)."),
+    questions: int = typer.Option(
+        None, "--questions", help="Questions per dataset (instead of sizing the slice to --budget)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="The slice's sampling seed (the slice is fixed by it)."),
+    out: Path = typer.Option(Path("runs/tune"), "--out", help="Folder of the run directories, one per dataset."),
+    model: str = typer.Option(None, "--model", help="Model name (default: the configured / embedded default)."),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible server URL."),
+    k: int = typer.Option(5, "--k", help="Passages per search."),
+    data_root: Path = typer.Option(
+        None, "--data-root", help="The data folder (default: $SLEUTH_DATA_DIR or shared/data)."
+    ),
+    published: Path = typer.Option(
+        None, "--published", help="The published runs whose questions the slice avoids (default: docs/results)."
+    ),
+    no_llm_cache: bool = typer.Option(False, "--no-llm-cache", help="Bypass the LLM response cache."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    """The quality loop: the changed strategies and a baseline on a fixed tuning slice, with paired
+    differences: `sleuth eval tune --strategies self-ask,search-o1 --budget 60m`."""
+    from sleuth.eval.datasets import DatasetError
+    from sleuth.eval.runner import EvalConfig, EvalError
+    from sleuth.eval.store import ManifestMismatch, RunDirBusy
+    from sleuth.eval.tune import comparison_lines, tune
+
+    if questions is not None and questions < 1:
+        raise UserError("--questions must be at least 1")
+    base = EvalConfig(
+        data="",
+        out=str(out),
+        strategies=[s.strip() for s in strategies.split(",") if s.strip()],
+        seed=seed,
+        k=k,
+        model=model,
+        base_url=base_url,
+        llm_cache=not no_llm_cache,
+        command="sleuth eval tune " + " ".join(shlex.quote(a) for a in sys.argv[sys.argv.index("tune") + 1 :])
+        if "tune" in sys.argv
+        else "",
+    )
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    try:
+        comparisons = tune(
+            base,
+            baseline=baseline.strip(),
+            budget_s=parse_duration(budget, "--budget"),
+            per_dataset=questions,
+            data_root=data_root,
+            published_root=published,
+            say=say,
+            progress_bar=not no_progress,
+            console=console_err,
+        )
+    except (DatasetError, EvalError, ManifestMismatch, RunDirBusy) as e:
+        raise UserError(str(e)) from e
+    say("")
+    say(f"paired differences against {base.strategies[0]} (primary score; 95% paired bootstrap CI):")
+    for line in comparison_lines(comparisons):
+        say(line)
+    say(f"run directories and their report.md: {out}/<dataset>")
 
 
 @eval_app.command("formats")

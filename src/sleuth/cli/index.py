@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, console, console_err
+from sleuth.cli.common import UserError, app, checked, console, console_err
 from sleuth.search.base import FilterError, Filters, SearchError
 from sleuth.search.index import BuildReport, EmptyBuild, Index
 from sleuth.search.ingest import FORMATS
@@ -121,7 +121,7 @@ def stats_cmd(
     """Counts and settings of an index (within a scope if --filter is given)."""
     idx = _open(index)
     try:
-        f = Filters.parse(filters) if filters else None
+        f = Filters.parse([checked(x, "--filter") for x in filters]) if filters else None
     except FilterError as e:
         raise UserError(str(e)) from e
     st = idx.stats(f)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, console
+from sleuth.cli.common import UserError, app, checked, console
 from sleuth.search.base import FilterError, Filters, SearchError
 
 
@@ -29,6 +29,7 @@ def search_cmd(
     """Search an index, a corpus or a web source."""
     from sleuth.search import open_retriever
 
+    checked(query, "the query")
     if not query.strip():
         raise UserError("the query is empty")
     if (index is None) == (corpus is None):
@@ -38,7 +39,7 @@ def search_cmd(
     if mode is not None and mode not in ("lexical", "dense", "hybrid"):
         raise UserError("--mode must be lexical, dense or hybrid")
     try:
-        f = Filters.parse(filters) if filters else None
+        f = Filters.parse([checked(x, "--filter") for x in filters]) if filters else None
     except FilterError as e:
         raise UserError(str(e)) from e
     opts: dict[str, object] = {"mode": mode}

@@ -39,7 +39,7 @@ def serve(
     audit_questions: bool = typer.Option(False, "--audit-questions", help="Put each run's question in the audit log."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
-    """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /."""
+    """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /, MCP at /mcp."""
     from sleuth.config import env
     from sleuth.config import settings as env_settings
 
@@ -89,7 +89,8 @@ def serve(
         raise UserError(f"could not start: {e}") from None
     where = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     console_err.print(
-        f"Sleuth on {where}  (page: {where}/, OpenAI base URL: {where}/v1)"
+        f"Sleuth on {where}  (page: {where}/, OpenAI base URL: {where}/v1"
+        + (f", MCP: {where}/mcp)" if any(getattr(r, "path", "") == "/mcp" for r in application.routes) else ")")
         + (
             "  auth: principals file"
             if principals

@@ -7,34 +7,50 @@ version, and ``--redo-stale`` can recompute exactly those.
 
 The fingerprint is of behaviour, not of source files: a refactor that leaves every
 output the same keeps it, a change that alters what the strategy sends or returns
-changes it.  :func:`code_fingerprint` runs the strategy over the probe suite of
-:mod:`sleuth.eval.probe` and hashes (SHA-256 of canonical JSON, first 12 hex digits):
+changes it.  And it is per answer language: ``code_fingerprint(strategy, lang)`` covers
+only what the strategy does in ``lang`` (``"en"`` or ``"zh"``), so a change that alters
+only Chinese outputs (Chinese tokenisation, a ``prompts/zh`` template, a branch taken
+only for Chinese questions) leaves every English record current, and the other way round.
+A run is fingerprinted in the language of its questions (:func:`code_lang`: the
+languages :func:`sleuth.strategies.lang.detect_lang` gives them, as the strategies'
+``lang="auto"`` does, or the ``lang`` option the run forces); a run with questions of
+both languages gets the combined fingerprint ``"en+zh"``, which changes when either
+language's does.  The run's language is stored in ``run.json`` as ``code_lang``; a
+``run.json`` without it is read as combined.  ``code_fingerprint(strategy)``, with no
+language, is the combined one.
+
+For each language, :func:`code_fingerprint` runs the strategy over that language's probe
+suite of :mod:`sleuth.eval.probe` and hashes (SHA-256 of canonical JSON, first 12 hex
+digits):
 
 * every HTTP request the scripted model received (path and JSON body) through Sleuth's
   real OpenAI-compatible client, on a real server on 127.0.0.1 whose replies carry every
   strategy's scaffold words (so client-side changes to request bodies or to how replies
   are read count too);
 * every search call: query, ``k``, filters and the ids returned by Sleuth's real
-  lexical index over the probe corpus (``sleuth/eval/probe/corpus.jsonl``), plus each
-  search event's route;
+  lexical index over the language's own probe corpus (``sleuth/eval/probe/corpus/<lang>.jsonl``,
+  indexed apart from the other language's), plus each search event's route;
 * per question: answer, short answer, citation ids, finish reason and the sequence of
   trace event kinds; for a strategy with ``run_batch`` (Search-o1) the same for a batch
   run (requests and searches as multisets, as their order is concurrent);
-* the text of all the strategy's prompt templates (``prompts/*/<name>*.txt``, ``self-ask``
-  -> ``self_ask*.txt``) and of
-  the prompts no strategy owns (``short_answer.txt``), and its default options
-  (``k``, ``max_steps``, ``max_tokens``, ``lang``, options).
+* the text of the language's prompt templates of the strategy (``prompts/<lang>/<name>*.txt``,
+  ``self-ask`` -> ``self_ask*.txt``) and of the language's prompts no strategy owns
+  (``prompts/<lang>/short_answer.txt``);
+* what no language owns: its default options (``k``, ``max_steps``, ``max_tokens``,
+  ``lang``, the options given, and every field of its typed options, so a changed default
+  counts even where the probe never reaches it).
 
 Not hashed: timings, object reprs, ids and the trace's field layout.  Not covered: code
-paths the probe does not walk (e.g. a strategy-specific option whose threshold the short
-probe prompts never reach), dense and hybrid retrieval (the probe indexes lexically: the
+paths the probe does not walk (e.g. a changed comparison against an option's threshold
+that the short probe prompts never reach; the threshold's default itself is hashed), dense and hybrid retrieval (the probe indexes lexically: the
 dense extra loads an embedding model, which takes far longer than the probe), retry and
 rate-limit handling, and the embedded llama.cpp backend.  A strategy defined outside
 Sleuth (``module:Class``) is probed the same way.  ``sleuth eval verify`` (running stored
 records again against the real model) is the full check either way.
 
-Computed once per strategy and process: about 0.2 s per strategy, plus about 3 s once per
-process for the probe index (mostly jieba loading its dictionary for the Chinese passages).
+Computed once per strategy, language and process: about 0.1 s per strategy and language,
+plus, once per process, building each language's probe index (the Chinese one about 3 s,
+mostly jieba loading its dictionary; the English one never loads jieba).
 """
 
 from __future__ import annotations
@@ -44,10 +60,32 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from sleuth.eval.probe import run_probe, strategy_class
+from sleuth.eval.probe import LANGS, check_lang, run_probe, strategy_class
 from sleuth.eval.probe.server import canonical
 
 DIGITS = 12
+#: the ``code_lang`` of a run with questions in both languages (and of a ``run.json`` without one)
+COMBINED = "+".join(LANGS)
+
+
+def split_lang(lang: str | None) -> tuple[str, ...]:
+    """The probe languages of a fingerprint language: ``"en"``, ``"zh"`` or ``"en+zh"`` (None: combined)."""
+    parts = (lang or COMBINED).split("+")
+    for part in parts:
+        check_lang(part)
+    return tuple(sorted(set(parts)))
+
+
+def code_lang(questions: Iterable[str], forced: str | None = None) -> str:
+    """The fingerprint language of a run over ``questions``: ``forced`` when the run sets the
+    strategies' ``lang`` option to a language, else the languages the questions are detected in
+    (as ``lang="auto"`` picks prompts), joined with ``+``; :data:`COMBINED` when there are none."""
+    from sleuth.strategies.lang import detect_lang
+
+    if forced in LANGS:
+        return str(forced)
+    found = {detect_lang(q) for q in questions}
+    return "+".join(sorted(found)) if found else COMBINED
 
 
 def _stem(cls: type) -> str:
@@ -65,27 +103,30 @@ def _owner(prompt: Path, stems: Iterable[str]) -> str | None:
     return best
 
 
-def templates_for(stem: str, prompt_dir: Path, stems: Iterable[str]) -> dict[str, str]:
-    """The prompt templates of strategy ``stem`` and those no strategy owns: relative path -> text."""
+def templates_for(stem: str, prompt_dir: Path, stems: Iterable[str], lang: str | None = None) -> dict[str, str]:
+    """The prompt templates of strategy ``stem`` and those no strategy owns, in ``lang`` (None: every
+    language): relative path -> text."""
     out = {}
-    for p in sorted(prompt_dir.glob("*/*.txt")):
+    for p in sorted(prompt_dir.glob(f"{lang or '*'}/*.txt")):
         owner = _owner(p, stems)
         if owner is None or owner == stem:
             out[p.relative_to(prompt_dir).as_posix()] = p.read_text(encoding="utf-8")
     return out
 
 
-def behaviour(strategy: str) -> dict[str, object]:
-    """Everything the fingerprint of ``strategy`` hashes, as JSON-able data."""
+def behaviour(strategy: str, lang: str) -> dict[str, object]:
+    """Everything the fingerprint of ``strategy`` in language ``lang`` hashes, as JSON-able data."""
     from sleuth.strategies import STRATEGIES
     from sleuth.strategies.prompts import PROMPT_DIR
 
     stems = {_stem(c) for c in STRATEGIES.values()}
-    templates = templates_for(_stem(strategy_class(strategy)), PROMPT_DIR, stems)
-    return {"probe": run_probe(strategy), "templates": templates}
+    templates = templates_for(_stem(strategy_class(strategy)), PROMPT_DIR, stems, check_lang(lang))
+    return {"probe": run_probe(strategy, lang), "templates": templates}
 
 
-@lru_cache(maxsize=64)
-def code_fingerprint(strategy: str) -> str:
-    """The fingerprint of ``strategy`` (a built-in name or ``module:Class``) in the running code."""
-    return hashlib.sha256(canonical(behaviour(strategy)).encode("utf-8")).hexdigest()[:DIGITS]
+@lru_cache(maxsize=128)
+def code_fingerprint(strategy: str, lang: str | None = None) -> str:
+    """The fingerprint of ``strategy`` (a built-in name or ``module:Class``) in the running code, for
+    answers in ``lang`` (``"en"``, ``"zh"``, or ``"en+zh"`` for both; None: both)."""
+    data = {part: behaviour(strategy, part) for part in split_lang(lang)}
+    return hashlib.sha256(canonical(data).encode("utf-8")).hexdigest()[:DIGITS]

@@ -1,5 +1,6 @@
 """Scores of one answer against its gold: EM, F1, cover-EM (SQuAD normalisation),
-multiple-choice and yes/no accuracy, must-mention checks, retrieval recall and cost.
+multiple-choice and yes/no accuracy, must-mention checks, retrieval recall, citation
+precision and cost.
 
 Every function is pure; :func:`score` combines them for one (item, result) pair
 and names the item's *primary* score (what plots and confidence intervals use).
@@ -191,6 +192,36 @@ def recall(gold: Sequence[str], passages: Sequence[Mapping[str, Any]], *, by: st
     return sum(g in have_ids for g in gold) / len(gold)
 
 
+def cited_documents(citations: Sequence[Mapping[str, Any]]) -> list[set[str]]:
+    """The distinct documents among ``citations``, each as the set of ids it answers to.
+
+    A passage is a chunk of a document (``"Title#0"`` of document ``"Title"``); two chunks of
+    one document are one citation of it.
+    """
+    docs: dict[str, set[str]] = {}
+    for p in citations:
+        ids = _pid(p)
+        if not ids:
+            continue
+        key = str(p.get("doc_id") or "") or str(p.get("id") or "").rsplit("#", 1)[0] or min(ids)
+        docs.setdefault(key, set()).update(ids)
+    return list(docs.values())
+
+
+def citation_precision(gold: Sequence[str], citations: Sequence[Mapping[str, Any]]) -> float | None:
+    """Share of the cited documents that are gold supporting passages (by id).
+
+    None (undefined, not 0) when nothing is cited or there is no gold: a mean over records
+    skips it, so it is the precision of the answers that cite something.  Its partner, the
+    citation recall, is :func:`recall` over the citations (``cited_recall_id``).
+    """
+    docs = cited_documents(citations)
+    if not gold or not docs:
+        return None
+    want = set(gold)
+    return sum(bool(ids & want) for ids in docs) / len(docs)
+
+
 # --------------------------------------------------------------------------- cost
 @dataclass(frozen=True)
 class Prices:
@@ -296,7 +327,9 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
         s["recall_title"] = recall(item.gold_titles, passages, by="title")
     if item.gold_ids:
         s["recall_id"] = recall(item.gold_ids, passages, by="id")
-        s["cited_recall_id"] = recall(item.gold_ids, list(result.get("citations") or []), by="id")
+        cited = list(result.get("citations") or [])
+        s["cited_recall_id"] = recall(item.gold_ids, cited, by="id")
+        s["cite_precision"] = citation_precision(item.gold_ids, cited)
     usage = result.get("usage") or {}
     s["prompt_tokens"] = int(usage.get("prompt_tokens", 0))
     s["completion_tokens"] = int(usage.get("completion_tokens", 0))

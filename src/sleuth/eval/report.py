@@ -3,6 +3,9 @@
 Everything here is deterministic (fixed bootstrap seed, sorted inputs, no
 timestamps from the clock, PNG metadata stripped), so regenerating a report
 from the same JSONL gives byte-identical files.
+
+The numbers come from :mod:`sleuth.eval.summary`, the PNGs from
+:mod:`sleuth.eval.plots`; this module lays out ``report.md``.
 """
 
 from __future__ import annotations
@@ -10,151 +13,44 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from sleuth.eval.diagnose import answer_form_section, diagnosis_section
-from sleuth.eval.gap import compositionality_gap, question_of
+from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.metrics import PRIMARY
+from sleuth.eval.plots import PLOTS, write_plots
 from sleuth.eval.store import RESULTS, in_order, is_composed, primary_score, read_manifest, read_records, results_files
+from sleuth.eval.summary import (
+    BOOT_SEED,
+    BOOTSTRAP,
+    Progress,
+    bootstrap_ci,
+    citation_rows,
+    comparable,
+    mean_or_nan,
+    paired_differences,
+    progress,
+    summarise,
+)
+
+__all__ = [
+    "BOOTSTRAP",
+    "BOOT_SEED",
+    "PLOTS",
+    "REPORT",
+    "Progress",
+    "bootstrap_ci",
+    "citation_rows",
+    "comparable",
+    "paired_differences",
+    "progress",
+    "render",
+    "summarise",
+    "write_report",
+]
 
 REPORT = "report.md"
-PLOTS = ("scores.png", "cost.png", "accuracy_vs_tokens.png")
-BOOTSTRAP = 2000
-BOOT_SEED = 12345
-
-
-def bootstrap_ci(
-    values: Sequence[float], n: int = BOOTSTRAP, seed: int = BOOT_SEED, level: float = 0.95
-) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap confidence interval (deterministic for a given seed)."""
-    a = np.asarray(values, dtype=float)
-    if a.size == 0:
-        return (math.nan, math.nan, math.nan)
-    if a.size == 1:
-        return (float(a[0]), float(a[0]), float(a[0]))
-    rng = np.random.default_rng(seed)
-    means = a[rng.integers(0, a.size, size=(n, a.size))].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return (float(a.mean()), float(lo), float(hi))
-
-
-@dataclass(frozen=True)
-class Progress:
-    """How far a run is: which questions every strategy has finished (the comparable set)."""
-
-    strategies: tuple[str, ...]
-    questions: int | None  # in the run's sample (None without a manifest)
-    complete: frozenset[str]  # question ids answered by every strategy (every hop too, with --gap)
-    tasks_done: int
-    tasks_total: int | None
-    seconds_per_question: float | None = None  # wall time of a complete question, all strategies, as recorded
-
-    @property
-    def finished(self) -> bool:
-        return self.questions is not None and len(self.complete) >= self.questions
-
-    def text(self) -> str:
-        tasks = f"{self.tasks_done} of {self.tasks_total} tasks" if self.tasks_total else f"{self.tasks_done} tasks"
-        ns = len(self.strategies)
-        if self.finished:
-            return f"complete: {_n(self.questions or 0, 'question')} × {_n(ns, 'strategy')} ({tasks})"
-        done = len(self.complete)
-        if self.questions is None:
-            return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
-        text = f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
-        if self.seconds_per_question:
-            left = (self.questions - done) * self.seconds_per_question / 3600
-            text += (
-                f"; the rest takes about {left:.1f} h at the recorded {self.seconds_per_question:.0f} s per question"
-            )
-        return text
-
-
-def _n(k: int, noun: str) -> str:
-    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
-    return f"{k} {noun if k == 1 else plural}"
-
-
-def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None) -> Progress:
-    """The questions every strategy of the run has finished, so that tables compare like with like.
-
-    A question is complete when each strategy has a record for it (failed ones count: they
-    score 0) and, in a ``--gap`` run, for each of its decomposition hops.  The hop count comes
-    from the manifest (written by the runner) or, for older runs, from the hop records.
-    """
-    manifest = manifest or {}
-    settings = manifest.get("settings") or {}
-    strategies = tuple(settings.get("strategies") or sorted({r["strategy"] for r in records}))
-    gap = bool(settings.get("gap"))
-    mains: dict[str, set[str]] = defaultdict(set)
-    subs: dict[tuple[str, str], set[int]] = defaultdict(set)
-    seen_hops: dict[str, int] = {}
-    for r in records:
-        task = r.get("task") or {}
-        if is_composed(r):
-            mains[str(r["qid"])].add(r["strategy"])
-        elif task.get("parent") is not None and task.get("hop") is not None:
-            parent = str(task["parent"])
-            subs[(parent, r["strategy"])].add(int(task["hop"]))
-            seen_hops[parent] = max(seen_hops.get(parent, 0), int(task.get("hops") or 0))
-    hops = {str(k): int(v) for k, v in (manifest.get("hops") or {}).items()}
-    complete = set()
-    for qid, done in mains.items():
-        if not all(s in done for s in strategies):
-            continue
-        if gap:
-            n = hops.get(qid, seen_hops.get(qid))
-            if n is None or any(subs.get((qid, s), set()) != set(range(1, n + 1)) for s in strategies):
-                continue
-        complete.add(qid)
-    data = manifest.get("data") or {}
-    questions = data.get("questions")
-    total = manifest.get("tasks")
-    if total is None and questions is not None and not gap:
-        total = int(questions) * len(strategies)
-    per_question = None
-    if complete:
-        spent = sum(float(r.get("wall_s") or 0.0) for r in records if question_of(str(r["qid"])) in complete)
-        per_question = spent / len(complete) or None
-    return Progress(strategies, questions, frozenset(complete), len(records), total, per_question)
-
-
-def _mean(xs: Sequence[float]) -> float:
-    return float(np.mean(xs)) if len(xs) else math.nan
-
-
-def summarise(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """One row per strategy over the composed (main) questions."""
-    by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in records:
-        if is_composed(r):
-            by[r["strategy"]].append(r)
-    names = in_order(by, order)
-    rows = []
-    for s in names:
-        rs = sorted(by[s], key=lambda r: str(r["qid"]))
-        sc = [r.get("scores") or {} for r in rs]
-        primaries = Counter(x.get("primary", "f1") for x in sc)
-        primary = primaries.most_common(1)[0][0]
-        row: dict[str, Any] = {"strategy": s, "n": len(rs), "primary": primary}
-        row["score"] = bootstrap_ci([primary_score(r) for r in rs])
-        for m in ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id"):
-            vals = [float(x[m]) for x in sc if x.get(m) is not None]
-            row[m] = _mean(vals) if vals else None
-        for m in ("llm_calls", "searches", "prompt_tokens", "processed_prompt_tokens", "completion_tokens", "seconds"):
-            row[m] = _mean([float(x.get(m) or 0.0) for x in sc])
-        row["cached_llm_calls"] = int(sum(int(x.get("cached_llm_calls") or 0) for x in sc))
-        row["tokens"] = row["prompt_tokens"] + row["completion_tokens"]
-        costs = [float(x["cost_usd"]) for x in sc if x.get("cost_usd") is not None]
-        row["cost_usd"] = _mean(costs) if costs else None
-        row["failed"] = sum(r.get("status") == "failed" for r in rs)
-        row["reasons"] = dict(sorted(Counter(r.get("reason") or "?" for r in rs).items()))
-        rows.append(row)
-    return rows
 
 
 def _f(x: Any, nd: int = 3) -> str:
@@ -163,72 +59,6 @@ def _f(x: Any, nd: int = 3) -> str:
     if isinstance(x, float):
         return f"{x:.{nd}f}"
     return str(x)
-
-
-def _plots(rows: Sequence[Mapping[str, Any]], out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    meta = {"Software": None}
-    names = [r["strategy"] for r in rows]
-    x = np.arange(len(rows))
-    written = []
-
-    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(rows) + 2), 3.6))
-    means = [r["score"][0] for r in rows]
-    err = np.array([[r["score"][0] - r["score"][1] for r in rows], [r["score"][2] - r["score"][0] for r in rows]])
-    ax.bar(x, means, yerr=err, capsize=4, color="#4C72B0")
-    ax.set_xticks(x, names, rotation=20)
-    ax.set_ylim(0, 1.03)
-    ax.set_ylabel(PRIMARY.get(rows[0]["primary"], rows[0]["primary"]) if rows else "score")
-    ax.set_title("Score per strategy (95% bootstrap CI)")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS[0], dpi=100, metadata=meta)
-    plt.close(fig)
-    written.append(PLOTS[0])
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(6, 2 * len(rows) + 2), 3.6))
-    a1.bar(x, [r["prompt_tokens"] for r in rows], label="prompt", color="#55A868")
-    a1.bar(
-        x,
-        [r["completion_tokens"] for r in rows],
-        bottom=[r["prompt_tokens"] for r in rows],
-        label="completion",
-        color="#C44E52",
-    )
-    a1.set_xticks(x, names, rotation=20)
-    a1.set_title("Tokens per question")
-    a1.legend(fontsize=8)
-    a2.bar(x, [r["seconds"] for r in rows], color="#8172B2")
-    a2.set_xticks(x, names, rotation=20)
-    a2.set_title("Seconds per question")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS[1], dpi=100, metadata=meta)
-    plt.close(fig)
-    written.append(PLOTS[1])
-
-    fig, ax = plt.subplots(figsize=(5, 3.8))
-    for r in rows:
-        ax.errorbar(
-            r["tokens"],
-            r["score"][0],
-            yerr=[[r["score"][0] - r["score"][1]], [r["score"][2] - r["score"][0]]],
-            fmt="o",
-            capsize=3,
-        )
-        ax.annotate(r["strategy"], (r["tokens"], r["score"][0]), textcoords="offset points", xytext=(5, 4), fontsize=8)
-    ax.set_xlabel("tokens per question (prompt + completion)")
-    ax.set_ylabel("score")
-    ax.set_ylim(-0.03, 1.03)
-    ax.margins(x=0.15)
-    ax.set_title("Accuracy vs cost")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS[2], dpi=100, metadata=meta)
-    plt.close(fig)
-    written.append(PLOTS[2])
-    return written
 
 
 def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
@@ -249,50 +79,8 @@ def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> l
     ]
     for s in order:
         vals = [cells.get((s, k), []) for k in kinds]
-        out.append(f"| {s} | " + " | ".join(f"{_f(_mean(v))} ({len(v)})" if v else "–" for v in vals) + " |")
+        out.append(f"| {s} | " + " | ".join(f"{_f(mean_or_nan(v))} ({len(v)})" if v else "–" for v in vals) + " |")
     return out
-
-
-def paired_differences(
-    records: Sequence[Mapping[str, Any]], order: Sequence[str], baseline: str | None = None
-) -> tuple[str | None, list[dict[str, Any]]]:
-    """Each strategy against a baseline on the questions both answered (composed questions only).
-
-    The difference of primary scores per question, its mean with a 95 % paired bootstrap CI,
-    and how many questions each side won.  Pairing removes the question-to-question variance
-    that makes the per-strategy intervals overlap, so it is the fairer test of "is A better
-    than B on this data".  Baseline: ``rag`` when present, else the first strategy.
-    """
-    scores: dict[str, dict[str, float]] = defaultdict(dict)
-    for r in records:
-        if is_composed(r):
-            scores[r["strategy"]][str(r["qid"])] = primary_score(r)
-    names = in_order(scores, order)
-    if baseline is None:
-        baseline = "rag" if "rag" in scores else (names[0] if names else None)
-    if baseline is None or baseline not in scores:
-        return None, []
-    base = scores[baseline]
-    rows = []
-    for s in names:
-        if s == baseline:
-            continue
-        common = sorted(set(scores[s]) & set(base))
-        if not common:
-            continue
-        d = [scores[s][q] - base[q] for q in common]
-        mean, lo, hi = bootstrap_ci(d)
-        rows.append(
-            {
-                "strategy": s,
-                "n": len(common),
-                "diff": (mean, lo, hi),
-                "wins": sum(x > 0 for x in d),
-                "losses": sum(x < 0 for x in d),
-                "ties": sum(x == 0 for x in d),
-            }
-        )
-    return baseline, rows
 
 
 def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
@@ -320,6 +108,33 @@ def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) 
         m, lo, hi = r["diff"]
         out.append(
             f"| {r['strategy']} | {r['n']} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['wins']} | {r['losses']} | {r['ties']} |"
+        )
+    return out
+
+
+def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+    """Citation precision and recall against the gold supporting passages (only when the data has them)."""
+    rows = citation_rows(records, order)
+    if not rows:
+        return []
+    out = [
+        "",
+        "## Citations",
+        "",
+        "The documents each answer cites against the question's gold supporting passages, by id "
+        "(HotpotQA's `supporting_facts` titles, MuSiQue's `is_supporting` paragraphs, policy_zh's `evidence`, "
+        "StrategyQA's `facts`); two chunks of one document are one citation. Precision: the cited documents "
+        "that are gold, of those cited; an answer that cites nothing has none, so the mean is over the answers "
+        "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
+        "(*recall*), *recall when citing* leaves those out.",
+        "",
+        "| strategy | questions | citing | precision | recall | recall when citing |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['strategy']} | {r['n']} | {r['citing']} | {_f(r['precision'])} | {_f(r['recall'])} | "
+            f"{_f(r['recall_citing'])} |"
         )
     return out
 
@@ -353,11 +168,6 @@ def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], curr
         fps = ", ".join(f"`{fp}`: {n}" if fp != "not recorded" else f"not recorded: {n}" for fp, n in by[s].items())
         out.append(f"| {s} | {fps} | {'`' + current[s] + '`' if current.get(s) else '–'} |")
     return out
-
-
-def comparable(records: Sequence[Mapping[str, Any]], prog: Progress) -> list[Mapping[str, Any]]:
-    """The records of complete questions (composed and hops): what the tables compare."""
-    return [r for r in records if question_of(str(r["qid"])) in prog.complete]
 
 
 def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
@@ -414,6 +224,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
                 f"{_f(r['cover_em'])} | {_f(r['acc'])} | {_f(r['mention'])} | {_f(r['recall_title'])} | "
                 f"{_f(r['recall_id'])} | {r['failed']} |"
             )
+        lines += _citation_section(records, [r["strategy"] for r in rows])
         lines += [
             "",
             "## Cost per question",
@@ -481,7 +292,7 @@ def write_report(out: str | Path, *, plots: bool = True) -> Path:
     if plots:
         rows = summarise(comparable(records, progress(records, manifest)), order)
         if rows:
-            written = _plots(rows, out)
+            written = write_plots(rows, out)
     path = out / REPORT
     path.write_text(render(records, manifest, written), encoding="utf-8")
     return path

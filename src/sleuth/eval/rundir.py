@@ -22,7 +22,7 @@ from typing import Any
 from sleuth.eval.config import EvalConfig, EvalError
 from sleuth.eval.corpus import RetrievalPlan
 from sleuth.eval.datasets import Dataset, Item, load_dataset
-from sleuth.eval.fingerprint import code_fingerprint
+from sleuth.eval.fingerprint import code_fingerprint, code_lang
 from sleuth.eval.gap import sub_items
 from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
@@ -45,12 +45,19 @@ from sleuth.llm.models import file_sha256
 OTHER_CODE, REWORDED = "made by other code", "asked a differently worded question"
 
 
-def code_fingerprints(strategies: Sequence[str]) -> dict[str, str]:
-    """The running code's fingerprint for each strategy of the run."""
+def code_fingerprints(strategies: Sequence[str], lang: str | None) -> dict[str, str]:
+    """The running code's fingerprint for each strategy of a run in fingerprint language ``lang``
+    (the manifest's ``code_lang``: ``en``, ``zh`` or ``en+zh``; None, as in a manifest without one: combined)."""
     try:
-        return {s: code_fingerprint(s) for s in strategies}
+        return {s: code_fingerprint(s, lang) for s in strategies}
     except Exception as e:  # an unknown name fails later, per question, with its own message
         raise EvalError(f"cannot fingerprint the strategies' code: {e}") from e
+
+
+def run_code_lang(cfg: EvalConfig, tasks: Sequence[Task]) -> str:
+    """The fingerprint language of a run of ``tasks`` (:func:`sleuth.eval.fingerprint.code_lang`): the
+    languages of the questions its tasks ask, or the ``lang`` option it gives its strategies."""
+    return code_lang((t[1].prompt() for t in tasks), cfg.strategy_options.get("lang"))
 
 
 def _reworded(rec: Mapping[str, Any], items_by_id: Mapping[str, tuple[Item, Any]]) -> bool:

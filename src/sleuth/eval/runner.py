@@ -25,7 +25,16 @@ from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import sub_items
 from sleuth.eval.metrics import Prices
 from sleuth.eval.progress import RunningScores, progress_bar
-from sleuth.eval.rundir import OTHER_CODE, REWORDED, Resume, RunDir, code_fingerprints, new_manifest, stale_reason
+from sleuth.eval.rundir import (
+    OTHER_CODE,
+    REWORDED,
+    Resume,
+    RunDir,
+    code_fingerprints,
+    new_manifest,
+    run_code_lang,
+    stale_reason,
+)
 from sleuth.eval.tasks import Sitting, build_tasks
 from sleuth.eval.worker import COMPLETED_REASONS, FAILED, OK, SCHEMA, make_record, run_task, worker_config
 from sleuth.strategies.registry import resolve_strategy_class
@@ -101,7 +110,8 @@ def run_eval(
         manifest["tasks"] = len(tasks)  # the report's progress line and comparable set read these two
         if cfg.gap:
             manifest["hops"] = {it.id: len(sub_items(it)) for it in dataset.items}
-        manifest["code"] = code = code_fingerprints(cfg.strategies)
+        manifest["code_lang"] = lang = run_code_lang(cfg, tasks)  # records are fingerprinted in their language
+        manifest["code"] = code = code_fingerprints(cfg.strategies, lang)
         resume = run.resume(tasks, code, retry_failed=cfg.retry_failed, redo_stale=cfg.redo_stale)
         if resume.stale and console is not None:
             console.print(resume.stale_message(run.path))
@@ -109,7 +119,7 @@ def run_eval(
         manifest["index"] = plan.manifest()
         run.write_manifest(manifest)
         sitting = Sitting(cfg.time_limit, started)
-        worker_cfg = worker_config(cfg, plan)
+        worker_cfg = worker_config(cfg, plan, lang)
         summary = _drive(run, resume, sitting, worker_cfg, cfg, dataset, prices, progress, console, on_record)
         if write_report:
             from sleuth.eval.report import write_report as _write_report

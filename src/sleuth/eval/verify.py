@@ -230,7 +230,8 @@ def verify_run(
         )
 
     items_by_id = {it.id: (it, meta) for _, it, meta in build_tasks(dataset, cfg.strategies[:1], cfg.gap)}
-    code = code_fingerprints(cfg.strategies)
+    lang = manifest.get("code_lang")  # the language the run's records were fingerprinted in (absent: combined)
+    code = code_fingerprints(cfg.strategies, lang)
     skipped: Counter[str] = Counter()
     pool: list[dict[str, Any]] = []
     for rec in read_records(out):
@@ -259,7 +260,7 @@ def verify_run(
     if not chosen:
         return report
     plan.prepare()
-    task_cfg = worker_config(cfg, plan)
+    task_cfg = worker_config(cfg, plan, lang)
     for i, rec in enumerate(chosen, 1):
         if on_start is not None:
             on_start(rec["strategy"], str(rec["qid"]), i, len(chosen))

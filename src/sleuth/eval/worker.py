@@ -113,9 +113,11 @@ def _worker_for(cfg: Mapping[str, Any]) -> _Worker:
         return w
 
 
-def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
-    """The ``config`` every task of a run carries: how a worker builds its LLM, retriever and strategies."""
+def worker_config(cfg: EvalConfig, plan: RetrievalPlan, code_lang: str | None) -> dict[str, Any]:
+    """The ``config`` every task of a run carries: how a worker builds its LLM, retriever and strategies,
+    and the language its records are fingerprinted in (the manifest's ``code_lang``; None: combined)."""
     return {
+        "code_lang": code_lang,
         "model": cfg.model,
         "base_url": cfg.base_url,
         "k": cfg.k,
@@ -135,7 +137,7 @@ def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"strategy": name, "qid": item.id}
     try:
-        rec["code"] = code_fingerprint(name)
+        rec["code"] = code_fingerprint(name, payload["config"].get("code_lang"))
     except Exception:  # provenance is best effort; it never costs the question
         rec["code"] = ""
     try:

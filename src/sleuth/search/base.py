@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from sleuth.text_input import BadText, check_tree
+
 
 class SearchError(RuntimeError):
     """Base class of every error a knowledge source raises."""
@@ -89,7 +91,12 @@ class Filters:
         rg = tuple(sorted((k, tuple(v)) for k, v in (ranges or {}).items()))
         if isinstance(acl, str):
             acl = [acl]
-        return cls(tuple(eq), rg, frozenset(acl) if acl is not None else None)  # type: ignore[arg-type]
+        made = cls(tuple(eq), rg, frozenset(acl) if acl is not None else None)  # type: ignore[arg-type]
+        try:  # lone surrogates, NUL, control characters: refused as in every other text (sleuth.text_input)
+            check_tree(made.to_dict(), "filters")
+        except BadText as e:
+            raise FilterError(str(e)) from None
+        return made
 
     @classmethod
     def parse(cls, exprs: Sequence[str]) -> Filters:

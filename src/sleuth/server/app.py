@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -20,7 +20,8 @@ from sleuth.llm.base import LLM
 from sleuth.search.base import Retriever
 
 from . import ask, openai_compat
-from .errors import ApiError, BodyLimit, authenticate, error_responses, principal_of
+from .encoding import SafeJSONResponse as JSONResponse  # every JSON answer can be encoded
+from .errors import ApiError, BodyLimit, CatchAll, authenticate, checked_param, error_responses, principal_of
 from .principals import principals_for
 from .runtime import Runtime, StrategyFactory, owner_of
 from .schemas import AskResult, Health, SourceList, StrategyList
@@ -57,6 +58,7 @@ def create_app(
     if settings.api_keys:
         log.warning("API keys without a principals file carry no scope: each request states its own (--principals)")
     rt = Runtime(settings, llm=llm, retrievers=retrievers, strategies=strategies)
+    mcp_running: list[Any] = []
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -65,7 +67,10 @@ def create_app(
                 await asyncio.to_thread(rt.open)
             except Exception as e:  # kept for /healthz; requests report it as a finish reason
                 log.error("could not open every resource: %s", e)
-        yield
+        async with contextlib.AsyncExitStack() as stack:
+            for running in mcp_running:
+                await stack.enter_async_context(running())
+            yield
         rt.shutdown()
 
     app = FastAPI(
@@ -77,10 +82,12 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # Swagger UI loads from a CDN; the spec is at /openapi.json
         redoc_url=None,
+        default_response_class=JSONResponse,
     )
     app.state.runtime = rt
     app.state.principals = principals
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(CatchAll)  # added last: the outermost of the two
     _errors(app)
 
     guarded = [Depends(authenticate)]
@@ -120,6 +127,9 @@ def create_app(
             default=[], description="the scope the run was asked with, as expressions (filters=acl=all)"
         ),
     ) -> Any:
+        checked_param(trace_id, "trace_id")
+        for expr in filters:
+            checked_param(expr, "filters")
         scope = scoped(rt, request, filters or None)
         found = rt.traces.get(trace_id, owner_of(principal_of(request), scope))
         if found is None:
@@ -143,7 +153,20 @@ def create_app(
         return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    mcp_running.extend(_mcp(app, rt))
     return app
+
+
+def _mcp(app: FastAPI, rt: Runtime) -> list[Any]:
+    """``/mcp`` (the MCP server over Streamable HTTP) when the ``mcp`` extra is installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        log.info("no /mcp: the mcp package is not installed (pip install 'sleuth[mcp]')")
+        return []
+    from sleuth.mcp.http import mount_mcp
+
+    return [mount_mcp(app, rt)]
 
 
 def _kind(rt: Runtime, name: str) -> str:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from sleuth.strategies.base import Event, Result
 
+from .encoding import SafeJSONResponse, dumps, guard_stream
 from .errors import ApiError, error_responses, principal_of
 from .runtime import Runtime
 from .schemas import AskRequest, AskResult
@@ -21,12 +20,13 @@ router = APIRouter()
 
 SSE_DOC = (
     "With `stream: true`: `event: step` (data: one trace event {kind, data, t, duration_s}) for each step as "
-    "it happens, then one `event: result` (data: the full result, as without streaming)."
+    "it happens, then one `event: result` (data: the full result, as without streaming). If the server fails "
+    "after the stream started, it ends with one `event: error` (data: the error body, as for a 500) instead."
 )
 
 
 def _json(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, default=str)
+    return dumps(obj)
 
 
 def runtime_of(request: Request) -> Runtime:
@@ -65,11 +65,17 @@ async def ask(body: AskRequest, request: Request) -> Any:
     job.endpoint, job.stream = "/v1/ask", body.stream
     if body.stream:
         rt.start(job, stream=True)
-        return EventSourceResponse(_sse(rt, job), ping=10, headers={"X-Sleuth-Trace-Id": job.trace_id})
+        events = guard_stream(_sse(rt, job), lambda: [_failed(job)], f"run {job.trace_id}")
+        return EventSourceResponse(events, ping=10, headers={"X-Sleuth-Trace-Id": job.trace_id})
     result, timed_out = await wait_result(rt, job, request.receive)
     if timed_out:
         raise ApiError(504, result.error, "timeout", code="timeout", trace_id=job.trace_id)
-    return JSONResponse(result.to_dict(), headers={"X-Sleuth-Trace-Id": job.trace_id})
+    return SafeJSONResponse(result.to_dict(), headers={"X-Sleuth-Trace-Id": job.trace_id})
+
+
+def _failed(job: Any) -> ServerSentEvent:
+    err = ApiError(500, "internal error; see the server log", "server_error", trace_id=job.trace_id)
+    return ServerSentEvent(data=_json(err.body()), event="error")
 
 
 async def _sse(rt: Runtime, job: Any) -> AsyncIterator[ServerSentEvent]:

@@ -5,7 +5,9 @@ one), ``strategy``, ``source``, ``endpoint``, ``stream``, ``trace_id``, ``passag
 (every passage the caller was shown: citations and the trace's searches) and
 ``outcome`` (the finish reason).  A refusal's line: ``event: "denied"``, ``status``
 (401/403), ``principal`` (null for 401), ``path`` and ``reason``.  The question is
-written only with ``audit_questions``; keys and tokens never are.
+written only with ``audit_questions``; keys and tokens never are.  A search without a run
+(the MCP ``search`` tool) writes ``event: "search"`` with ``principal``, ``scope``,
+``source``, ``endpoint`` and ``passage_ids``.
 """
 
 from __future__ import annotations
@@ -89,6 +91,13 @@ class AuditLog:
         if self.questions:
             record["question"] = job.question
         return record
+
+    def searched(self, *, principal: Any, scope: Filters, source: str | None, endpoint: str,
+                 passage_ids: list[str]) -> None:  # fmt: skip
+        """A search without a run (the MCP ``search`` tool): the passages it showed."""
+        self._write({"event": "search", "principal": principal.name, "kind": principal.kind,
+                     "scope": scope.to_dict(), "source": source, "endpoint": endpoint,
+                     "passage_ids": sorted(set(passage_ids))})  # fmt: skip
 
     def denied(self, *, status: int, path: str, reason: str, principal: Any = None) -> None:
         self._write(

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from sleuth.text_input import BadText, check_text
+
 from .principals import AuthError, Principal
 from .schemas import ErrorResponse
+
+log = logging.getLogger("sleuth.server")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -59,6 +64,14 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         504: "the run went past the server's timeout (its partial trace is kept)",
     }
     return {c: {"model": ErrorResponse, "description": what.get(c, "error")} for c in codes}
+
+
+def checked_param(value: str, param: str) -> str:
+    """A path or query parameter checked by :mod:`sleuth.text_input` (422 naming it when refused)."""
+    try:
+        return check_text(value, param)
+    except BadText as e:
+        raise ApiError(422, f"{param}: {e.reason}", param=param) from None
 
 
 # -- auth --------------------------------------------------------------------------------
@@ -175,3 +188,40 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+# -- the last resort -----------------------------------------------------------------------
+class CatchAll:
+    """Pure ASGI middleware: an exception no handler took becomes the JSON 500 answer, and the
+    connection stays open for the client's next request.  (Starlette's own last resort answers
+    500 too, but then lets the exception reach the server, which closes a kept-alive connection
+    under the client's next request: a "connection reset by peer".)  An exception in the middle
+    of a body still ends the connection: the client must not take half a body for a whole one."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = {"started": False, "done": False}
+
+        async def tracking_send(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                state["started"] = True
+            elif msg["type"] == "http.response.body" and not msg.get("more_body", False):
+                state["done"] = True
+            await send(msg)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as e:
+            if state["started"] and not state["done"]:
+                raise
+            log.exception("unhandled error", exc_info=e)
+            if not state["started"]:
+                body = json.dumps(ApiError(500, "internal error; see the server log", "server_error").body()).encode()
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                await send({"type": "http.response.start", "status": 500, "headers": headers})
+                await send({"type": "http.response.body", "body": body})

@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from sleuth.strategies.base import FINISHED, BadQuestion, Event, Result, validate_question
 
-from .errors import ApiError, error_responses, principal_of
+from .encoding import SafeJSONResponse, dumps, guard_stream
+from .errors import ApiError, checked_param, error_responses, principal_of
 from .render import citation_dicts, citations_block, step_line
 from .runtime import Runtime
 from .schemas import ChatCompletion, ChatRequest, ModelCard, ModelList
@@ -39,13 +39,15 @@ def strategy_of(model: str) -> str:
 
 
 def question_of(req: ChatRequest) -> str:
-    users = [m for m in req.messages if m.role == "user"]
+    """The last user message (the others are ignored, so they are not checked)."""
+    users = [i for i, m in enumerate(req.messages) if m.role == "user"]
     if not users:
         raise ApiError(422, "messages: there is no user message to answer", param="messages")
+    where = f"messages.{users[-1]}.content"
     try:
-        return validate_question(users[-1].text())
+        return validate_question(req.messages[users[-1]].text())
     except BadQuestion as e:
-        raise ApiError(422, f"messages: {e}", param="messages") from None
+        raise ApiError(422, f"{where}: {e}", param=where) from None
 
 
 def openai_finish(reason: str) -> str:
@@ -91,6 +93,7 @@ async def list_models(request: Request) -> dict[str, Any]:
     "/v1/models/{model}", response_model=ModelCard, summary="One sleuth-* model", responses=error_responses(401, 404)
 )
 async def get_model(model: str, request: Request) -> dict[str, Any]:
+    checked_param(model, "model")
     if strategy_of(model) not in _rt(request).strategy_factories() or not model.startswith(PREFIX):
         raise ApiError(404, f"the model {model!r} does not exist", code="model_not_found", param="model")
     return _card(strategy_of(model))
@@ -105,7 +108,8 @@ def _card(name: str) -> dict[str, Any]:
     response_model=ChatCompletion,
     summary="OpenAI-compatible chat completion; the model name selects the strategy",
     description="With `stream: true`: `chat.completion.chunk` objects as `data:` lines (reasoning steps in "
-    "`delta.reasoning_content`, the answer in `delta.content`, `sleuth` on the last chunk), then `data: [DONE]`.",
+    "`delta.reasoning_content`, the answer in `delta.content`, `sleuth` on the last chunk), then `data: [DONE]`. "
+    'If the server fails after the stream started: one `data: {"error": {...}}`, then `data: [DONE]`.',
     responses={
         200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": "the completion"},
         **error_responses(401, 403, 404, 413, 422, 429, 504),
@@ -137,8 +141,9 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         rt.start(job, stream=True)
+        chunks = _chunks(rt, job, cid, created, body.model, include_usage)
         return EventSourceResponse(
-            _chunks(rt, job, cid, created, body.model, include_usage),
+            guard_stream(chunks, lambda: _failed(job), f"run {job.trace_id}"),
             ping=10,
             headers={"X-Sleuth-Trace-Id": job.trace_id},
         )
@@ -146,7 +151,7 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
     if timed_out:
         raise ApiError(504, result.error, "timeout", code="timeout", trace_id=job.trace_id)
     reasoning = "\n".join(line for ev in result.trace.events if (line := step_line(ev)))
-    return JSONResponse(
+    return SafeJSONResponse(
         {
             "id": cid,
             "object": "chat.completion",
@@ -179,7 +184,7 @@ async def _chunks(
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
             **extra,
         }
-        return ServerSentEvent(data=json.dumps(c, ensure_ascii=False, default=str))
+        return ServerSentEvent(data=dumps(c))
 
     yield chunk({"role": "assistant", "content": ""})
     async for item in stream_job(rt, job):
@@ -201,3 +206,9 @@ async def _chunks(
                 }
                 yield ServerSentEvent(data=json.dumps(u))
     yield ServerSentEvent(data="[DONE]")
+
+
+def _failed(job: Any) -> list[ServerSentEvent]:
+    """OpenAI's way to fail a started stream: a chunk holding ``error``, then ``[DONE]``."""
+    err = ApiError(500, "internal error; see the server log", "server_error", trace_id=job.trace_id)
+    return [ServerSentEvent(data=dumps(err.body())), ServerSentEvent(data="[DONE]")]

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from sleuth.strategies.base import BadQuestion, validate_question
+from sleuth.text_input import BadText, check_tree
 
 FiltersIn = dict[str, Any] | list[str]
 
@@ -109,12 +110,23 @@ class ModelOptions(BaseModel):
     seed: int | None = None
     lang: Literal["auto", "en", "zh"] | None = None
 
+    _check_model = field_validator("model")(classmethod(lambda cls, v: _text(v)))
+
 
 def _question(v: Any) -> str:
     try:
         return validate_question(v)
     except BadQuestion as e:
         raise ValueError(str(e)) from None
+
+
+def _text(v: Any) -> Any:
+    """A name or a scope, checked by :mod:`sleuth.text_input` (the error's location names the field)."""
+    try:
+        return v if v is None else check_tree(v, "")
+    except BadText as e:
+        where = e.field.strip(". ")
+        raise ValueError(f"{where} {e.reason}" if where else e.reason) from None
 
 
 class AskRequest(ModelOptions):
@@ -130,6 +142,7 @@ class AskRequest(ModelOptions):
     stream: bool = Field(False, description="answer with Server-Sent Events: step events, then one result event")
 
     _check_question = field_validator("question", mode="before")(classmethod(lambda cls, v: _question(v)))
+    _check_text = field_validator("strategy", "index", "filters")(classmethod(lambda cls, v: _text(v)))
 
 
 # -- metadata -----------------------------------------------------------------------
@@ -210,6 +223,8 @@ class ChatRequest(BaseModel):
     k: int | None = Field(None, ge=1, le=50)
     max_steps: int | None = Field(None, ge=1, le=20)
     options: dict[str, Any] | None = Field(None, description=OPTIONS_DOC)
+
+    _check_text = field_validator("model", "index", "filters")(classmethod(lambda cls, v: _text(v)))
 
 
 class Citation(BaseModel):

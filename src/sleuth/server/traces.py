@@ -17,6 +17,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from .encoding import dumps
 from .settings import ServerConfigError
 
 
@@ -93,7 +94,7 @@ class SqliteTraceStore:
         return hashlib.sha256(f"{self._salt}\0{owner[0]}\0{owner[1]}".encode()).hexdigest()
 
     def put(self, trace_id: str, owner: tuple[str, str], result: dict[str, Any]) -> None:
-        body = json.dumps(result, ensure_ascii=False, default=str)
+        body = dumps(result)  # a lone surrogate (from a model or a corpus) escaped: SQLite stores UTF-8
         size = len(body)
         if size > self.max_bytes:
             return

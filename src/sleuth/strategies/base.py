@@ -19,6 +19,7 @@ from typing import Any
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
 from sleuth.strategies.options import StrategyOptions
+from sleuth.text_input import BadText, check_text
 
 #: finish reasons shared by all strategies
 FINISHED = "finished"  # the scaffold produced a final answer
@@ -410,14 +411,15 @@ MAX_QUESTION_CHARS = 4000
 
 
 class BadQuestion(ValueError):
-    """The question is empty, binary or too long: a user mistake, reported in one sentence."""
+    """The question is empty, too long, or holds characters :mod:`sleuth.text_input` refuses
+    (lone surrogates, NUL, control characters): a user mistake, reported in one sentence."""
 
 
 def validate_question(q: Any) -> str:
-    if not isinstance(q, str):
-        raise BadQuestion("the question must be text")
-    if "\x00" in q or sum(1 for ch in q if ord(ch) < 32 and ch not in "\t\n\r") > 0:
-        raise BadQuestion("the question contains binary control characters")
+    try:
+        check_text(q, "the question")  # lone surrogates, NUL, control characters: sleuth.text_input
+    except BadText as e:
+        raise BadQuestion(str(e)) from None
     q = q.strip()
     if not q:
         raise BadQuestion("the question is empty")

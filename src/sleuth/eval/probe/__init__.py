@@ -1,16 +1,22 @@
 """The probe behind :func:`sleuth.eval.fingerprint.code_fingerprint`: run a strategy on a
-fixed suite and return what it did, as plain JSON-able data.
+fixed suite in one language and return what it did, as plain JSON-able data.
+
+The suite is split by language, so that what a run in one language does is probed apart
+from the other: :data:`QUESTIONS` and :data:`BATCH` hold each language's questions, and
+``corpus/<lang>.jsonl`` beside this file each language's passages, indexed on their own
+(a change to how Chinese text is tokenised or embedded never touches the English index).
 
 Everything goes through public, stable APIs only: :class:`OpenAICompatLLM` against the
 scripted server of :mod:`sleuth.eval.probe.server`, ``get_strategy`` (or the
 ``module:Class`` itself), :meth:`Index.build` / :meth:`Index.open` on the probe corpus
-(``corpus.jsonl`` beside this file, lexical search), :class:`Filters`, ``Strategy.run``
-and, where a strategy has one, ``run_batch``.  This module is the one place to adapt
-when those APIs change; what it returns must then stay the same.
+(lexical search), :class:`Filters`, ``Strategy.run`` and, where a strategy has one,
+``run_batch``.  This module is the one place to adapt when those APIs change; what it
+returns must then stay the same.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import tempfile
@@ -23,20 +29,31 @@ from typing import Any
 from sleuth.eval.probe.server import ProbeServer, canonical
 from sleuth.search.base import Filters, Passage, Retriever
 
-CORPUS = Path(__file__).resolve().parent / "corpus.jsonl"
+#: the languages the probe covers (those of Sleuth's prompt templates)
+LANGS = ("en", "zh")
+#: each language's probe passages (with ACL and version fields), indexed apart
+CORPUS = {lang: Path(__file__).resolve().parent / "corpus" / f"{lang}.jsonl" for lang in LANGS}
 
-#: (question, filters): English and Chinese, single- and multi-hop, one the model gives
-#: up on (server.GIVE_UP_MARK), one whose filters leave nothing to retrieve
-QUESTIONS: tuple[tuple[str, Filters], ...] = (
-    ("Who was the father of the director of Jaws?", Filters()),
-    ("When was the Eiffel Tower completed?", Filters()),
-    ("年假每年有几天？", Filters.make(acl=["hr"], equals={"version": "2025"})),
-    ("《大白鲨》导演的父亲是做什么工作的？", Filters()),
-    ("What is the top speed of a Zorblax swamp eel?", Filters()),
-    ("Who founded the Hanseatic League?", Filters.make(acl=["nobody"])),
-)
-#: the questions of a batch run (where the strategy has ``run_batch``)
-BATCH = (0, 3, 4)
+#: (question, filters) per language: single- and multi-hop, one under an ACL and a version,
+#: one the model gives up on (server.GIVE_UP_MARK), one whose filters leave nothing to retrieve
+QUESTIONS: dict[str, tuple[tuple[str, Filters], ...]] = {
+    "en": (
+        ("Who was the father of the director of Jaws?", Filters()),
+        ("When was the Eiffel Tower completed?", Filters()),
+        ("How many days of annual leave are there each year?", Filters.make(acl=["hr"], equals={"version": "2025"})),
+        ("What is the top speed of a Zorblax swamp eel?", Filters()),
+        ("Who founded the Hanseatic League?", Filters.make(acl=["nobody"])),
+    ),
+    "zh": (
+        ("《大白鲨》导演的父亲是做什么工作的？", Filters()),
+        ("差旅费用应在行程结束后多少天内报销？", Filters.make(equals={"version": "2025"})),
+        ("年假每年有几天？", Filters.make(acl=["hr"], equals={"version": "2025"})),
+        ("Zorblax沼泽鳗的最高速度是多少？", Filters()),
+        ("汉萨同盟是谁创立的？", Filters.make(acl=["nobody"])),
+    ),
+}
+#: per language, the questions of a batch run (where the strategy has ``run_batch``)
+BATCH: dict[str, tuple[int, ...]] = {"en": (0, 1, 3), "zh": (0, 2, 3)}
 
 
 class RecordingRetriever:
@@ -69,18 +86,24 @@ class RecordingRetriever:
         return out
 
 
-_INDEX_DIR: tempfile.TemporaryDirectory[str] | None = None
+_INDEX_DIRS: dict[str, tempfile.TemporaryDirectory[str]] = {}
 
 
-@lru_cache(maxsize=1)
-def probe_index() -> Retriever:
-    """The probe corpus in Sleuth's embedded index (lexical), built once per process."""
-    global _INDEX_DIR
+def check_lang(lang: str) -> str:
+    """``lang`` if the probe covers it (raises ValueError naming the languages otherwise)."""
+    if lang not in LANGS:
+        raise ValueError(f"the probe has no language {lang!r}; it has {', '.join(LANGS)}")
+    return lang
+
+
+@lru_cache(maxsize=len(LANGS))
+def probe_index(lang: str) -> Retriever:
+    """Language ``lang``'s probe corpus in Sleuth's embedded index (lexical), built once per process."""
     from sleuth.search import Index
 
-    _INDEX_DIR = tempfile.TemporaryDirectory(prefix="sleuth-probe-")
-    target = Path(_INDEX_DIR.name) / "index"
-    Index.build([CORPUS], target, format="auto", dense=False)
+    tmp = _INDEX_DIRS[check_lang(lang)] = tempfile.TemporaryDirectory(prefix=f"sleuth-probe-{lang}-")
+    target = Path(tmp.name) / "index"
+    Index.build([CORPUS[lang]], target, format="auto", dense=False)
     return Index.open(target)
 
 
@@ -103,13 +126,19 @@ def build_strategy(name: str, llm: Any, retriever: Retriever) -> Any:
 
 
 def defaults(strategy: Any) -> dict[str, Any]:
-    """The options a strategy runs with when the caller sets none."""
+    """The options a strategy runs with when the caller sets none.
+
+    ``typed`` is every field of its typed options (``strategy.opts``), so a changed
+    default counts even where the short probe never reaches it (a threshold, a limit).
+    """
+    opts = getattr(strategy, "opts", None)
     return {
         "k": strategy.k,
         "max_steps": strategy.max_steps,
         "max_tokens": strategy.max_tokens,
         "lang": strategy.lang,
         "options": dict(strategy.options),
+        "typed": dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else None,
     }
 
 
@@ -129,19 +158,21 @@ def outcome(result: Any) -> dict[str, Any]:
 _PROBE_LOCK = threading.Lock()
 
 
-def run_probe(name: str) -> dict[str, Any]:
-    """Run strategy ``name`` over :data:`QUESTIONS` (and a batch, if it has ``run_batch``).
+def run_probe(name: str, lang: str) -> dict[str, Any]:
+    """Run strategy ``name`` over language ``lang``'s :data:`QUESTIONS` against its own probe
+    index (and its :data:`BATCH`, if the strategy has ``run_batch``).
 
     One probe at a time per process (worker threads may ask for fingerprints together).
     """
+    check_lang(lang)
     with _PROBE_LOCK:
-        return _run_probe(name)
+        return _run_probe(name, lang)
 
 
-def _run_probe(name: str) -> dict[str, Any]:
+def _run_probe(name: str, lang: str) -> dict[str, Any]:
     from sleuth.llm.openai_compat import OpenAICompatLLM
 
-    retriever = RecordingRetriever(probe_index())
+    retriever = RecordingRetriever(probe_index(lang))
     with ProbeServer() as server:
         llm = OpenAICompatLLM(server.base_url, "probe", max_retries=0, timeout=30.0)
         try:
@@ -150,7 +181,7 @@ def _run_probe(name: str) -> dict[str, Any]:
             except Exception as e:  # a strategy that cannot be built with defaults: that is its behaviour
                 return {"build": raised(e)}
             runs = []
-            for question, filters in QUESTIONS:
+            for question, filters in QUESTIONS[lang]:
                 try:
                     done = outcome(strategy.run(question, filters=filters))
                 except Exception as e:
@@ -160,7 +191,7 @@ def _run_probe(name: str) -> dict[str, Any]:
             batch = None
             if callable(getattr(strategy, "run_batch", None)):
                 try:
-                    questions = [QUESTIONS[i][0] for i in BATCH]
+                    questions = [QUESTIONS[lang][i][0] for i in BATCH[lang]]
                     results: Any = [outcome(r) for r in strategy.run_batch(questions, filters=Filters(), concurrency=2)]
                 except Exception as e:
                     results = {"raised": raised(e)}

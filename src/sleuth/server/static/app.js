@@ -353,6 +353,7 @@ async function runOne(col, body, controller) {
       const data = JSON.parse(raw);
       if (name === "step") addStep(col, data);
       else if (name === "result") { gotResult = true; showResult(col, data); }
+      else if (name === "error") { gotResult = true; fail(col, (data.error && data.error.message) || "The run failed."); }
     }, controller.signal);
   } catch (e) {
     if (!gotResult) fail(col, controller.signal.aborted ? "Stopped." : `The stream broke: ${e.message}`);

@@ -1,0 +1,231 @@
+"""The numbers behind ``report.md``: bootstrap CIs, run progress, per-strategy rows, paired differences.
+
+Deterministic for the same records (fixed bootstrap seed, sorted inputs), so a report
+regenerated from the same JSONL is byte-identical.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sleuth.eval.gap import question_of
+from sleuth.eval.store import in_order, is_composed, primary_score
+
+BOOTSTRAP = 2000
+BOOT_SEED = 12345
+
+
+def bootstrap_ci(
+    values: Sequence[float], n: int = BOOTSTRAP, seed: int = BOOT_SEED, level: float = 0.95
+) -> tuple[float, float, float]:
+    """Mean and percentile-bootstrap confidence interval (deterministic for a given seed)."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return (math.nan, math.nan, math.nan)
+    if a.size == 1:
+        return (float(a[0]), float(a[0]), float(a[0]))
+    rng = np.random.default_rng(seed)
+    means = a[rng.integers(0, a.size, size=(n, a.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return (float(a.mean()), float(lo), float(hi))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a run is: which questions every strategy has finished (the comparable set)."""
+
+    strategies: tuple[str, ...]
+    questions: int | None  # in the run's sample (None without a manifest)
+    complete: frozenset[str]  # question ids answered by every strategy (every hop too, with --gap)
+    tasks_done: int
+    tasks_total: int | None
+    seconds_per_question: float | None = None  # wall time of a complete question, all strategies, as recorded
+
+    @property
+    def finished(self) -> bool:
+        return self.questions is not None and len(self.complete) >= self.questions
+
+    def text(self) -> str:
+        tasks = f"{self.tasks_done} of {self.tasks_total} tasks" if self.tasks_total else f"{self.tasks_done} tasks"
+        ns = len(self.strategies)
+        if self.finished:
+            return f"complete: {_n(self.questions or 0, 'question')} × {_n(ns, 'strategy')} ({tasks})"
+        done = len(self.complete)
+        if self.questions is None:
+            return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
+        text = f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
+        if self.seconds_per_question:
+            left = (self.questions - done) * self.seconds_per_question / 3600
+            text += (
+                f"; the rest takes about {left:.1f} h at the recorded {self.seconds_per_question:.0f} s per question"
+            )
+        return text
+
+
+def _n(k: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{k} {noun if k == 1 else plural}"
+
+
+def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None) -> Progress:
+    """The questions every strategy of the run has finished, so that tables compare like with like.
+
+    A question is complete when each strategy has a record for it (failed ones count: they
+    score 0) and, in a ``--gap`` run, for each of its decomposition hops.  The hop count comes
+    from the manifest (written by the runner) or, for older runs, from the hop records.
+    """
+    manifest = manifest or {}
+    settings = manifest.get("settings") or {}
+    strategies = tuple(settings.get("strategies") or sorted({r["strategy"] for r in records}))
+    gap = bool(settings.get("gap"))
+    mains: dict[str, set[str]] = defaultdict(set)
+    subs: dict[tuple[str, str], set[int]] = defaultdict(set)
+    seen_hops: dict[str, int] = {}
+    for r in records:
+        task = r.get("task") or {}
+        if is_composed(r):
+            mains[str(r["qid"])].add(r["strategy"])
+        elif task.get("parent") is not None and task.get("hop") is not None:
+            parent = str(task["parent"])
+            subs[(parent, r["strategy"])].add(int(task["hop"]))
+            seen_hops[parent] = max(seen_hops.get(parent, 0), int(task.get("hops") or 0))
+    hops = {str(k): int(v) for k, v in (manifest.get("hops") or {}).items()}
+    complete = set()
+    for qid, done in mains.items():
+        if not all(s in done for s in strategies):
+            continue
+        if gap:
+            n = hops.get(qid, seen_hops.get(qid))
+            if n is None or any(subs.get((qid, s), set()) != set(range(1, n + 1)) for s in strategies):
+                continue
+        complete.add(qid)
+    data = manifest.get("data") or {}
+    questions = data.get("questions")
+    total = manifest.get("tasks")
+    if total is None and questions is not None and not gap:
+        total = int(questions) * len(strategies)
+    per_question = None
+    if complete:
+        spent = sum(float(r.get("wall_s") or 0.0) for r in records if question_of(str(r["qid"])) in complete)
+        per_question = spent / len(complete) or None
+    return Progress(strategies, questions, frozenset(complete), len(records), total, per_question)
+
+
+def comparable(records: Sequence[Mapping[str, Any]], prog: Progress) -> list[Mapping[str, Any]]:
+    """The records of complete questions (composed and hops): what the tables compare."""
+    return [r for r in records if question_of(str(r["qid"])) in prog.complete]
+
+
+def mean_or_nan(xs: Sequence[float]) -> float:
+    """The mean of ``xs``; NaN (shown as "–") when there are none."""
+    return float(np.mean(xs)) if len(xs) else math.nan
+
+
+def summarise(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One row per strategy over the composed (main) questions."""
+    by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        if is_composed(r):
+            by[r["strategy"]].append(r)
+    names = in_order(by, order)
+    rows = []
+    for s in names:
+        rs = sorted(by[s], key=lambda r: str(r["qid"]))
+        sc = [r.get("scores") or {} for r in rs]
+        primaries = Counter(x.get("primary", "f1") for x in sc)
+        primary = primaries.most_common(1)[0][0]
+        row: dict[str, Any] = {"strategy": s, "n": len(rs), "primary": primary}
+        row["score"] = bootstrap_ci([primary_score(r) for r in rs])
+        for m in ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id"):
+            vals = [float(x[m]) for x in sc if x.get(m) is not None]
+            row[m] = mean_or_nan(vals) if vals else None
+        for m in ("llm_calls", "searches", "prompt_tokens", "processed_prompt_tokens", "completion_tokens", "seconds"):
+            row[m] = mean_or_nan([float(x.get(m) or 0.0) for x in sc])
+        row["cached_llm_calls"] = int(sum(int(x.get("cached_llm_calls") or 0) for x in sc))
+        row["tokens"] = row["prompt_tokens"] + row["completion_tokens"]
+        costs = [float(x["cost_usd"]) for x in sc if x.get("cost_usd") is not None]
+        row["cost_usd"] = mean_or_nan(costs) if costs else None
+        row["failed"] = sum(r.get("status") == "failed" for r in rs)
+        row["reasons"] = dict(sorted(Counter(r.get("reason") or "?" for r in rs).items()))
+        rows.append(row)
+    return rows
+
+
+def citation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Citation precision and recall per strategy over the composed questions that have gold
+    supporting passages (records scored with ``cited_recall_id``); empty when none have.
+
+    ``precision`` is the mean over the answers that cite something (a record citing nothing has
+    no precision); ``citing`` is their share, shown beside it so that citing rarely cannot look
+    precise.  ``recall`` is the mean over all answers (citing nothing recalls 0 of the gold);
+    ``recall_citing`` the mean over the citing ones.
+    """
+    by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        sc = r.get("scores") or {}
+        if is_composed(r) and sc.get("cited_recall_id") is not None:
+            by[r["strategy"]].append(sc)
+    rows = []
+    for s in in_order(by, order):
+        sc = by[s]
+        precisions = [float(x["cite_precision"]) for x in sc if x.get("cite_precision") is not None]
+        citing = [x for x in sc if x.get("cite_precision") is not None]
+        rows.append(
+            {
+                "strategy": s,
+                "n": len(sc),
+                "citing": len(citing),
+                "precision": mean_or_nan(precisions),
+                "recall": mean_or_nan([float(x["cited_recall_id"]) for x in sc]),
+                "recall_citing": mean_or_nan([float(x["cited_recall_id"]) for x in citing]),
+            }
+        )
+    return rows
+
+
+def paired_differences(
+    records: Sequence[Mapping[str, Any]], order: Sequence[str], baseline: str | None = None
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """Each strategy against a baseline on the questions both answered (composed questions only).
+
+    The difference of primary scores per question, its mean with a 95 % paired bootstrap CI,
+    and how many questions each side won.  Pairing removes the question-to-question variance
+    that makes the per-strategy intervals overlap, so it is the fairer test of "is A better
+    than B on this data".  Baseline: ``rag`` when present, else the first strategy.
+    """
+    scores: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in records:
+        if is_composed(r):
+            scores[r["strategy"]][str(r["qid"])] = primary_score(r)
+    names = in_order(scores, order)
+    if baseline is None:
+        baseline = "rag" if "rag" in scores else (names[0] if names else None)
+    if baseline is None or baseline not in scores:
+        return None, []
+    base = scores[baseline]
+    rows = []
+    for s in names:
+        if s == baseline:
+            continue
+        common = sorted(set(scores[s]) & set(base))
+        if not common:
+            continue
+        d = [scores[s][q] - base[q] for q in common]
+        mean, lo, hi = bootstrap_ci(d)
+        rows.append(
+            {
+                "strategy": s,
+                "n": len(common),
+                "diff": (mean, lo, hi),
+                "wins": sum(x > 0 for x in d),
+                "losses": sum(x < 0 for x in d),
+                "ties": sum(x == 0 for x in d),
+            }
+        )
+    return baseline, rows

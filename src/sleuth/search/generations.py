@@ -1,0 +1,133 @@
+"""The generations of an index folder: the live pointer, the writer lock and the atomic swap.
+
+Layout of an index folder ``DIR``::
+
+    DIR/CURRENT            name of the live generation (replaced atomically)
+    DIR/LOCK               writers hold an exclusive flock on it
+    DIR/gen-<ms>-<pid>/    one immutable generation (see :mod:`sleuth.search.index`)
+
+A writer builds a generation in ``DIR/gen-….tmp``, then :func:`publish` fsyncs it,
+renames it and replaces ``CURRENT`` with ``os.replace`` - the only step that publishes
+anything.  A writer killed at any point leaves the previous generation live and intact;
+the next writer removes the leftovers (:func:`cleanup`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from sleuth.search.base import SearchError
+
+SCHEMA_VERSION = 1
+
+
+class IndexError_(SearchError):  # trailing _: ``IndexError`` is a builtin
+    """The index folder is unusable (wrong kind of folder, damaged, wrong schema)."""
+
+    reason = "index_error"
+
+
+class IndexNotFound(IndexError_):
+    """The path holds no Sleuth index."""
+
+    reason = "index_not_found"
+
+
+def fsync_tree(path: Path) -> None:
+    """fsync every file and folder under ``path`` (and ``path`` itself)."""
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for d in [path, *[p for p in path.rglob("*") if p.is_dir()]]:
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def writer_lock(root: Path) -> contextlib.AbstractContextManager[None]:
+    """The lock every writer of the index at ``root`` holds."""
+    return file_lock(root / "LOCK")
+
+
+def check_target(root: Path) -> None:
+    """Refuse to build into a file or into a folder that holds something other than an index."""
+    if root.exists() and not root.is_dir():
+        raise IndexError_(f"{root} is a file, not an index folder")
+    if root.is_dir() and not (root / "CURRENT").exists():
+        foreign = [p.name for p in root.iterdir() if p.name != "LOCK" and not p.name.startswith("gen-")]
+        if foreign:
+            raise IndexError_(f"{root} is not empty and is not a Sleuth index; choose a new or empty folder")
+
+
+def current_gen(root: Path) -> Path:
+    """The live generation folder of the index at ``root``."""
+    try:
+        name = (root / "CURRENT").read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise IndexNotFound(f"{root} is not a Sleuth index (no CURRENT file)") from None
+    gen = root / name
+    if not name.startswith("gen-") or not (gen / "manifest.json").is_file():
+        raise IndexError_(f"{root} is damaged: its live generation {name!r} is missing")
+    return gen
+
+
+def publish(root: Path, tmp: Path) -> Path:
+    """Rename the finished generation and atomically point CURRENT at it."""
+    final = tmp.with_name(tmp.name.removesuffix(".tmp"))
+    fsync_tree(tmp)
+    os.rename(tmp, final)
+    ptr = root / f"CURRENT.{os.getpid()}.tmp"
+    with open(ptr, "w", encoding="utf-8") as f:
+        f.write(final.name + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(ptr, root / "CURRENT")
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return final
+
+
+def cleanup(root: Path) -> None:
+    """Remove generations that are not live and leftovers of killed writers (caller holds the lock)."""
+    try:
+        live = (root / "CURRENT").read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        live = ""
+    for p in root.iterdir():
+        if p.name.startswith("gen-") and p.name != live:
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.name.startswith("CURRENT.") and p.name.endswith(".tmp"):
+            p.unlink(missing_ok=True)
+
+
+def new_gen_dir(root: Path) -> Path:
+    """A fresh name for a generation being written (``gen-<ms>-<pid>.tmp``)."""
+    return root / f"gen-{time.time_ns() // 1_000_000:013d}-{os.getpid()}.tmp"

@@ -1,0 +1,261 @@
+"""Writing an index: a new generation from the inputs (``build``) or from a copy of the live one (``add``).
+
+Both ingest the inputs (:mod:`sleuth.search.ingest`), chunk them, skip duplicate passages,
+write the passage store, the lexical index and (with ``dense``) the vectors into a private
+``gen-….tmp`` folder, write its manifest and publish it (:mod:`sleuth.search.generations`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sleuth.search.base import Passage
+from sleuth.search.chunking import chunk_doc, passage_hash
+from sleuth.search.generations import (
+    SCHEMA_VERSION,
+    IndexError_,
+    check_target,
+    cleanup,
+    current_gen,
+    new_gen_dir,
+    publish,
+    writer_lock,
+)
+from sleuth.search.ingest import Doc, IngestReport, read_inputs
+from sleuth.search.lexical import LexicalIndex
+from sleuth.search.store import PassageStore
+
+_BATCH = 2000
+
+
+class EmptyBuild(IndexError_):
+    """A build found no passages at all; nothing was published (``report`` says why)."""
+
+    reason = "empty_build"
+
+    def __init__(self, message: str, report: BuildReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class BuildReport:
+    """What one ``build`` or ``add`` did."""
+
+    ingest: IngestReport = field(default_factory=IngestReport)
+    passages_added: int = 0
+    duplicate_passages: int = 0
+    docs_added: int = 0
+    docs_replaced: int = 0
+    docs_unchanged: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "ingest"}
+        d["ingest"] = self.ingest.to_dict()
+        return d
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def build_generation(
+    root: Path,
+    inputs: Sequence[str | Path],
+    *,
+    format: str,
+    dense: bool,
+    embedder: str | None,
+    max_chars: int,
+    default_acl: Sequence[str],
+    max_file_mb: float,
+    progress: bool,
+) -> BuildReport:
+    """Write a first (or replacing) generation of ``inputs`` at ``root`` and publish it.
+
+    Raises :class:`EmptyBuild` (publishing nothing) when the inputs hold no passage.
+    """
+    check_target(root)
+    report = BuildReport()
+    t0 = time.perf_counter()
+    if dense:  # an unknown name is refused before any work
+        from sleuth.search.dense import check_embedder
+
+        embedder = check_embedder(embedder or "auto")
+    with writer_lock(root):
+        cleanup(root)
+        tmp = new_gen_dir(root)
+        tmp.mkdir()
+        settings = {
+            "format": format,
+            "max_chars": max_chars,
+            "default_acl": list(default_acl),
+            "dense": bool(dense),
+            "embedder": embedder if dense else None,
+        }
+        _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress)
+        report.seconds = time.perf_counter() - t0
+        if report.passages_added == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            why = "; ".join(f"{p}: {r}" for p, r in report.ingest.skipped[:5])
+            raise EmptyBuild(f"no passages found in the inputs{' (' + why + ')' if why else ''}", report)
+        _finish_manifest(tmp, settings, report, inputs, created=_now())
+        publish(root, tmp)
+        cleanup(root)
+    return report
+
+
+def add_generation(
+    root: Path, inputs: Sequence[str | Path], *, format: str, max_file_mb: float, progress: bool
+) -> BuildReport:
+    """Publish a copy of the live generation at ``root`` with ``inputs`` added (or updated)."""
+    report = BuildReport()
+    t0 = time.perf_counter()
+    with writer_lock(root):
+        cleanup(root)
+        live = current_gen(root)
+        tmp = new_gen_dir(root)
+        shutil.copytree(live, tmp)
+        manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
+        settings = {k: manifest[k] for k in ("format", "max_chars", "default_acl", "dense", "embedder")}
+        _write(
+            tmp, manifest, inputs, {**settings, "format": format}, report, max_file_mb=max_file_mb, progress=progress
+        )
+        report.seconds = time.perf_counter() - t0
+        sources = [*manifest.get("sources", []), *[str(Path(i).expanduser().resolve()) for i in inputs]]
+        _finish_manifest(tmp, settings, report, sources, created=manifest.get("created", _now()), previous=manifest)
+        publish(root, tmp)
+        cleanup(root)
+    return report
+
+
+def _progress(enabled: bool) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not enabled,
+        transient=False,
+    )
+
+
+def _write(
+    gen: Path,
+    manifest: dict[str, Any] | None,
+    inputs: Sequence[str | Path],
+    settings: dict[str, Any],
+    report: BuildReport,
+    *,
+    max_file_mb: float,
+    progress: bool,
+) -> None:
+    """Ingest ``inputs`` into the (private) generation folder ``gen``."""
+    store = PassageStore(gen / "passages.sqlite")
+    lex = LexicalIndex(gen / "lexical", create=manifest is None)
+    next_row = store.next_row()
+    first_new_row = next_row
+    seen_ids: set[str] = set()
+    seen_hashes: set[str] = set()
+    fresh = manifest is None
+    batch: list[tuple[int, str, Passage]] = []
+    doc_batch: list[tuple[str, str]] = []
+    default_acl = tuple(settings["default_acl"])
+
+    def flush() -> None:
+        store.set_docs(doc_batch)
+        store.put_many(batch)
+        lex.add((row, p) for row, _, p in batch)
+        batch.clear()
+        doc_batch.clear()
+
+    docs: Iterable[Doc] = read_inputs(
+        list(inputs), format=settings["format"], report=report.ingest, max_file_mb=max_file_mb
+    )
+    with _progress(progress) as bar:
+        task = bar.add_task("indexing passages", total=None)
+        for doc in docs:
+            fp = doc.fingerprint()
+            if doc.doc_id in seen_ids:
+                # two different documents with one id in this run: keep both, deterministically
+                doc.doc_id = f"{doc.doc_id}~{fp[:8]}"
+                if doc.doc_id in seen_ids:
+                    report.ingest.duplicate_docs += 1
+                    continue
+            seen_ids.add(doc.doc_id)
+            old = None if fresh else store.doc_fingerprint(doc.doc_id)
+            if old == fp:
+                report.docs_unchanged += 1
+                continue
+            if old is not None:
+                store.kill_doc(doc.doc_id)
+                lex.delete_doc(doc.doc_id)
+                report.docs_replaced += 1
+            else:
+                report.docs_added += 1
+            doc_batch.append((doc.doc_id, fp))
+            for p in chunk_doc(doc, max_chars=settings["max_chars"], default_acl=default_acl):
+                h = passage_hash(p)
+                if h in seen_hashes or (not fresh and store.has_hash(h)):
+                    report.duplicate_passages += 1
+                    continue
+                seen_hashes.add(h)
+                batch.append((next_row, h, p))
+                next_row += 1
+                report.passages_added += 1
+            if len(batch) >= _BATCH:
+                flush()
+                bar.update(task, completed=report.passages_added)
+        flush()
+        bar.update(task, completed=report.passages_added, total=report.passages_added)
+    store.commit()
+    lex.commit()
+    if settings["dense"]:
+        from sleuth.search.dense import DenseIndex, resolve_embedder
+
+        settings["embedder"] = resolve_embedder(settings["embedder"], store, first_new_row, next_row)
+        t = time.perf_counter()
+        DenseIndex.extend(gen, store, settings["embedder"], first_new_row, next_row, progress=progress)
+        report.embed_seconds = time.perf_counter() - t
+    store.close()
+
+
+def _finish_manifest(
+    gen: Path,
+    settings: dict[str, Any],
+    report: BuildReport,
+    sources: Sequence[str | Path],
+    *,
+    created: str,
+    previous: dict[str, Any] | None = None,
+) -> None:
+    store = PassageStore(gen / "passages.sqlite", readonly=True)
+    try:
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "created": created,
+            "updated": _now(),
+            "passages": store.count_live(),
+            "docs": store.count_docs(),
+            "rows": store.next_row(),
+            "duplicates_skipped": int((previous or {}).get("duplicates_skipped", 0)) + report.duplicate_passages,
+            "sources": [str(Path(s).expanduser().resolve()) for s in sources],
+            "tokenizer": "sleuth.search.tokenize/1 (words + stopwords, jieba for Chinese)",
+            **settings,
+            "last_build": report.to_dict(),
+        }
+    finally:
+        store.close()
+    (gen / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=2), encoding="utf-8")

@@ -1,0 +1,230 @@
+"""Readers of JSON and JSONL corpora: record shapes, format detection, one reader per format.
+
+See :mod:`sleuth.search.ingest` for the formats.  Bad lines and records of the wrong shape
+are counted in the :class:`~sleuth.search.doc.IngestReport` and skipped; the rest of the
+file is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from sleuth.search.doc import BadFile, Doc, IngestReport, decode, read_bytes
+
+_TEXT_KEYS = ("text", "contents", "paragraph_text", "content", "body", "passage")
+_ID_KEYS = ("id", "doc_id", "_id", "docid", "pid")
+_CORE_KEYS = {"title", "section", "version", "region", "acl", "url", "source", *_TEXT_KEYS, *_ID_KEYS}
+
+
+def _iter_records(path: Path, text: str, report: IngestReport) -> Iterator[tuple[int, Any]]:
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise BadFile(f"not valid JSON ({e.msg} at line {e.lineno})") from e
+        yield from enumerate(data, 1)
+        return
+    lines = text.splitlines()
+    first = next((ln for ln in lines if ln.strip()), "")
+    try:
+        json.loads(first)
+        jsonl = True
+    except json.JSONDecodeError:
+        jsonl = False
+    if not jsonl:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise BadFile(f"not valid JSON or JSONL ({e.msg} at line {e.lineno})") from e
+        if isinstance(data, Mapping):
+            inner = next((data[k] for k in ("data", "docs", "documents", "passages", "corpus") if k in data), None)
+            if isinstance(inner, list):
+                yield from enumerate(inner, 1)
+            else:
+                yield 1, data
+        return
+    for i, ln in enumerate(lines, 1):
+        if not ln.strip():
+            continue
+        try:
+            yield i, json.loads(ln)
+        except json.JSONDecodeError:
+            report.bad_lines[str(path)] = report.bad_lines.get(str(path), 0) + 1
+
+
+def detect_format(rec: Any) -> str:
+    """The corpus format of one record (``generic`` when nothing specific matches)."""
+    if not isinstance(rec, Mapping):
+        return "unknown"
+    if "contents" in rec and not any(k in rec for k in ("text", "paragraph_text")):
+        return "flashrag"
+    ctx = rec.get("context")
+    if isinstance(ctx, Mapping) and "sentences" in ctx:
+        return "hotpotqa"
+    if isinstance(ctx, list) and ctx and isinstance(ctx[0], list) and len(ctx[0]) == 2:
+        return "hotpotqa"
+    paras = rec.get("paragraphs")
+    if isinstance(paras, list) and paras and isinstance(paras[0], Mapping):
+        if "paragraph_text" in paras[0]:
+            return "musique"
+        if "text" in paras[0]:
+            return "timeqa"
+    if isinstance(rec.get("facts"), list):
+        return "strategyqa"
+    if "acl" in rec or "section" in rec or "version" in rec:
+        return "policy"
+    if any(k in rec for k in _TEXT_KEYS):
+        return "generic"
+    return "unknown"
+
+
+def read_json_file(path: Path, fmt: str, report: IngestReport, seen: dict[str, set[str]]) -> Iterator[Doc]:
+    """The documents of one JSON / JSONL corpus file (``fmt="auto"``: detected from its first record)."""
+    text = decode(read_bytes(path))
+    file_fmt = None if fmt == "auto" else fmt
+    for lineno, rec in _iter_records(path, text, report):
+        if not isinstance(rec, Mapping):
+            report.bad_lines[str(path)] = report.bad_lines.get(str(path), 0) + 1
+            continue
+        if file_fmt is None:
+            file_fmt = detect_format(rec)
+            if file_fmt == "unknown":
+                raise BadFile(f"unrecognised record shape (keys: {', '.join(sorted(rec)[:8])})")
+        try:
+            yield from _RECORD_READERS[file_fmt](rec, path, lineno, seen.setdefault(file_fmt, set()))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            report.bad_lines[str(path)] = report.bad_lines.get(str(path), 0) + 1
+
+
+def _flashrag(rec: Mapping[str, Any], path: Path, lineno: int, seen: set[str]) -> Iterator[Doc]:
+    contents = str(rec["contents"])
+    first, sep, rest = contents.partition("\n")
+    title, body = (first.strip().strip('"').strip(), rest.strip()) if sep else ("", contents.strip())
+    doc_id = str(rec.get("id", f"{path.stem}:{lineno}"))
+    meta = _extra_metadata(rec, {"contents"})
+    yield Doc(doc_id=doc_id, title=title, text=body, source=str(path), metadata=meta)
+
+
+def _hotpotqa(rec: Mapping[str, Any], path: Path, lineno: int, seen: set[str]) -> Iterator[Doc]:
+    ctx = rec["context"]
+    pairs = zip(ctx["title"], ctx["sentences"], strict=True) if isinstance(ctx, Mapping) else ctx
+    for title, sents in pairs:
+        title = str(title)
+        if title in seen:
+            continue
+        seen.add(title)
+        text = "".join(sents).strip()
+        if text:
+            yield Doc(doc_id=title, title=title, text=text, source=str(path))
+
+
+def _musique(rec: Mapping[str, Any], path: Path, lineno: int, seen: set[str]) -> Iterator[Doc]:
+    for para in rec["paragraphs"]:
+        title = str(para.get("title", ""))
+        text = str(para.get("paragraph_text", "")).strip()
+        key = hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()
+        if not text or key in seen:
+            continue
+        seen.add(key)
+        yield Doc(doc_id=f"{title}~{key[:8]}" if title else key[:16], title=title, text=text, source=str(path))
+
+
+def _timeqa(rec: Mapping[str, Any], path: Path, lineno: int, seen: set[str]) -> Iterator[Doc]:
+    page = str(rec.get("idx", "")).split("#")[0] or f"{path.stem}:{lineno}"
+    if page in seen:
+        return
+    seen.add(page)
+    paras = [p for p in rec["paragraphs"] if str(p.get("text", "")).strip()]
+    if not paras:
+        return
+    title = str(paras[0].get("title", "")).strip()
+    url = f"https://en.wikipedia.org{page}" if page.startswith("/wiki/") else ""
+    blocks = [("", str(p["text"]).strip()) for p in paras]
+    yield Doc(doc_id=page, title=title, blocks=blocks, source=str(path), url=url)
+
+
+def _strategyqa(rec: Mapping[str, Any], path: Path, lineno: int, seen: set[str]) -> Iterator[Doc]:
+    facts = [str(f).strip() for f in rec["facts"] if str(f).strip()]
+    key = hashlib.sha1("\n".join(facts).encode()).hexdigest()
+    if not facts or key in seen:
+        return
+    seen.add(key)
+    doc_id = str(rec.get("qid") or f"{path.stem}:{lineno}")
+    title = str(rec.get("term", ""))
+    meta = {"description": str(rec["description"])} if rec.get("description") else {}
+    yield Doc(doc_id=doc_id, title=title, blocks=[("", f) for f in facts], source=str(path), metadata=meta)
+
+
+def _generic(rec: Mapping[str, Any], path: Path, lineno: int, seen: set[str]) -> Iterator[Doc]:
+    text_key = next((k for k in _TEXT_KEYS if k in rec and rec[k] is not None), None)
+    if text_key is None:
+        raise KeyError("text")
+    text = str(rec[text_key]).strip()
+    if not text:
+        return
+    title = str(rec.get("title") or "")
+    id_key = next((k for k in _ID_KEYS if rec.get(k) not in (None, "")), None)
+    doc_id = str(rec[id_key]) if id_key else (title or f"{path.stem}:{lineno}")
+    if not id_key and title:
+        # pooled corpora without ids (train_corpus.json): same title, different text
+        key = hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()
+        if key in seen:
+            return
+        seen.add(key)
+        doc_id = f"{title}~{key[:8]}"
+    acl = rec.get("acl")
+    yield Doc(
+        doc_id=doc_id,
+        title=title,
+        text=text,
+        section=_str(rec.get("section")),
+        version=_str(rec.get("version")),
+        region=_str(rec.get("region")),
+        acl=normalize_acl(acl) if acl is not None else None,
+        source=_str(rec.get("source")) or str(path),
+        url=_str(rec.get("url")),
+        metadata=_extra_metadata(rec, _CORE_KEYS),
+    )
+
+
+_RECORD_READERS = {
+    "flashrag": _flashrag,
+    "hotpotqa": _hotpotqa,
+    "musique": _musique,
+    "timeqa": _timeqa,
+    "strategyqa": _strategyqa,
+    "policy": _generic,
+    "generic": _generic,
+}
+
+
+def normalize_acl(acl: Any) -> list[str]:
+    """ACL labels from a string (``"all"``, ``"hr,finance"``) or a list."""
+    if isinstance(acl, str):
+        items: list[Any] = acl.split(",")
+    elif isinstance(acl, (list, tuple, set, frozenset)):
+        items = list(acl)
+    else:
+        items = [acl]
+    return sorted({str(a).strip() for a in items if str(a).strip()})
+
+
+def _str(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def _extra_metadata(rec: Mapping[str, Any], skip: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in rec.items():
+        if k in skip or v is None:
+            continue
+        if isinstance(v, (str, int, float, bool)):
+            out[str(k)] = v
+        elif isinstance(v, list) and all(isinstance(x, (str, int, float, bool)) for x in v) and len(v) <= 64:
+            out[str(k)] = list(v)
+    return out

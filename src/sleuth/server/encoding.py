@@ -1,0 +1,56 @@
+"""Everything the server writes can be sent: JSON bodies, stream events and stored traces.
+
+Requests are checked (:mod:`sleuth.text_input`), but text also comes from the model, the
+corpus and web pages, and a lone surrogate there cannot be encoded as UTF-8.  Such text
+leaves as a JSON escape (``"\\ud800"``, exactly what a JSON parser reads back), and a body
+without one is byte for byte what ``json.dumps(..., ensure_ascii=False)`` gives.
+
+A stream that fails after its headers went out ends with an error event and a proper end
+of stream (:func:`guard_stream`), never a cut connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from sse_starlette import ServerSentEvent
+
+log = logging.getLogger("sleuth.server")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def dumps(obj: Any) -> str:
+    """``json.dumps(obj, ensure_ascii=False, default=str)``, with any lone surrogate escaped."""
+    text = json.dumps(obj, ensure_ascii=False, default=str)
+    return json.dumps(obj, default=str) if _SURROGATE.search(text) else text
+
+
+class SafeJSONResponse(JSONResponse):
+    """Starlette's JSONResponse; a body holding a lone surrogate is sent with it escaped."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
+
+
+async def guard_stream(
+    events: AsyncIterator[ServerSentEvent], on_error: Callable[[], Iterable[ServerSentEvent]], what: str
+) -> AsyncIterator[bytes]:
+    """The encoded events of ``events``; if making or encoding one fails, the failure is logged
+    and the stream ends with the events of ``on_error()`` (an error event, ``[DONE]``...)."""
+    try:
+        async with contextlib.aclosing(events):  # type: ignore[type-var]
+            async for ev in events:
+                yield ev.encode()
+    except Exception:
+        log.exception("the stream of %s failed", what)
+        for ev in on_error():
+            yield ev.encode()

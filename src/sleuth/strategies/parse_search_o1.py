@@ -1,0 +1,121 @@
+"""Parsers for Search-o1: search-query tags, ``\\boxed{}`` answers, Reason-in-Documents output."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sleuth.strategies.parse_common import cap
+from sleuth.strategies.text import clean_short
+
+BEGIN_QUERY = "<|begin_search_query|>"
+END_QUERY = "<|end_search_query|>"
+BEGIN_RESULT = "<|begin_search_result|>"
+END_RESULT = "<|end_search_result|>"
+
+_BEGIN_Q = re.compile(r"<\s*\|?\s*begin_search_query\s*\|?\s*>", re.I)
+_END_Q = re.compile(r"<\s*\|?\s*/?\s*end_search_query\s*\|?\s*>|<\s*/\s*begin_search_query\s*\|?\s*>", re.I)
+_ANY_RESULT = re.compile(r"<\s*\|?\s*(?:begin|end)_search_result\s*\|?\s*>", re.I)
+
+
+@dataclass
+class O1Step:
+    query: str | None = None
+    answer: str | None = None
+    consumed: str = ""  # the completion as it belongs in the append-only prompt
+
+
+def parse_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (balanced braces; ``\\text{}`` unwrapped)."""
+    text = cap(text)
+    idx = text.rfind("\\boxed")
+    while idx != -1:
+        j = idx + len("\\boxed")
+        while j < len(text) and text[j] == " ":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            depth, k = 0, j
+            while k < len(text):
+                if text[k] == "{":
+                    depth += 1
+                elif text[k] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k += 1
+            inner = text[j + 1 : k] if depth == 0 else text[j + 1 :].split("\n")[0]
+            inner = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", inner)
+            inner = inner.replace("\\", "").strip().strip("$").strip()
+            if inner:
+                return clean_short(inner, 300)
+        idx = text.rfind("\\boxed", 0, idx)
+    return None
+
+
+def parse_search_o1(text: str) -> O1Step:
+    """One Search-o1 completion: a search request (takes the last query) or an answer.
+
+    A completion that ends in an open search query is a request even if it
+    mentions an answer earlier (the model wants more information).  Anything
+    the model wrote after a closing query tag (e.g. a fabricated search
+    result) is dropped from ``consumed``.
+    """
+    text = cap(text)
+    step = O1Step(consumed=text)
+    begins = list(_BEGIN_Q.finditer(text))
+    if begins:
+        b = begins[-1]
+        after = text[b.end() :]
+        end = _END_Q.search(after)
+        raw = after[: end.start()] if end else after
+        fake = _ANY_RESULT.search(raw)
+        if fake:
+            raw = raw[: fake.start()]
+        q = raw.strip().splitlines()[0].strip() if raw.strip() else ""
+        q = re.sub(r"\\*\|+|\\+", " ", q)  # stray tag pieces: "foo \|bar \|"
+        q = re.sub(r"\s+", " ", q).strip().strip("\"'“”「」").strip()[:300]
+        if q:
+            step.query = q
+            step.consumed = text[: b.start()] + BEGIN_QUERY + " " + q + " "
+            return step
+    ans = parse_boxed(text)
+    if ans is None:
+        ms = list(
+            re.finditer(
+                r"(?:final\s+answer|最终答案)\s*(?:is|是|为)?\s*[:：]\s*|^[ \t]*\**(?:answer|答案)\**\s*[:：]\s*",  # [ \t]: \s* at each line start is quadratic on blank lines
+                text,
+                re.I | re.M,
+            )
+        )
+        m = ms[-1] if ms else None
+        if m is not None:
+            first = next((ln for ln in text[m.end() :].splitlines() if ln.strip()), "")
+            ans = clean_short(first, 300) or None
+    step.answer = ans
+    # never carry a search-result tag the model wrote itself into the prompt
+    fake = _ANY_RESULT.search(text)
+    if fake:
+        step.consumed = text[: fake.start()]
+    return step
+
+
+_FINAL_INFO = re.compile(
+    r"\**\s*(?:final\s+information|最终信息|有用信息|^\s*facts(?:\s*\(in\s+\w+\))?(?=\s*\**\s*[:：])|^\s*事实(?=\s*[:：]))"
+    r"\s*\**\s*[:：]?\s*\**",
+    re.I | re.M,
+)
+
+
+def parse_reason_in_documents(text: str, max_chars: int = 800) -> str:
+    """The "Final Information" part of a Reason-in-Documents answer (whole text if unlabelled)."""
+    text = cap(text).strip()
+    ms = list(_FINAL_INFO.finditer(text))
+    if ms:
+        text = text[ms[-1].end() :].strip()
+    text = _BEGIN_Q.sub("", text)
+    text = _END_Q.sub("", text)
+    text = _ANY_RESULT.sub("", text)
+    text = text.replace("\\boxed", "boxed").strip()
+    if len(text) > max_chars:
+        text = text[:max_chars].rstrip() + " …"
+    return text

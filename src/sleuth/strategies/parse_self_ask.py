@@ -1,0 +1,181 @@
+"""Parsers for the Self-Ask scaffold: one completion's follow-up, final answer or self-answer.
+
+They accept the usual mistakes of small models: variant spellings ("Followup", "Follow-up",
+"Follow up :"), missing colons, full-width colons and Chinese labels, missing scaffold, extra
+chatter, the model answering its own follow-up.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sleuth.strategies.parse_common import cap
+from sleuth.strategies.text import clean_short
+
+_OPT_COLON = r"(?:\s*[:：]\s*|\s+)"
+_BULLET = r"^\s*(?:[-*>#]+\s*|\*\*)?"
+
+_FOLLOW = re.compile(
+    _BULLET
+    + r"(?:follow[\s_-]*up(?:\s*question)?|followup(?:\s*question)?|sub[\s-]*question|追问|子问题|后续问题)"
+    + r"(?:\s*\d+)?\**"
+    + _OPT_COLON
+    + r"\**\s*(?P<q>.*)$",
+    re.I,
+)
+_NOT_A_FOLLOW = re.compile(r"^(?:questions?\s+(?:are\s+|is\s+)?needed|questions?\s+needed)", re.I)
+_INTERMEDIATE = re.compile(
+    _BULLET + r"(?:intermediate[\s_-]*answer|中间答案|中间回答|中间结果)\**" + r"(?:\s*[:：]\s*|\s+|$)(?P<a>.*)$",
+    re.I,
+)
+_INTERMEDIATE_INLINE = re.compile(r"(?:intermediate[\s_-]*answer|中间答案|中间回答)\s*[:：]?", re.I)
+_FINAL = re.compile(
+    _BULLET
+    + r"(?:so\s+)?(?:the\s+)?final\s+answer(?:\s+is)?\**(?:\s*[:：]\s*|\s+)(?P<a>.*)$"
+    + r"|"
+    + _BULLET
+    + r"(?:so\s+the\s+answer\s+is|the\s+answer\s+is|therefore,?\s+the\s+answer\s+is)\**(?:\s*[:：]\s*|\s+)(?P<b>.*)$"
+    + r"|"
+    + _BULLET
+    + r"(?:所以|因此)?(?:最终答案|最后答案|最终的答案)(?:是|为)?\**\s*[:：]?\s*(?P<c>.*)$",
+    re.I,
+)
+_NEEDED = re.compile(
+    r"^\s*(?:are\s+follow\s+up\s+questions\s+needed\s+here\s*[:：]?\s*|需要追问吗\s*[:：]?\s*)?"
+    r"(?P<v>yes|no|是|否|需要|不需要)\b",
+    re.I,
+)
+_NEEDED_ZH = re.compile(r"^\s*(?:需要追问吗\s*[:：]?\s*)?(?P<v>不需要|需要|是|否)")
+_QUESTION_LINE = re.compile(r"^\s*(?:question|问题)\s*[:：]", re.I)
+#: what :func:`~sleuth.strategies.text.sanitize` leaves of a marker inside a document
+#: ("So the final answer is - X"): a model quoting it has not given a final answer
+_DEFUSED = re.compile(r"^(?:is\s+)?-(?:\s|$)", re.I)
+#: a scaffold marker inside an answer: the model ran on ("X. So the final answer is: X. So the ...")
+_RUN_ON = re.compile(
+    r"(?:so\s+the\s+(?:final\s+)?answer\s+is|(?:the\s+)?final\s+answer\s*[:：]|follow[\s_-]*up\s*[:：]"
+    r"|intermediate[\s_-]*answer|question\s*[:：]|所以最终答案|最终答案|追问\s*[:：]|中间答案)",
+    re.I,
+)
+
+
+def _first_answer(ans: str) -> str:
+    """The answer before any scaffold marker the model wrote after it on the same line."""
+    m = _RUN_ON.search(ans)
+    return ans[: m.start()] if m and ans[: m.start()].strip() else ans
+
+
+@dataclass
+class SelfAskStep:
+    """What one Self-Ask completion contains.
+
+    ``consumed`` is the prefix of the completion that belongs in the
+    (append-only) scaffold: up to the end of the follow-up line, or of the
+    final-answer line; whatever the model invented after it is dropped.
+    """
+
+    follow_up: str | None = None
+    final: str | None = None
+    needed: bool | None = None
+    self_answer: str | None = None  # the model answered its own follow-up
+    consumed: str = ""
+    unparsed: bool = False
+
+
+def _line_spans(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for m in re.finditer(r"\n", text):
+        spans.append((start, m.start()))
+        start = m.end()
+    spans.append((start, len(text)))
+    return spans
+
+
+def _clean_follow_up(q: str) -> str:
+    q = _INTERMEDIATE_INLINE.split(q, maxsplit=1)[0]
+    q = q.strip().strip("*").strip().strip("\"'“”「」").strip()
+    return q[:300]
+
+
+def parse_self_ask(text: str) -> SelfAskStep:
+    """Parse one completion of the Self-Ask scaffold (see module docstring)."""
+    text = cap(text)
+    step = SelfAskStep()
+    spans = _line_spans(text)
+    for i, (a, b) in enumerate(spans):
+        line = text[a:b]
+        if not line.strip():
+            continue
+        if step.needed is None and i <= 1:
+            m = _NEEDED.match(line) or _NEEDED_ZH.match(line)
+            if m:
+                v = m.group("v").lower()
+                step.needed = v in ("yes", "是", "需要")
+        if step.follow_up is not None:
+            # anything after the follow-up line: the model answering itself
+            mi = _INTERMEDIATE.match(line)
+            if mi and step.self_answer is None:
+                step.self_answer = mi.group("a").strip() or None
+            continue
+        mf = _FOLLOW.match(line)
+        if mf and not _NOT_A_FOLLOW.match(mf.group("q")):
+            q = _clean_follow_up(mf.group("q"))
+            if q:
+                step.follow_up = q
+                step.consumed = text[:b]
+                inline = _INTERMEDIATE_INLINE.split(mf.group("q"), maxsplit=1)
+                if len(inline) == 2 and inline[1].strip():
+                    step.self_answer = inline[1].strip()
+                    step.consumed = text[: a + line.find(mf.group("q"))] + q
+                continue
+        mfin = _FINAL.match(line)
+        if mfin and _DEFUSED.match(next((g for g in mfin.groups() if g is not None), "").strip()):
+            mfin = None
+        if mfin:
+            ans = next((g for g in mfin.groups() if g is not None), "").strip()
+            end = b
+            if not ans:  # "So the final answer is:" then the answer on the next line
+                nxt = next(((c, d) for c, d in spans[i + 1 :] if text[c:d].strip()), None)
+                if nxt is not None:
+                    ans, end = text[nxt[0] : nxt[1]], nxt[1]
+            ans = clean_short(_first_answer(ans), 300)
+            if ans:
+                step.final = ans
+                step.consumed = text[:end]
+                return step
+            continue
+        if _QUESTION_LINE.match(line) and i > 0:
+            break  # the model started a new example: stop reading
+    if step.follow_up is not None:
+        return step
+    # No scaffold.  "No. <answer>" or "No.\n<answer>" is a final answer without the label.
+    body = text.strip()
+    if step.needed is False:
+        rest = _NEEDED.sub("", body, count=1) if _NEEDED.match(body) else _NEEDED_ZH.sub("", body, count=1)
+        rest = rest.lstrip(" .。,，:：\n")
+        rest = _QUESTION_LINE.split(rest)[0] if _QUESTION_LINE.search(rest) else rest
+        ans = clean_short(rest, 300)
+        if ans:
+            step.final = ans
+            step.consumed = text
+            return step
+    step.unparsed = bool(body) and step.needed is None
+    step.consumed = text if step.needed is not None else ""
+    return step
+
+
+def parse_final_line(text: str) -> str:
+    """The answer after a forced "So the final answer is:" (first meaningful line)."""
+    text = cap(text)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = _FINAL.match(line)
+        if m:
+            line = next((g for g in m.groups() if g is not None), "")
+            if _DEFUSED.match(line.strip()):
+                continue
+        ans = clean_short(_first_answer(line), 300)
+        if ans:
+            return ans
+    return ""
