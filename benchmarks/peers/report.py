@@ -106,12 +106,9 @@ def render(
                 f"| {r['name']} | {base} | {d['n']} | {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
                 f"{d['wins']} / {d['losses']} / {d['ties']} |"
             )
-    missing = [r["name"] for r in rows if r["name"] not in table]
+    missing = [r["name"] for r in rows if r["name"] not in table and r["name"] not in not_run]
     if not_run or missing:
-        out += ["", "## Rows that did not run", ""]
-        for name in missing:
-            out.append(f"- {name}: {not_run.get(name, 'no answers recorded')}")
-        for name, why in not_run.items():
-            if name not in order:
-                out.append(f"- {name}: {why}")
+        out += ["", "## Rows that did not run, or stopped early", ""]
+        out += [f"- {name}: {why}" for name, why in not_run.items()]
+        out += [f"- {name}: no answers recorded" for name in missing]
     return "\n".join(out) + "\n"
