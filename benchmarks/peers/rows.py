@@ -118,6 +118,7 @@ def run_peer_row(
     adapter = ADAPTERS / f"{PEERS[row.system].name}_row.py"
     cmd = [str(python), str(adapter), "--row", row.name, "--questions", str(qfile), "--out", str(out)]
     cmd += ["--llm", llm_url, "--search", search_url, "--model", model, "--k", str(k)]
+    log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a", encoding="utf-8") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
