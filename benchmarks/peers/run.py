@@ -111,11 +111,16 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
                     continue
             for b in benches:
                 out = work / "answers" / f"{name}.{b.name}.jsonl"
-                if python is None:
-                    run_sleuth_row(row, b, proxy, model, args.k, out)
+                try:
+                    if python is None:
+                        run_sleuth_row(row, b, proxy, model, args.k, out)
+                        continue
+                    log = work / "logs" / f"{name}.{b.name}.log"
+                    search_url = f"{endpoint.url}/search/{b.name}"
+                    rc = run_peer_row(row, python, b, proxy.url, search_url, model, args.k, out, log)
+                except Exception as e:  # one row's crash never stops the others
+                    not_run[name] = f"the driver failed on {b.name}: {type(e).__name__}: {e}"
                     continue
-                log = work / "logs" / f"{name}.{b.name}.log"
-                rc = run_peer_row(row, python, b, proxy.url, f"{endpoint.url}/search/{b.name}", model, args.k, out, log)
                 if rc != 0:
                     not_run[name] = f"the adapter exited {rc} on {b.name}: {_log_tail(log)}"
     finally:
@@ -162,12 +167,20 @@ def write_report(args: argparse.Namespace, benches: list[Benchmark], work: Path,
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = args.work_dir or peers_dir() / "runs" / f"{args.model}-seed{args.seed}-n{args.n}"
+    from sleuth.llm.base import LLMUnavailable
+    from sleuth.llm.models import get_model
+
     try:
+        if not args.base_url:
+            get_model(args.model)
         benches = _benchmarks(args)
-    except (ValueError, FileNotFoundError) as e:
+        not_run = {} if args.report_only else run_rows(args, benches, work)
+    except KeyError as e:  # an unknown embedded model
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError, LLMUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    not_run = {} if args.report_only else run_rows(args, benches, work)
     print(write_report(args, benches, work, not_run))
     print(f"wrote {args.out}; answers and logs in {work}")
     return 0
