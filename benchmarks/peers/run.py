@@ -170,14 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     from sleuth.llm.base import LLMUnavailable
     from sleuth.llm.models import get_model
 
-    try:
-        if not args.base_url:
+    if not args.base_url:
+        try:
             get_model(args.model)
+        except KeyError as e:
+            print(f"error: {e.args[0]}", file=sys.stderr)
+            return 2
+    try:
         benches = _benchmarks(args)
         not_run = {} if args.report_only else run_rows(args, benches, work)
-    except KeyError as e:  # an unknown embedded model
-        print(f"error: {e.args[0]}", file=sys.stderr)
-        return 2
     except (ValueError, FileNotFoundError, LLMUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
