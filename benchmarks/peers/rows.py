@@ -77,8 +77,15 @@ def run_sleuth_row(row: Row, bench: Benchmark, proxy: CountingProxy, model: str,
         "max_steps": None,
         "max_tokens": None,
         "strategy_options": {},
-        # no response cache: every call reaches the model, so calls and seconds are comparable
-        "llm_options": {"cache": False, "n_parallel": 1, "isolated": False},
+        # no response cache: every call reaches the model, so calls and seconds are comparable;
+        # the embedded backend's own request settings (prompt cache on, its timeout) kept behind the proxy
+        "llm_options": {
+            "cache": False,
+            "n_parallel": 1,
+            "isolated": False,
+            "timeout": 600,
+            "extra_body": {"cache_prompt": True},
+        },
         "retrieval": bench.plan.to_dict(),
     }
     seen = _done(out)
