@@ -1,0 +1,98 @@
+"""What every peer adapter shares (standard library only: it runs inside each peer's own venv).
+
+An adapter is started as ``python <adapter>.py --row ROW --questions Q.jsonl --out OUT.jsonl
+--llm URL --search URL --model NAME --k K`` and writes one JSON line per question:
+``{qid, answer, llm_calls, prompt_tokens, processed_prompt_tokens, seconds, failure, error}``.
+Questions already in OUT are skipped (resume).  LLM figures are the counting proxy's
+``/_counters`` before and after the question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import traceback
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: failure kinds a row reports (besides "" for none)
+FAILURES = ("parse_error", "loop", "step_limit", "exception")
+
+
+class RowFailure(Exception):
+    """A question the pipeline ended without a usable answer; ``kind`` is one of FAILURES."""
+
+    def __init__(self, kind: str, message: str, answer: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.answer = answer
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--row", required=True)
+    ap.add_argument("--questions", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--llm", required=True, help="the counting proxy's base URL (no /v1)")
+    ap.add_argument("--search", required=True, help="the search endpoint for this dataset")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--k", type=int, default=5)
+    return ap.parse_args()
+
+
+def search(url: str, query: str, k: int) -> list[dict[str, Any]]:
+    """Sleuth's index over HTTP: ``[{id, title, text, score}, ...]``."""
+    q = urllib.parse.urlencode({"q": query, "k": k})
+    with urllib.request.urlopen(f"{url}?{q}", timeout=120) as r:
+        return json.loads(r.read())["passages"]
+
+
+def counters(llm_url: str) -> dict[str, int]:
+    with urllib.request.urlopen(f"{llm_url}/_counters", timeout=30) as r:
+        return json.loads(r.read())
+
+
+def done_ids(out: Path) -> set[str]:
+    if not out.exists():
+        return set()
+    ids = set()
+    for line in out.read_text(encoding="utf-8").splitlines():
+        try:
+            ids.add(str(json.loads(line)["qid"]))
+        except (json.JSONDecodeError, KeyError):
+            continue
+    return ids
+
+
+def run_questions(
+    args: argparse.Namespace, answer: Callable[[str], str], classify: Callable[[BaseException], str] | None = None
+) -> None:
+    """Answer each question not yet in ``args.out`` with ``answer(question)``, one line each."""
+    questions = [json.loads(x) for x in args.questions.read_text(encoding="utf-8").splitlines() if x.strip()]
+    seen = done_ids(args.out)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for q in questions:
+        if str(q["qid"]) in seen:
+            continue
+        before = counters(args.llm)
+        t0 = time.perf_counter()
+        rec: dict[str, Any] = {"qid": q["qid"], "answer": "", "failure": "", "error": ""}
+        try:
+            rec["answer"] = str(answer(q["question"]) or "")
+        except RowFailure as e:
+            rec.update(answer=e.answer, failure=e.kind, error=str(e)[:2000])
+        except Exception as e:  # one question's failure never stops the row
+            rec["failure"] = classify(e) if classify else "exception"
+            rec["error"] = f"{type(e).__name__}: {e}"[:2000]
+            rec["traceback"] = traceback.format_exc(limit=8)[-3000:]
+        rec["seconds"] = round(time.perf_counter() - t0, 3)
+        after = counters(args.llm)
+        for key in ("llm_calls", "prompt_tokens", "processed_prompt_tokens"):
+            rec[key] = after[key] - before[key]
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        print(f"{args.row} {q['qid']}: {rec['answer'][:80]!r} {rec['failure']}", flush=True)

@@ -1,0 +1,141 @@
+"""A counting proxy in front of the OpenAI-compatible LLM server.
+
+Every row (Sleuth's and each peer's) talks to the model through this proxy, so LLM calls
+and processed prompt tokens are counted the same way for all of them.  ``GET /_counters``
+answers the running totals; a row reads them before and after each question.
+Streamed answers are buffered and passed on whole (their last events carry the usage).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+
+from sleuth.llm.wire import usage_from
+
+__all__ = ["CountingProxy", "usage_of"]
+
+_HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+
+
+def usage_of(body: bytes, content_type: str) -> tuple[int, int]:
+    """(prompt tokens, processed prompt tokens) reported in one answer; (0, 0) when none is."""
+    datas: list[dict[str, Any]] = []
+    text = body.decode("utf-8", "replace")
+    if "event-stream" in content_type:
+        for line in text.splitlines():
+            if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
+                try:
+                    datas.append(json.loads(line[5:]))
+                except json.JSONDecodeError:
+                    continue
+    else:
+        try:
+            datas.append(json.loads(text))
+        except json.JSONDecodeError:
+            return 0, 0
+    best = (0, 0)
+    for d in datas:
+        if isinstance(d, dict) and (d.get("usage") or d.get("timings")):
+            u = usage_from(d)
+            best = (u.prompt_tokens, u.processed_prompt_tokens)
+    return best
+
+
+class CountingProxy:
+    """Forwards every request to ``upstream`` and counts completions and their prompt tokens."""
+
+    def __init__(self, upstream: str, timeout: float = 900.0) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.calls = 0
+        self.errors = 0
+        self.prompt_tokens = 0
+        self.processed_prompt_tokens = 0
+        self._lock = threading.Lock()
+        self._client = httpx.Client(timeout=timeout)
+        self._httpd: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "proxy not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def counters(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "llm_calls": self.calls,
+                "llm_errors": self.errors,
+                "prompt_tokens": self.prompt_tokens,
+                "processed_prompt_tokens": self.processed_prompt_tokens,
+            }
+
+    def _record(self, path: str, status: int, body: bytes, content_type: str) -> None:
+        if not path.rstrip("/").endswith("completions"):
+            return
+        prompt, processed = usage_of(body, content_type)
+        with self._lock:
+            self.calls += 1
+            self.errors += status >= 400
+            self.prompt_tokens += prompt
+            self.processed_prompt_tokens += processed
+
+    def start(self) -> CountingProxy:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _reply(self, status: int, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _forward(self, method: str) -> None:
+                if self.path == "/_counters":
+                    self._reply(200, json.dumps(proxy.counters()).encode(), "application/json")
+                    return
+                n = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(n) if n else b""
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+                try:
+                    r = proxy._client.request(method, proxy.upstream + self.path, content=data, headers=headers)
+                except httpx.HTTPError as e:
+                    proxy._record(self.path, 502, b"", "")
+                    self._reply(502, json.dumps({"error": f"proxy: {e}"}).encode(), "application/json")
+                    return
+                ctype = r.headers.get("content-type", "application/json")
+                proxy._record(self.path, r.status_code, r.content, ctype)
+                self._reply(r.status_code, r.content, ctype)
+
+            def do_GET(self) -> None:
+                self._forward("GET")
+
+            def do_POST(self) -> None:
+                self._forward("POST")
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        self._client.close()
+
+    def __enter__(self) -> CountingProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,114 @@
+"""Scoring the rows' JSON lines with Sleuth's metrics and writing ``docs/results/peers.md``."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sleuth.eval.items import Item
+from sleuth.eval.metrics import score
+from sleuth.eval.summary import paired_differences, summarise
+
+__all__ = ["FAILURE_KINDS", "read_lines", "render", "scored_records"]
+
+FAILURE_KINDS = ("parse_error", "loop", "step_limit", "exception")
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut short by a kill: that question runs again on resume
+    return out
+
+
+def scored_records(row: str, dataset: str, lines: Sequence[Mapping[str, Any]], items: Mapping[str, Item]) -> list[dict]:
+    """Sleuth-eval-shaped records (``strategy``, ``qid``, ``status``, ``scores``) for one row on one dataset."""
+    recs = []
+    for ln in lines:
+        item = items.get(str(ln["qid"]))
+        if item is None:
+            continue  # a question not in this selection (another seed or --limit)
+        s = score(item, {"answer": ln.get("answer", ""), "short_answer": ln.get("short_answer", "")})
+        for key in ("llm_calls", "prompt_tokens", "processed_prompt_tokens"):
+            s[key] = int(ln.get(key) or 0)
+        s["seconds"] = float(ln.get("seconds") or 0.0)
+        failure = str(ln.get("failure") or "")
+        recs.append(
+            {
+                "strategy": row,
+                "qid": f"{dataset}:{ln['qid']}",
+                "status": "failed" if failure else "ok",
+                "reason": failure or "finished",
+                "scores": s,
+            }
+        )
+    return recs
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def render(
+    records: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    header: str,
+    command: str,
+    versions: Sequence[str],
+    pairs: Mapping[str, str],
+    not_run: Mapping[str, str],
+) -> str:
+    """The markdown report.  ``rows``: ``{name, system, pipeline}`` in display order; ``pairs``: row ->
+    Sleuth's row of the same method (the baseline of its paired difference)."""
+    order = [r["name"] for r in rows]
+    table = {r["strategy"]: r for r in summarise(records, order)}
+    out = [header, "", f"Command: `{command}`", "", "Versions: " + "; ".join(versions), ""]
+    out += [
+        "| row | pipeline | n | EM | F1 | cover-EM | LLM calls | processed prompt tokens | s/question | "
+        + " | ".join(FAILURE_KINDS)
+        + " |",
+        "|---" * (9 + len(FAILURE_KINDS)) + "|",
+    ]
+    for r in rows:
+        t = table.get(r["name"])
+        if t is None:
+            continue
+        fails = Counter(rec["reason"] for rec in records if rec["strategy"] == r["name"])
+        out.append(
+            f"| {r['name']} | {r['pipeline']} | {t['n']} | {_f(t['em'])} | {_f(t['f1'])} | {_f(t['cover_em'])} | "
+            f"{_f(t['llm_calls'], 1)} | {_f(t['processed_prompt_tokens'], 0)} | {_f(t['seconds'], 1)} | "
+            + " | ".join(str(fails.get(k, 0)) for k in FAILURE_KINDS)
+            + " |"
+        )
+    out += ["", "## Paired differences against Sleuth's row of the same method", ""]
+    out += ["Primary score (F1) per question, peer minus Sleuth, mean with a 95 % paired bootstrap interval.", ""]
+    out += ["| row | against | n | difference [95 % CI] | wins / losses / ties |", "|---|---|---|---|---|"]
+    for r in rows:
+        base = pairs.get(r["name"])
+        if not base or base == r["name"]:
+            continue
+        sub = [x for x in records if x["strategy"] in (r["name"], base)]
+        _, diffs = paired_differences(sub, [base, r["name"]], baseline=base)
+        for d in diffs:
+            mean, lo, hi = d["diff"]
+            out.append(
+                f"| {r['name']} | {base} | {d['n']} | {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+                f"{d['wins']} / {d['losses']} / {d['ties']} |"
+            )
+    missing = [r["name"] for r in rows if r["name"] not in table and r["name"] not in not_run]
+    if not_run or missing:
+        out += ["", "## Rows that did not run, or stopped early", ""]
+        out += [f"- {name}: {why}" for name, why in not_run.items()]
+        out += [f"- {name}: no answers recorded" for name in missing]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,132 @@
+"""The rows of the comparison: which system and pipeline, which Sleuth method it pairs with, how it runs.
+
+Every row writes the same JSON lines (``{qid, answer, short_answer?, llm_calls, prompt_tokens,
+processed_prompt_tokens, seconds, failure, error}``), one file per (row, dataset), resumable.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.peers.proxy import CountingProxy
+from benchmarks.peers.questions import Benchmark
+from benchmarks.peers.venvs import PEERS
+
+__all__ = ["ROWS", "UNRUNNABLE", "Row", "run_peer_row", "run_sleuth_row"]
+
+ADAPTERS = Path(__file__).resolve().parent / "adapters"
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    system: str  # "sleuth" or a key of PEERS
+    method: str  # the Sleuth method it is paired with
+    pipeline: str  # what runs: a Sleuth strategy or the peer's pipeline, with its defaults
+
+
+ROWS: dict[str, Row] = {
+    r.name: r
+    for r in (
+        Row("sleuth-direct", "sleuth", "direct", "direct"),
+        Row("sleuth-rag", "sleuth", "rag", "rag"),
+        Row("sleuth-self-ask", "sleuth", "self-ask", "self-ask"),
+        Row("sleuth-search-o1", "sleuth", "search-o1", "search-o1"),
+        Row("flashrag-standard", "flashrag", "rag", "SequentialPipeline (standard RAG)"),
+        Row("flashrag-self-ask", "flashrag", "self-ask", "SelfAskPipeline"),
+        Row("flashrag-ircot", "flashrag", "search-o1", "IRCOTPipeline"),
+        Row("langchain-self-ask", "langchain", "self-ask", "self-ask-with-search agent"),
+        Row("dspy-multihop", "dspy", "self-ask", "SimplifiedBaleen (docs' multi-hop program)"),
+        Row("dspy-react", "dspy", "search-o1", "dspy.ReAct with a search tool"),
+    )
+}
+
+#: rows on a peer's own default retriever, and why they cannot run here (offline, no keys)
+UNRUNNABLE: dict[str, str] = {
+    "flashrag-own-retriever": "FlashRAG's default retriever is e5 dense retrieval (intfloat/e5-base-v2 "
+    "weights from the Hugging Face hub plus a prebuilt faiss index): no weights are reachable offline",
+    "langchain-own-retriever": "the self-ask agent's documented search tool is SerpAPI (a web API with a key): "
+    "not reachable offline",
+    "dspy-own-retriever": "DSPy's documented retriever is a hosted ColBERTv2 server (wiki17 abstracts): "
+    "not reachable offline",
+}
+
+_SLEUTH_FAILURE = {"step_limit": "step_limit", "parse_error": "parse_error", "loop": "loop"}
+
+
+def _done(out: Path) -> set[str]:
+    if not out.exists():
+        return set()
+    return {str(json.loads(x)["qid"]) for x in out.read_text(encoding="utf-8").splitlines() if x.strip()}
+
+
+def run_sleuth_row(row: Row, bench: Benchmark, proxy: CountingProxy, model: str, k: int, out: Path) -> None:
+    """Sleuth's strategy through Sleuth's own eval worker, on the proxy (as a remote OpenAI-compatible server)."""
+    from sleuth.eval.worker import run_task
+
+    config = {
+        "code_lang": None,
+        "model": model,
+        "base_url": proxy.url + "/v1",
+        "k": k,
+        "max_steps": None,
+        "max_tokens": None,
+        "strategy_options": {},
+        # no response cache: every call reaches the model, so calls and seconds are comparable;
+        # the embedded backend's own request settings (prompt cache on, its timeout) kept behind the proxy
+        "llm_options": {
+            "cache": False,
+            "n_parallel": 1,
+            "isolated": False,
+            "timeout": 600,
+            "extra_body": {"cache_prompt": True},
+        },
+        "retrieval": bench.plan.to_dict(),
+    }
+    seen = _done(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for item in bench.dataset.items:
+        if item.id in seen:
+            continue
+        before = proxy.counters()
+        t0 = time.perf_counter()
+        rec = run_task({"item": item.to_dict(), "strategy": row.pipeline, "config": config})
+        seconds = time.perf_counter() - t0
+        after = proxy.counters()
+        result = rec.get("result") or {}
+        reason = str(rec.get("reason") or "")
+        failure = "" if reason == "finished" else _SLEUTH_FAILURE.get(reason, "exception")
+        line: dict[str, Any] = {
+            "qid": item.id,
+            "answer": str(result.get("answer") or ""),
+            "short_answer": str(result.get("short_answer") or ""),
+            "failure": failure,
+            "error": str(rec.get("error") or "")[:2000],
+            "seconds": round(seconds, 3),
+            **{key: after[key] - before[key] for key in ("llm_calls", "prompt_tokens", "processed_prompt_tokens")},
+        }
+        with open(out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        print(f"{row.name} {item.id}: {line['short_answer'] or line['answer'][:80]!r} {failure}", flush=True)
+
+
+def run_peer_row(
+    row: Row, python: Path, bench: Benchmark, llm_url: str, search_url: str, model: str, k: int, out: Path, log: Path
+) -> int:
+    """The peer's adapter in the peer's own venv; its exit status (its lines are in ``out``)."""
+    qfile = out.with_suffix(".questions.jsonl")
+    qfile.parent.mkdir(parents=True, exist_ok=True)
+    qfile.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in bench.questions()), encoding="utf-8")
+    adapter = ADAPTERS / f"{PEERS[row.system].name}_row.py"
+    cmd = [str(python), str(adapter), "--row", row.name, "--questions", str(qfile), "--out", str(out)]
+    cmd += ["--llm", llm_url, "--search", search_url, "--model", model, "--k", str(k)]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        return subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)

@@ -1,0 +1,143 @@
+"""The peers harness's in-process parts (benchmarks/peers): no venvs, no network, no model."""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+from pathlib import Path
+
+import httpx
+import pytest
+
+from fake_openai_server import FakeOpenAIServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks/
+
+from benchmarks.peers.proxy import CountingProxy, usage_of
+from benchmarks.peers.questions import load_benchmark
+from benchmarks.peers.report import read_lines, render, scored_records
+from benchmarks.peers.searchd import SearchEndpoint
+
+from sleuth.eval.items import Item
+from sleuth.search import Index
+
+
+def test_question_selection_is_fixed_by_seed(data_dir: Path) -> None:
+    a = load_benchmark("hotpotqa", 5, 7, data_dir)
+    b = load_benchmark("hotpotqa", 5, 7, data_dir)
+    c = load_benchmark("hotpotqa", 5, 8, data_dir)
+    ids = [it.id for it in a.dataset.items]
+    assert ids == [it.id for it in b.dataset.items] and len(ids) == 5
+    assert ids != [it.id for it in c.dataset.items]
+    # open setting over the whole file's pooled paragraphs, the same index key for every sample
+    assert a.plan.setting == "open" and a.plan.key == c.plan.key and a.plan.passages > 100
+    q = a.questions()[0]
+    assert set(q) == {"qid", "question"}  # never the answers
+    m = load_benchmark("musique", 3, 7, data_dir)
+    assert len(m.dataset.items) == 3 and m.plan.setting == "open"
+    with pytest.raises(ValueError, match="unknown dataset"):
+        load_benchmark("nope", 3, 7, data_dir)
+
+
+def test_search_endpoint_returns_sleuths_results(tmp_path: Path) -> None:
+    corpus = tmp_path / "c.jsonl"
+    docs = [
+        {"id": "a", "title": "Paris", "text": "Paris is the capital of France."},
+        {"id": "b", "title": "Berlin", "text": "Berlin is the capital of Germany."},
+        {"id": "c", "title": "Rome", "text": "Rome is the capital of Italy."},
+    ]
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    idx = Index.build([corpus], tmp_path / "idx", format="generic", progress=False)
+    want = idx.search("capital of Germany", k=2)
+    with SearchEndpoint({"toy": idx}) as ep:
+        got = httpx.get(f"{ep.url}/search/toy", params={"q": "capital of Germany", "k": 2}).json()["passages"]
+        assert [p["id"] for p in got] == [p.id for p in want]
+        assert got[0]["title"] == "Berlin" and "Germany" in got[0]["text"]
+        assert httpx.get(f"{ep.url}/search/other", params={"q": "x"}).status_code == 404
+        assert httpx.get(f"{ep.url}/search/toy", params={"q": " "}).status_code == 400
+        assert httpx.get(f"{ep.url}/search/toy", params={"q": "x", "k": "two"}).status_code == 400
+        assert ep.searches["toy"] == 1
+
+
+def test_counting_proxy_counts_calls_and_tokens() -> None:
+    with FakeOpenAIServer(llamacpp_timings=True) as srv, CountingProxy(srv.url) as proxy:
+        base = proxy.url + "/v1"
+        msgs = [{"role": "user", "content": "one two three"}]
+        r1 = httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": msgs})
+        r2 = httpx.post(f"{base}/completions", json={"model": "m", "prompt": "one two three four"})
+        r3 = httpx.post(f"{base}/completions", json={"model": "m", "prompt": "five", "stream": True})
+        assert r1.status_code == r2.status_code == r3.status_code == 200
+        assert "Echo" in r1.json()["choices"][0]["message"]["content"]
+        assert "data:" in r3.text  # a stream is passed on whole
+        httpx.get(f"{base}/models")  # not a completion: not counted
+        with urllib.request.urlopen(f"{proxy.url}/_counters") as r:
+            counted = json.loads(r.read())
+        assert counted["llm_calls"] == 3 and counted["llm_errors"] == 0
+        # this fake's streams carry no usage: the tokens are those of the two plain answers
+        want = r1.json()["usage"]["prompt_tokens"] + r2.json()["usage"]["prompt_tokens"]
+        assert counted["prompt_tokens"] == want
+        processed = sum(r.json()["timings"]["prompt_n"] for r in (r1, r2))
+        assert counted["processed_prompt_tokens"] == processed > 0
+        srv.push_faults("500")
+        assert httpx.post(f"{base}/completions", json={"model": "m", "prompt": "x"}).status_code == 500
+        assert proxy.counters()["llm_errors"] == 1 and proxy.counters()["llm_calls"] == 4
+
+
+def testusage_of_a_streamed_llamacpp_answer() -> None:
+    events = [
+        {"choices": [{"delta": {"content": "Hi"}}]},
+        {
+            "choices": [],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 2},
+            "timings": {"prompt_n": 7, "cache_n": 33},
+        },
+    ]
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    assert usage_of(body.encode(), "text/event-stream") == (40, 7)
+    assert usage_of(b"not json", "application/json") == (0, 0)
+
+
+def test_scoring_and_report_from_hand_made_lines(tmp_path: Path) -> None:
+    items = {
+        "q1": Item("q1", "Who?", ["Marie Curie"]),
+        "q2": Item("q2", "Where?", ["Paris"]),
+    }
+    sleuth = [
+        {"qid": "q1", "answer": "It was Marie Curie.", "short_answer": "Marie Curie", "llm_calls": 3, "seconds": 2.0},
+        {"qid": "q2", "answer": "Paris", "llm_calls": 2, "processed_prompt_tokens": 100, "seconds": 1.0},
+    ]
+    peer = [
+        {"qid": "q1", "answer": "Curie", "llm_calls": 5, "seconds": 4.0},
+        {"qid": "q2", "answer": "", "failure": "parse_error", "error": "no answer", "llm_calls": 1},
+    ]
+    path = tmp_path / "peer.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in peer) + '{"qid": "q3", "answ')  # a line cut by a kill
+    lines = read_lines(path)
+    assert [x["qid"] for x in lines] == ["q1", "q2"]
+    recs = scored_records("sleuth-self-ask", "hotpotqa", sleuth, items) + scored_records(
+        "peer-self-ask", "hotpotqa", lines, items
+    )
+    by = {(r["strategy"], r["qid"]): r for r in recs}
+    assert by[("sleuth-self-ask", "hotpotqa:q1")]["scores"]["em"] == 1.0  # the short answer is scored
+    assert by[("peer-self-ask", "hotpotqa:q1")]["scores"]["em"] == 0.0
+    assert by[("peer-self-ask", "hotpotqa:q1")]["scores"]["f1"] == pytest.approx(2 / 3)
+    assert by[("peer-self-ask", "hotpotqa:q2")]["reason"] == "parse_error"
+    text = render(
+        recs,
+        [
+            {"name": "sleuth-self-ask", "pipeline": "self-ask"},
+            {"name": "peer-self-ask", "pipeline": "SelfAsk"},
+            {"name": "peer-broken", "pipeline": "x"},
+        ],
+        header="# Smoke",
+        command="python -m benchmarks.peers.run --limit 2",
+        versions=["sleuth 0.1.0", "peer 1.0"],
+        pairs={"peer-self-ask": "sleuth-self-ask"},
+        not_run={"peer-broken": "could not install", "peer-own-retriever": "offline"},
+    )
+    assert "| sleuth-self-ask | self-ask | 2 | 1.000 | 1.000 | 1.000 | 2.5 | 50 | 1.5 | 0 | 0 | 0 | 0 |" in text
+    assert "| peer-self-ask | SelfAsk | 2 | 0.000 | 0.333 | 0.000 | 3.0 | 0 | 2.0 | 1 | 0 | 0 | 0 |" in text
+    assert "| peer-self-ask | sleuth-self-ask | 2 | -0.667" in text and "0 / 2 / 0" in text
+    assert "- peer-broken: could not install" in text and "- peer-own-retriever: offline" in text
+    assert "`python -m benchmarks.peers.run --limit 2`" in text and "peer 1.0" in text
