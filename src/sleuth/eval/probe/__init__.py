@@ -47,6 +47,9 @@ QUESTIONS: dict[str, tuple[tuple[str, Filters], ...]] = {
     "zh": (
         ("《大白鲨》导演的父亲是做什么工作的？", Filters()),
         ("差旅费用应在行程结束后多少天内报销？", Filters.make(equals={"version": "2025"})),
+        # a long clause whose title names the topic beside a short FAQ and an annex (policy_zh's shape):
+        # a change of how Chinese titles and sections weigh in ranking shows in the ids returned
+        ("因公取消行程的退票费用应在多少天内提交报销？", Filters.make(equals={"version": "2025"})),
         ("年假每年有几天？", Filters.make(acl=["hr"], equals={"version": "2025"})),
         ("Zorblax沼泽鳗的最高速度是多少？", Filters()),
         ("汉萨同盟是谁创立的？", Filters.make(acl=["nobody"])),
