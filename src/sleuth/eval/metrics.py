@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from sleuth.config import settings
 from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
 from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits
+from sleuth.eval.overlap import token_f1
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
@@ -62,15 +62,7 @@ def exact_match(pred: str, golds: Iterable[str]) -> float:
 
 
 def _f1(pred: str, gold: str) -> float:
-    pt, gt = tokens(pred), tokens(gold)
-    if not pt or not gt:
-        return float(pt == gt)
-    common = Counter(pt) & Counter(gt)
-    same = sum(common.values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(pt), same / len(gt)
-    return 2 * precision * recall / (precision + recall)
+    return token_f1(tokens(pred), tokens(gold))
 
 
 def f1(pred: str, golds: Iterable[str]) -> float:

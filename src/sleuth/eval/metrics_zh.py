@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Iterable, Sequence
+
+from sleuth.eval.overlap import token_f1
 
 __all__ = ["cover_zh", "em_zh", "f1_zh", "is_chinese", "normalize_zh", "part_hits", "tokens_zh"]
 
@@ -63,14 +64,7 @@ def em_zh(pred: str, golds: Iterable[str]) -> float:
 
 
 def _f1(pred: str, gold: str) -> float:
-    pt, gt = tokens_zh(pred), tokens_zh(gold)
-    if not pt or not gt:
-        return float(pt == gt)
-    same = sum((Counter(pt) & Counter(gt)).values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(pt), same / len(gt)
-    return 2 * precision * recall / (precision + recall)
+    return token_f1(tokens_zh(pred), tokens_zh(gold))
 
 
 def f1_zh(pred: str, golds: Iterable[str]) -> float:
