@@ -82,8 +82,9 @@ def test_diagnosis_table_in_the_report() -> None:
 
 
 def test_committed_reports_match_their_jsonl() -> None:
-    """Every report under docs/results is what `sleuth eval report DIR` makes of its JSONL."""
-    from sleuth.eval.report import PLOTS
+    """Every report under docs/results is what `sleuth eval report DIR` makes of its JSONL with the running code:
+    so each report says truly which of its records the running code would make again."""
+    from sleuth.eval.report import PLOTS, running_code
     from sleuth.eval.store import read_manifest, read_records
 
     root = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -91,7 +92,9 @@ def test_committed_reports_match_their_jsonl() -> None:
         d = report.parent
         records = sorted(read_records(d / "results.jsonl"), key=lambda r: (r["strategy"], str(r["qid"])))
         plots = [p for p in PLOTS if (d / p).exists()]
-        assert report.read_text(encoding="utf-8") == render(records, read_manifest(d), plots), d
+        manifest = read_manifest(d)
+        expected = render(records, manifest, plots, running_code(records, manifest))  # older records marked
+        assert report.read_text(encoding="utf-8") == expected, d
         if records:
             assert "## Where the answers go wrong" in report.read_text(encoding="utf-8")
 

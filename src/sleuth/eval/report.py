@@ -139,8 +139,14 @@ def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
     return out
 
 
-def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], current: Mapping[str, str]) -> list[str]:
-    """Which code produced the records: one line per strategy, with a warning when versions are mixed."""
+def _code_table(
+    records: Sequence[Mapping[str, Any]],
+    order: Sequence[str],
+    latest: Mapping[str, str],
+    running: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Which code produced the records: one line per strategy, with a warning when versions are mixed and,
+    given the running code's fingerprints, which records that code would not make again (older records)."""
     by: dict[str, Counter[str]] = defaultdict(Counter)
     for r in records:
         by[r["strategy"]][str(r.get("code") or "") or "not recorded"] += 1
@@ -163,14 +169,36 @@ def _code_table(records: Sequence[Mapping[str, Any]], order: Sequence[str], curr
             "`sleuth eval ... --redo-stale` reruns those that differ from the current code.",
             "",
         ]
-    out += ["| strategy | fingerprint: records | latest run's code |", "|---|---|---|"]
+    older = {s: sum(n for fp, n in by[s].items() if fp != running[s]) for s in names if running and running.get(s)}
+    if any(older.values()):
+        parts = [f"{s} {n} of {sum(by[s].values())}" for s, n in older.items() if n]
+        out += [
+            f"**Older records:** {', '.join(parts)} were made by code that behaves differently from the code "
+            "that wrote this report (its fingerprint is in the last column): their figures describe the older "
+            "code until `sleuth eval ... --redo-stale` makes them again.",
+            "",
+        ]
+    if running is None:
+        out += ["| strategy | fingerprint: records | latest run's code |", "|---|---|---|"]
+    else:
+        out += ["| strategy | fingerprint: records | latest run's code | running code |", "|---|---|---|---|"]
     for s in names:
         fps = ", ".join(f"`{fp}`: {n}" if fp != "not recorded" else f"not recorded: {n}" for fp, n in by[s].items())
-        out.append(f"| {s} | {fps} | {'`' + current[s] + '`' if current.get(s) else '–'} |")
+        row = f"| {s} | {fps} | {'`' + latest[s] + '`' if latest.get(s) else '–'} |"
+        if running is not None:
+            row += f" {'`' + running[s] + '`' if running.get(s) else '–'} |"
+        out.append(row)
     return out
 
 
-def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
+def render(
+    records: Sequence[Mapping[str, Any]],
+    manifest: Mapping[str, Any] | None,
+    plots: Sequence[str] = (),
+    running: Mapping[str, str] | None = None,
+) -> str:
+    """The report's Markdown; ``running``: the running code's fingerprints (see :func:`running_code`), which
+    mark the records that code would not make again as older."""
     manifest = manifest or {}
     settings = manifest.get("settings") or {}
     order = settings.get("strategies") or []
@@ -267,7 +295,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
                     )
     lines += diagnosis_section(records, [r["strategy"] for r in rows])
     lines += answer_form_section(records, [r["strategy"] for r in rows])
-    lines += _code_table(every, order, manifest.get("code") or {})
+    lines += _code_table(every, order, manifest.get("code") or {}, running)
     failures = [r for r in every if r.get("status") == "failed"]
     if failures:
         lines += ["", "## Failures (first 20)", "", "| strategy | question id | reason | error |", "|---|---|---|---|"]
@@ -280,8 +308,24 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
     return "\n".join(lines)
 
 
-def write_report(out: str | Path, *, plots: bool = True) -> Path:
-    """Write ``report.md`` (and the PNGs) into ``out`` from its JSONL and manifest."""
+def running_code(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None) -> dict[str, str]:
+    """The running code's fingerprint of each strategy in ``records``, in the run's language (``code_lang``);
+    a strategy that cannot be loaded here (a plugin not on the path) is left out."""
+    from sleuth.eval.fingerprint import code_fingerprint
+
+    lang = (manifest or {}).get("code_lang")
+    running: dict[str, str] = {}
+    for s in sorted({str(r["strategy"]) for r in records}):
+        try:
+            running[s] = code_fingerprint(s, lang)
+        except Exception:  # an unloadable strategy has no running code to compare with
+            continue
+    return running
+
+
+def write_report(out: str | Path, *, plots: bool = True, running: Mapping[str, str] | None = None) -> Path:
+    """Write ``report.md`` (and the PNGs) into ``out`` from its JSONL and manifest; ``running``: the
+    running code's fingerprints when the caller has them (the runner), else computed (:func:`running_code`)."""
     out = Path(out)
     if not results_files(out):
         raise FileNotFoundError(f"{out / RESULTS} does not exist")
@@ -293,6 +337,8 @@ def write_report(out: str | Path, *, plots: bool = True) -> Path:
         rows = summarise(comparable(records, progress(records, manifest)), order)
         if rows:
             written = write_plots(rows, out)
+    given = dict(running or {})
+    running = {**running_code([r for r in records if r["strategy"] not in given], manifest), **given}
     path = out / REPORT
-    path.write_text(render(records, manifest, written), encoding="utf-8")
+    path.write_text(render(records, manifest, written, running), encoding="utf-8")
     return path

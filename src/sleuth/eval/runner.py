@@ -124,7 +124,7 @@ def run_eval(
         if write_report:
             from sleuth.eval.report import write_report as _write_report
 
-            _write_report(run.path)
+            _write_report(run.path, running=manifest["code"])
         return summary
 
 
