@@ -271,4 +271,3 @@ def test_the_committed_runs_say_which_records_the_running_code_would_make() -> N
         "musique-open": "en",
         "policy_zh": "zh",
     }
-
