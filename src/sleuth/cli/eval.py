@@ -163,17 +163,17 @@ def eval_cmd(
 
 @eval_app.command("report")
 def report_cmd(
-    run_dir: Path = typer.Argument(..., help="A run directory holding results.jsonl."),
+    run_dir: Path = typer.Argument(..., help="A run directory holding results.jsonl (or the committed results.jsonl.gz)."),
     rescore: bool = typer.Option(
         False, "--rescore", help="First recompute every record's scores against the data file named in run.json."
     ),
 ) -> None:
-    """Regenerate report.md and the plots from DIR/results.jsonl alone."""
+    """Regenerate report.md and the plots from DIR's results (results.jsonl, or the committed .gz) alone."""
     from sleuth.eval.report import write_report
     from sleuth.eval.store import results_files
 
     if not results_files(run_dir):
-        raise UserError(f"{run_dir} holds no results.jsonl")
+        raise UserError(f"{run_dir} holds no results.jsonl or results.jsonl.gz")
     if rescore:
         from sleuth.eval.datasets import DatasetError
         from sleuth.eval.runner import EvalError, rescore_run
@@ -190,14 +190,14 @@ def report_cmd(
 
 @eval_app.command("compact")
 def compact_cmd(
-    run_dir: Path = typer.Argument(..., help="A run directory holding results.jsonl."),
+    run_dir: Path = typer.Argument(..., help="A run directory holding results.jsonl (or the committed results.jsonl.gz)."),
 ) -> None:
     """Compress DIR's results for committing: the newest record of each task into results.jsonl.gz,
     the records they replaced into replaced.jsonl.gz (report, verify and resume read both)."""
     from sleuth.eval.store import RunDirBusy, compact_run, results_files
 
     if not results_files(run_dir):
-        raise UserError(f"{run_dir} holds no results.jsonl")
+        raise UserError(f"{run_dir} holds no results.jsonl or results.jsonl.gz")
     try:
         kept, moved = compact_run(run_dir)
     except RunDirBusy as e:
@@ -207,7 +207,7 @@ def compact_cmd(
 
 @eval_app.command("verify")
 def verify_cmd(
-    run_dir: Path = typer.Argument(..., help="A run directory holding run.json and results.jsonl."),
+    run_dir: Path = typer.Argument(..., help="A run directory holding run.json and results.jsonl (or results.jsonl.gz)."),
     sample: int = typer.Option(3, "--sample", "-n", help="How many records to run again (drawn with --seed)."),
     all_records: bool = typer.Option(False, "--all", help="Run every comparable record again, not a sample."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
@@ -245,7 +245,7 @@ def verify_cmd(
     from sleuth.eval.store import results_files
 
     if not results_files(run_dir):
-        raise UserError(f"{run_dir} holds no results.jsonl")
+        raise UserError(f"{run_dir} holds no results.jsonl or results.jsonl.gz")
     try:
         ver = verify_run(
             run_dir,
