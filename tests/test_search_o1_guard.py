@@ -17,7 +17,7 @@ from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage
 from sleuth.strategies import FINISHED, REPEAT_LIMIT, get_strategy
-from sleuth.strategies.rid_support import ground, sentences
+from sleuth.strategies.rid_support import closest_sentence, ground, sentences
 
 SCOPE = Filters.parse(["acl=all"])
 DOCS = [
@@ -27,6 +27,9 @@ DOCS = [
     ("Elena Shaddow", "In August 2013, she was in the world premiere of Jason Robert Brown's new musical, \"The Bridges of Madison County\" at the Williamstown Theatre Festival, starring alongside Steven Pasquale."),
     ("In Love Again: The Music of Richard Rodgers", "In Love Again: The Music of Richard Rodgers is a 2002 studio album by Stacey Kent, of the songs of the American composer Richard Rodgers."),
     ("Richard Rodgers School", "Richard Rodgers School refers to several schools named after the American composer Richard Rodgers, including these two in New York City:"),
+    ("Katrina Bowden", 'Katrina Bowden (born September 19, 1988) is an American actress best known for playing Cerie on the NBC sitcom "30 Rock" (2006–2013). She also appeared in films such as "Sex Drive", "Piranha 3DD", and "Scary Movie 5".'),
+    ("Sex Drive (film)", 'Sex Drive is a 2008 sex comedy film about a high school graduate who goes on a road trip to have sex with a girl he met online. The film was directed by Sean Anders, and stars Josh Zuckerman, Amanda Crew, Clark Duke, Seth Green, and James Marsden, while Katrina Bowden, Alice Greczyn, Michael Cudlitz, Dave Sheridan,'),
+    ("Hard Sell (film)", "Hard Sell is an American comedy-drama written and directed by Sean Nalaboff in his directorial debut. The film stars Katrina Bowden, Skyler Gisondo, and Kristin Chenoweth, with Hannah Marks and Kevin Kilner in supporting roles."),
     ("差旅费用管理办法（2024版）", "第二条 员工应在行程结束后45个自然日内提交差旅报销申请。第三条 取消行程产生的退票费用按一般报销期限执行，不单独规定。本办法自2024年1月1日起施行，2025年1月1日起由2025版替代。"),
 ]  # fmt: skip
 
@@ -190,13 +193,39 @@ def test_reason_in_documents_drops_a_fact_from_memory(retriever) -> None:
     r = s.run("What show was Elena Shaddow in that was written by a relative of Richard Rodgers?", filters=SCOPE)
     first, second = (e.data for e in r.trace.of("reason_in_documents"))
     assert first["helpful"] and "Bridges of Madison County" in first["info"] and not first["dropped"]
-    assert not second["helpful"] and second["info"] == "No helpful information found."
+    assert "Gershwin" not in second["info"]  # what is left is a quoted passage sentence, or "nothing found"
+    assert second["info"].startswith("The documents say: (") or second["info"] == "No helpful information found."
     assert second["dropped"] == [
         {
             "sentence": "Richard Rodgers was a relative of the American composer and lyricist, George Gershwin.",
             "why": "name not in the documents: george, gershwin",
         }
     ]
+
+
+def test_nothing_found_quotes_the_closest_document_sentence(retriever) -> None:
+    """HotpotQA: Reason-in-Documents answered "Nothing was found." twice although the passages
+    name the film ("She also appeared in films such as "Sex Drive""; "directed by Sean Anders");
+    the run then repeated its query and answered "Nothing was found".  Now the passage sentence
+    that covers most of the query is quoted instead."""
+    prompts: list[str] = []
+    again = "I need to search for the movie starring Katrina Bowden and directed by Sean Anders. <|begin_search_query|> Katrina Bowden Sean Anders movie "
+    script = scripted(
+        [" First, I need the movie starring Katrina Bowden. <|begin_search_query|> Katrina Bowden movie ", again, again, again],
+        ["Nothing was found.", "Nothing was found."],
+        final="Nothing was found",
+        prompts=prompts,
+    )  # fmt: skip
+    s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=3, max_steps=6, lang="en")
+    r = s.run("What is the name of the movie that stars Katrina Bowden and was directed by Sean Anders?", filters=SCOPE)
+    first, second = (e.data for e in r.trace.of("reason_in_documents"))
+    assert first["quoted"] and first["helpful"]
+    assert first["info"].startswith(
+        'The documents say: (Katrina Bowden) She also appeared in films such as "Sex Drive"'
+    )
+    assert second["info"].startswith("The documents say: (Sex Drive (film)) The film was directed by Sean Anders")
+    assert first["info"] in prompts[1] and second["info"] in prompts[2]
+    assert r.finish_reason == REPEAT_LIMIT
 
 
 def _p(title: str, text: str) -> Passage:
@@ -237,3 +266,6 @@ def test_ground_zh_by_characters() -> None:
     g = ground(info, [doc])
     assert g.text == "一线城市每人每晚不超过600元。" and g.why == ["number not in the documents: 5000"]
     assert ground("员工可以乘坐头等舱出国旅游。", [doc]).why == ["most words not in the documents"]
+    quote = closest_sentence("住宿 标准 一线城市", [doc])
+    assert quote == "(差旅费用管理办法（2025版）) 第九条 住宿标准：一线城市每人每晚不超过600元，其他城市不超过400元。"
+    assert closest_sentence("出国 头等舱", [doc]) is None  # covers too little of the query

@@ -14,8 +14,10 @@ sentence of the Reason-in-Documents output against the passages, deterministical
   the passages.  For Chinese, content "words" are single characters, so this is a
   character overlap, and the name rule does not apply.
 
-A sentence that fails is dropped (it is kept in the trace); when no sentence survives, the
-output becomes the "nothing found" notice.  Document numbers the model cited (``[2]``) are
+A sentence that fails is dropped (it is kept in the trace).  When no sentence survives, or the
+model found nothing, :func:`closest_sentence` quotes the one passage sentence that covers most
+of the query's content words (title included, at least ``QUOTE_COVER`` of them); only when no
+sentence covers that much does "nothing found" go into the reasoning.  Document numbers the model cited (``[2]``) are
 removed from the text that goes into the reasoning and reported with the sentence.
 """
 
@@ -60,6 +62,9 @@ _NUMBER_WORDS = tuple(
     ]
 )
 _NUMBER_ZH = "零一二三四五六七八九十"
+
+
+QUOTE_COVER = 0.6  # share of the query's content words a quoted sentence (with its title) must contain
 
 
 @dataclass
@@ -141,3 +146,18 @@ def ground(info: str, passages: Sequence[Passage], query: str = "") -> Grounded:
             out.why.append(why)
     out.text = _SPACE_PUNCT.sub(r"\1", " ".join(strip_citations(s) for s in out.kept)).strip()
     return out
+
+
+def closest_sentence(query: str, passages: Sequence[Passage], min_cover: float = QUOTE_COVER) -> str | None:
+    """``(Title) sentence`` of the passage sentence that shares most of the query's content words."""
+    wanted = content_tokens(query)
+    if not wanted:
+        return None
+    best: tuple[float, str] = (0.0, "")
+    for p in passages:
+        title = content_tokens(p.title)
+        for sent in sentences(p.text):
+            cover = len(wanted & (content_tokens(sent) | title)) / len(wanted)
+            if cover > best[0]:
+                best = (cover, f"({p.title}) {sent}" if p.title else sent)
+    return best[1] if best[0] >= min_cover else None

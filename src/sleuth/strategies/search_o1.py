@@ -10,7 +10,8 @@ The algorithm, one question:
    useful facts); insert the facts between ``<|begin_search_result|>`` and
    ``<|end_search_result|>`` and go to 2.  The facts are checked against the
    passages (:mod:`sleuth.strategies.rid_support`): a sentence the documents do not
-   support is dropped, and "nothing found" is inserted when none is left
+   support is dropped; when none is left (or the model found nothing) the passage
+   sentence closest to the query is quoted, else "nothing found" is inserted
 4. the final answer is read from ``\\boxed{...}`` (or "Final answer:"); at the turn
    limit, when the prompt is full, after ``max_refusals`` refused queries or when the
    model stops without either, it is forced by appending "... the final answer is
@@ -48,7 +49,7 @@ from sleuth.strategies.parsing import (
     parse_reason_in_documents,
     parse_search_o1,
 )
-from sleuth.strategies.rid_support import ground
+from sleuth.strategies.rid_support import closest_sentence, ground
 from sleuth.strategies.text import clean_short, format_passages, normalize_query, sanitize, similarity, tail
 
 STOPS = [END_QUERY, BEGIN_RESULT, "\nQuestion:", "\n问题："]
@@ -178,16 +179,22 @@ class SearchO1(Strategy):
         run.prompt += f"{BEGIN_RESULT} {info} {END_RESULT}\n"
 
     def _grounded(self, run: O1Run, raw: str, passages: list[Passage], query: str) -> str:
-        """Only the sentences the passages support (:mod:`~sleuth.strategies.rid_support`), else "nothing found"."""
-        empty = self.prompt(run.st, "search_o1_rid_empty")
+        """The sentences the passages support (:mod:`~sleuth.strategies.rid_support`); when none
+        is left, the passage sentence closest to the query, quoted; else "nothing found"."""
         g = ground(raw, passages, query) if raw and not _NOTHING.search(raw) else None
-        info = sanitize(g.text if g is not None else raw, 800) or empty
+        info = sanitize(g.text if g is not None else raw, 800)
         data: dict[str, object] = {}
         if g is not None:
             data = {
                 "cited": [passages[n - 1].id for n in g.cited if 0 < n <= len(passages)],
                 "dropped": [{"sentence": d, "why": w} for d, w in zip(g.dropped, g.why, strict=True)],
             }
+        if not info or _NOTHING.search(info):
+            quote = closest_sentence(query, passages)
+            if quote is not None:
+                info = self.prompt(run.st, "search_o1_rid_quote", quote=sanitize(quote, 400))
+                data["quoted"] = True
+        info = info or self.prompt(run.st, "search_o1_rid_empty")
         helpful = not _NOTHING.search(info)
         run.st.emit(
             "reason_in_documents", query=query, info=info, passages=[p.id for p in passages], helpful=helpful, **data
