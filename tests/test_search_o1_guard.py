@@ -243,6 +243,20 @@ def test_ground_keeps_document_facts_with_their_document_numbers() -> None:
     assert g.text == "Harvey Pekar was born on October 8, 1939. Denise Levertov was born on October 24, 1923."
 
 
+def test_ground_reads_document_numbers_written_before_the_sentence() -> None:
+    """qwen2.5-1.5b with the new Reason-in-Documents prompt (replayed on the Elena Shaddow step of
+    the HotpotQA trace) numbers its sentences in front and lists unused numbers at the end."""
+    shaddow = _p("Elena Shaddow", DOCS[3][1])
+    raw = (
+        "[1] Elena Shaddow was in the world premiere of Jason Robert Brown's new musical, \"The Bridges of "
+        'Madison County" at the Williamstown Theatre Festival, starring alongside Steven Pasquale. [2] [3] [4] [5]'
+    )
+    g = ground(raw, [shaddow], "Elena Shaddow show")
+    assert g.cited == [1] and not g.dropped and g.text.startswith("Elena Shaddow was in the world premiere")
+    g = ground("[2] Richard Rodgers was a relative of the American composer and lyricist, George Gershwin.", [shaddow])
+    assert g.text == "" and g.why[0].startswith("name not in the documents: ")
+
+
 def test_ground_drops_numbers_the_documents_do_not_state() -> None:
     """HotpotQA: "latitudes of Dal Lake Waterton Lake"; neither passage gives a latitude."""
     dal = _p("Dal Lake", "Dal is a lake in Srinagar (Dal Lake is a misnomer as Dal in Kashmiri means lake), the summer capital of Jammu and Kashmir.")  # fmt: skip

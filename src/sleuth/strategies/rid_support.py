@@ -87,6 +87,8 @@ def sentences(text: str) -> list[str]:
         if merged and lead:  # "... 1939. [2] Denise ...": the citation closes the sentence before
             merged[-1] += " " + lead.group(1)
             s = s[lead.end() :]
+            if not s:
+                continue
         if merged and not content_tokens(strip_citations(s)):
             merged[-1] += " " + s  # "[2]" alone, or a bare fragment
         else:
@@ -95,6 +97,23 @@ def sentences(text: str) -> list[str]:
 
 
 _THOUSANDS = re.compile(r"(?<=\d)[,，](?=\d{3}\b)")
+
+
+def cited_sentences(text: str) -> list[tuple[str, list[int]]]:
+    """Sentences with the document numbers they cite.
+
+    The model writes the numbers after a sentence ("... 1939 [2].") or, as often, before it
+    ("[1] Elena Shaddow was ... [2] [3]"); in the second style a number belongs to the text
+    that follows it, and a number followed by nothing cites nothing.
+    """
+    if not _LEAD_CITE.match((text or "").lstrip()):
+        return [(sent, cited_numbers(sent)) for sent in sentences(text)]
+    marks = list(_LEAD_CITE.finditer(text))
+    out: list[tuple[str, list[int]]] = []
+    for i, m in enumerate(marks):
+        chunk = text[m.end() : marks[i + 1].start() if i + 1 < len(marks) else len(text)]
+        out += [(f"{m.group(1)} {sent}", cited_numbers(m.group(1))) for sent in sentences(chunk)]
+    return out
 
 
 def _norm(text: str) -> str:
@@ -136,11 +155,11 @@ def ground(info: str, passages: Sequence[Passage], query: str = "") -> Grounded:
     docs = _norm(" ".join(f"{p.title} {p.section} {p.text}" for p in passages))
     doc_tokens = content_tokens(docs)
     out = Grounded(text="")
-    for sent in sentences(info):
+    for sent, cited in cited_sentences(info):
         why = unsupported_reason(sent, docs, doc_tokens, query)
         if why is None:
             out.kept.append(sent)
-            out.cited += [n for n in cited_numbers(sent) if n not in out.cited]
+            out.cited += [n for n in cited if n not in out.cited]
         else:
             out.dropped.append(sent)
             out.why.append(why)
