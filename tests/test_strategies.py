@@ -409,10 +409,12 @@ def test_self_ask_extraction_reads_top_passages_and_cites_all(retriever, opts, s
 
 
 def test_search_o1_repeat_guard_forces_the_answer(retriever) -> None:
-    """A model that keeps asking the query it already asked is stopped after ``max_refusals`` notices.
+    """A model that keeps asking the query it already asked is steered once, then its answer is forced.
 
     Recorded from qwen2.5-1.5b on HotpotQA: after one search it asked the same query eight more
-    times, each answered by the "already searched" notice, until the turn limit.
+    times, each answered by the "already searched" notice, until the turn limit.  Now the first
+    repeat gets the earlier result again with a push to search for something else; the second
+    forces the answer (finish reason ``repeat_limit``).
     """
 
     def script(payload: str | list[Message], params: GenParams) -> str:
@@ -425,10 +427,10 @@ def test_search_o1_repeat_guard_forces_the_answer(retriever) -> None:
     s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=2, max_steps=5, lang="en")
     r = s.run(QUESTION, filters=SCOPE)
     notes = [e.data.get("type") for e in r.trace.of("note")]
-    assert notes.count("repeated_query") == 2 and "repeat_guard" in notes
+    assert notes.count("repeated_query") == 1 and "repeat_guard" in notes
     reasoning_calls = [e for e in r.trace.of("llm") if str(e.data["step"]).startswith("reason ")]
-    assert len(reasoning_calls) == 3  # one search, two refused repeats, then the forced answer
-    assert r.finish_reason == "step_limit" and r.searches == 1
+    assert len(reasoning_calls) == 3  # one search, one steered repeat, then the forced answer
+    assert r.finish_reason == "repeat_limit" and r.searches == 1
 
 
 def test_self_ask_final_answer_drops_a_copied_repeat_notice(retriever) -> None:

@@ -31,7 +31,7 @@ from rich.table import Table
 
 from sleuth.cli.common import UserError, app, checked, console, console_err
 from sleuth.config import settings
-from sleuth.strategies.base import FINISHED, STEP_LIMIT, Event
+from sleuth.strategies.base import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Event
 
 QUICKSTART = Path("quickstart") / "wiki_passages.jsonl"
 OPT_HELP = (
@@ -39,7 +39,7 @@ OPT_HELP = (
     "true/false, numbers, JSON, else text. An unknown option is refused with the strategy's valid ones "
     "(docs/strategies.md lists them)."
 )
-OK_REASONS = {FINISHED, STEP_LIMIT}
+OK_REASONS = {FINISHED, STEP_LIMIT, REPEAT_LIMIT}
 
 
 def data_dir() -> Path:

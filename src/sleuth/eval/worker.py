@@ -28,7 +28,7 @@ from sleuth.strategies.registry import build_strategy
 SCHEMA = 1
 OK, FAILED = "ok", "failed"
 #: finish reasons that count as a completed run (anything else is a recorded failure)
-COMPLETED_REASONS = ("finished", "step_limit")
+COMPLETED_REASONS = ("finished", "step_limit", "repeat_limit")
 
 
 class _LazyLLM:

@@ -84,7 +84,7 @@ class AskResult(BaseModel):
     short_answer: str
     citations: list[PassageOut]
     finish_reason: str = Field(
-        description="finished, step_limit, llm_unavailable, search_unavailable, bad_input, error, timeout, ..."
+        description="finished, step_limit, repeat_limit, llm_unavailable, search_unavailable, bad_input, error, timeout, ..."
     )
     usage: UsageOut
     llm_calls: int

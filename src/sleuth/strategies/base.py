@@ -24,6 +24,7 @@ from sleuth.text_input import BadText, check_text
 #: finish reasons shared by all strategies
 FINISHED = "finished"  # the scaffold produced a final answer
 STEP_LIMIT = "step_limit"  # ran out of steps, answer forced
+REPEAT_LIMIT = "repeat_limit"  # kept repeating its own search queries, answer forced
 LLM_UNAVAILABLE = "llm_unavailable"
 SEARCH_UNAVAILABLE = "search_unavailable"
 BAD_INPUT = "bad_input"

@@ -202,7 +202,10 @@ class SearchO1Options(StrategyOptions):
     doc_chars: int = option(600, "characters of each passage Reason-in-Documents reads", minimum=1)
     max_prompt_chars: int = option(6000, "prompt size at which the final answer is forced", minimum=1)
     max_refusals: int = option(
-        2, "refused queries in a row (repeated, or over the search limit) after which the answer is forced", minimum=1
+        2,
+        "repeated or refused queries (in all, not only in a row) after which the answer is forced "
+        "(`repeat_limit` / `step_limit`)",
+        minimum=1,
     )
     batch_window_s: float = option(
         0.05, "batch mode: the longest a query waits to share a search batch (seconds)", minimum=0.0

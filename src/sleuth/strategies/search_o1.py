@@ -8,12 +8,22 @@ The algorithm, one question:
    last query counts): search q, then Reason-in-Documents (a separate call that
    reads the previous reasoning, the query and the documents and writes only the
    useful facts); insert the facts between ``<|begin_search_result|>`` and
-   ``<|end_search_result|>`` and go to 2.  Over the per-question search limit, or
-   for a query already searched, a short notice is inserted instead of searching
+   ``<|end_search_result|>`` and go to 2.  The facts are checked against the
+   passages (:mod:`sleuth.strategies.rid_support`): a sentence the documents do not
+   support is dropped; when none is left (or the model found nothing) the passage
+   sentence closest to the query is quoted, else "nothing found" is inserted
 4. the final answer is read from ``\\boxed{...}`` (or "Final answer:"); at the turn
-   limit, when the prompt is full, after ``max_refusals`` refused queries in a row or
-   when the model stops without either, it is forced by appending "... the final
-   answer is \\boxed{".
+   limit, when the prompt is full, after ``max_refusals`` refused queries or when the
+   model stops without either, it is forced by appending "... the final answer is
+   \\boxed{".
+
+The repeat guard steers: a query that repeats an earlier one (same content words, or
+a Jaccard overlap of at least 0.8) is not searched again; its earlier result is inserted
+again with an instruction to search for something different or to answer.  A completion
+that already gave a ``\\boxed{}`` answer and then repeats a query ends with that answer.
+After ``max_refusals`` repeated queries the answer is forced (finish reason
+``repeat_limit``); over the search limit the notice says so and the answer is forced
+after ``max_refusals`` refusals (``step_limit``).
 
 The steps are methods (:meth:`SearchO1.start_run`, :meth:`~SearchO1.reason`,
 :meth:`~SearchO1.search_queries`, :meth:`~SearchO1.condense`), so that
@@ -28,17 +38,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sleuth.search.base import Filters, Passage, SearchError
-from sleuth.strategies.base import FINISHED, STEP_LIMIT, Listener, Result, RunState, Strategy
+from sleuth.strategies.base import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Listener, Result, RunState, Strategy
 from sleuth.strategies.batch import StepBatch
 from sleuth.strategies.options import SearchO1Options
 from sleuth.strategies.parsing import (
     BEGIN_RESULT,
     END_QUERY,
     END_RESULT,
+    parse_boxed,
     parse_reason_in_documents,
     parse_search_o1,
 )
-from sleuth.strategies.text import clean_short, format_passages, normalize_query, sanitize, tail
+from sleuth.strategies.rid_support import closest_sentence, ground
+from sleuth.strategies.text import clean_short, format_passages, normalize_query, sanitize, similarity, tail
 
 STOPS = [END_QUERY, BEGIN_RESULT, "\nQuestion:", "\n问题："]
 _NOTHING = re.compile(
@@ -47,6 +59,7 @@ _NOTHING = re.compile(
     r"|没有找到|未找到|没有有用的信息|无有用信息|没有相关)",
     re.I,
 )
+NEAR_DUPLICATE = 0.8  # content-word Jaccard overlap at which a query repeats an earlier one
 
 
 @dataclass
@@ -58,9 +71,9 @@ class O1Run:
     start: int
     turns: int = 0
     searches: int = 0
-    seen: set[str] = field(default_factory=set)
+    results: dict[str, str] = field(default_factory=dict)  # each query searched -> the result inserted for it
     pending: str | None = None  # a query waiting for search
-    refused: int = 0  # consecutive queries answered with a notice instead of a search
+    refused: int = 0  # queries answered with a notice instead of a search (repeats, over the limit)
     done: bool = False
 
     @property
@@ -120,7 +133,7 @@ class SearchO1(Strategy):
         step = parse_search_o1(c.text)
         if step.query is not None:
             run.prompt += step.consumed + END_QUERY + "\n"
-            self._take_query(run, step.query)
+            self._take_query(run, step.query, answered=parse_boxed(c.text))
             return
         run.prompt += step.consumed
         if step.answer is not None:
@@ -140,10 +153,14 @@ class SearchO1(Strategy):
         st, query = run.st, run.pending or ""
         run.pending = None
         if self.retriever is None:
-            self.insert(run, self.prompt(st, "search_o1_unavailable"), note="no_retriever", query=query)
+            run.results[query] = self.insert(
+                run, self.prompt(st, "search_o1_unavailable"), note="no_retriever", query=query
+            )
             return
         if not passages:
-            self.insert(run, self.prompt(st, "search_o1_rid_empty"), note="no_passages", query=query)
+            run.results[query] = self.insert(
+                run, self.prompt(st, "search_o1_rid_empty"), note="no_passages", query=query
+            )
             return
         docs = format_passages(passages, max_chars=self.opts.doc_chars, budget=self.context_chars(st))
         c = self.ask(
@@ -154,14 +171,38 @@ class SearchO1(Strategy):
             step=f"reason-in-documents {run.searches}",
             max_tokens=self.opts.rid_max_tokens,
         )
-        info = sanitize(parse_reason_in_documents(c.text), 800) or self.prompt(st, "search_o1_rid_empty")
+        info = self._grounded(run, parse_reason_in_documents(c.text), passages, query)
         helpful = not _NOTHING.search(info)
         if helpful:  # passages the facts came from are citations; unhelpful ones are not
             st.cite(passages)
-        st.emit("reason_in_documents", query=query, info=info, passages=[p.id for p in passages], helpful=helpful)
+        run.results[query] = info
         run.prompt += f"{BEGIN_RESULT} {info} {END_RESULT}\n"
 
+    def _grounded(self, run: O1Run, raw: str, passages: list[Passage], query: str) -> str:
+        """The sentences the passages support (:mod:`~sleuth.strategies.rid_support`); when none
+        is left, the passage sentence closest to the query, quoted; else "nothing found"."""
+        g = ground(raw, passages, query) if raw and not _NOTHING.search(raw) else None
+        info = sanitize(g.text if g is not None else raw, 800)
+        data: dict[str, object] = {}
+        if g is not None:
+            data = {
+                "cited": [passages[n - 1].id for n in g.cited if 0 < n <= len(passages)],
+                "dropped": [{"sentence": d, "why": w} for d, w in zip(g.dropped, g.why, strict=True)],
+            }
+        if not info or _NOTHING.search(info):
+            quote = closest_sentence(query, passages)
+            if quote is not None:
+                info = self.prompt(run.st, "search_o1_rid_quote", quote=sanitize(quote, 400))
+                data["quoted"] = True
+        info = info or self.prompt(run.st, "search_o1_rid_empty")
+        helpful = not _NOTHING.search(info)
+        run.st.emit(
+            "reason_in_documents", query=query, info=info, passages=[p.id for p in passages], helpful=helpful, **data
+        )
+        return info
+
     def search_failed(self, run: O1Run, e: Exception) -> None:
+        run.results[run.pending or ""] = self.prompt(run.st, "search_o1_unavailable")
         run.pending = None
         self.insert(run, self.prompt(run.st, "search_o1_unavailable"), note="search_failed", query=str(e)[:200])
 
@@ -180,43 +221,73 @@ class SearchO1(Strategy):
             return True
         return False
 
-    def _take_query(self, run: O1Run, query: str) -> None:
-        """Queue the query for search, or answer it with a notice (search limit, repeated query)."""
+    def _take_query(self, run: O1Run, query: str, answered: str | None = None) -> None:
+        """Queue the query for search, or answer it with a notice (search limit, repeated query).
+
+        ``answered``: a ``\\boxed{}`` answer the same completion gave before the query.
+        """
         key = normalize_query(query)
-        refusal = self._refusal(run, key)
-        if refusal is not None:
-            self._refuse(run, query, *refusal)
+        earlier = self._earlier(run, key)
+        if earlier is not None:
+            self._repeated(run, query, earlier, answered)
             return
-        run.refused = 0
-        run.seen.add(key)
+        if run.searches >= self.max_searches:
+            self._refuse(run, query)
+            return
+        run.results[query] = ""
         run.searches += 1
         run.pending = query
         run.st.emit("follow_up", question=query, step=run.turns, type="search_query")
 
-    def _refusal(self, run: O1Run, key: str) -> tuple[str, str] | None:
-        """(notice template, note type) when the query is not to be searched."""
-        if run.searches >= self.max_searches:
-            return ("search_o1_limit", "search_limit")
-        if key in run.seen:
-            return ("search_o1_repeat", "repeated_query")
-        return None
+    def _earlier(self, run: O1Run, key: str) -> str | None:
+        """The earlier query that ``key`` repeats: the same content words, or a near duplicate."""
+        same = next((q for q in run.results if normalize_query(q) == key), None)
+        if same is not None:
+            return same
+        best = max(run.results, key=lambda q: similarity(key, q), default=None)
+        return best if best is not None and similarity(key, best) >= NEAR_DUPLICATE else None
 
-    def _refuse(self, run: O1Run, query: str, template: str, note: str) -> None:
-        """Insert the notice; after ``max_refusals`` in a row, force the answer."""
-        self.insert(run, self.prompt(run.st, template), note=note, query=query)
+    def _repeated(self, run: O1Run, query: str, earlier: str, answered: str | None) -> None:
+        """Steer a repeated query: its earlier result again and a push to something new; force after N."""
+        st = run.st
+        if answered is not None:  # "... \\boxed{X} <|begin_search_query|> (an old query)": X is the answer
+            st.emit("note", type="answer_before_repeat", query=query, repeat_of=earlier, answer=answered)
+            self.set_answer(run, answered, FINISHED)
+            return
+        run.refused += 1
+        result = run.results[earlier]
+        if run.refused >= self.opts.max_refusals:
+            st.emit(
+                "note",
+                type="repeat_guard",
+                query=query,
+                repeat_of=earlier,
+                message=f"{run.refused} repeated or refused queries; forcing the final answer",
+            )
+            run.prompt += f"{BEGIN_RESULT} {result} {END_RESULT}\n"
+            self.force_answer(run, REPEAT_LIMIT)
+            return
+        notice = self.prompt(st, "search_o1_repeat", query=sanitize(earlier, 200), result=result)
+        st.emit("note", type="repeated_query", query=query, repeat_of=earlier, message=notice)
+        run.prompt += f"{BEGIN_RESULT} {notice} {END_RESULT}\n"
+
+    def _refuse(self, run: O1Run, query: str) -> None:
+        """Over the search limit: insert the notice; after ``max_refusals`` refusals, force the answer."""
+        self.insert(run, self.prompt(run.st, "search_o1_limit"), note="search_limit", query=query)
         run.refused += 1
         if run.refused >= self.opts.max_refusals:
             run.st.emit(
                 "note",
                 type="repeat_guard",
-                message=f"{run.refused} refused queries in a row; forcing the final answer",
+                message=f"{run.refused} repeated or refused queries; forcing the final answer",
             )
             self.force_answer(run, STEP_LIMIT)
 
     # -- writing into the reasoning ----------------------------------------------------
-    def insert(self, run: O1Run, notice: str, *, note: str, query: str) -> None:
+    def insert(self, run: O1Run, notice: str, *, note: str, query: str) -> str:
         run.st.emit("note", type=note, query=query, message=notice)
         run.prompt += f"{BEGIN_RESULT} {notice} {END_RESULT}\n"
+        return notice
 
     def force_answer(self, run: O1Run, reason: str) -> None:
         run.prompt += self.prompt(run.st, "search_o1_force")
