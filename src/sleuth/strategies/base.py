@@ -239,8 +239,12 @@ class Strategy:
 
     @staticmethod
     def finish(st: RunState) -> Result:
-        """Fill citations from what was cited, emit ``error``/``answer``."""
+        """Fit the short answer to the question's answer type, fill citations from what was
+        cited, emit ``error``/``answer``."""
+        from sleuth.strategies.short_fit import fit_short_answer  # local: keep base import-light
+
         result = st.result
+        fit_short_answer(st)
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
         if not result.citations and st.cited:
