@@ -59,14 +59,23 @@ class AnswerType:
 _WS = re.compile(r"\s+")
 _AUX = r"(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might|must)"
 _YESNO_EN = re.compile(rf"^{_AUX}\b", re.I)
-_OPT = r"([^,?]{1,80}?)"
-#: "…, A or B?"  /  "… A or B?" after a comparative or "first"
-_OR_TAIL = re.compile(rf",\s*{_OPT}\s+or\s+{_OPT}\s*\??$", re.I)
+_OPT = r"([^,:?]{1,80}?)"
+_CMP_WORD = (
+    r"(?:older|younger|earlier|later|first|last|bigger|larger|smaller|taller|shorter|longer|higher|lower|closer"
+    r"|further|farther|newer|greater|fewer|wider|deeper|heavier|faster|slower|recently)"
+)
+_CMP = rf"(?:{_CMP_WORD}|more\s+\w+|less\s+\w+)"
+#: "…, A or B?"  /  "…: A or B?"  /  "Who is older A or B?" (the options after a comparative)
+_OR_TAIL = re.compile(rf"(?:[,:]|\b{_CMP})\s*{_OPT},?\s+or\s+{_OPT}\s*\??$", re.I)
 #: "Which director, A or B, is …?"
-_OR_MID = re.compile(rf"^(?:who|which|what)\b[^,?]{{0,40}},\s*{_OPT}\s+or\s+{_OPT}\s*,", re.I)
-#: "Between A and B, who …?"  /  "Between A and B who …?"
-_BETWEEN = re.compile(r"^between\s+([^,?]{1,80}?)\s+and\s+([^,?]{1,80}?)\s*(?:,|\s(?=who|which|what))", re.I)
-#: "Who/Which … first/more/older: A or B?" written without a comma: "Is A or B older?"
+_OR_MID = re.compile(rf"^(?:who|which|what)\b[^,?]{{0,40}},\s*{_OPT},?\s+or\s+{_OPT}\s*,", re.I)
+#: "Between A and B, who …?"  /  "In between A and B which …?"
+_BETWEEN = re.compile(
+    r"^(?:in\s+)?between\s+([^,?]{1,80}?)\s+and\s+([^,?]{1,80}?)\s*(?:,|\s(?=who|which|what))", re.I
+)
+#: "Who was born first of A and B?"
+_OF_AND = re.compile(rf"\b{_CMP_WORD}\s+(?:of|between)\s+([^,?]{{1,80}}?)\s+and\s+([^,?]{{1,80}}?)\s*\??$", re.I)
+#: "Is A or B older?"
 _OR_AUX = re.compile(rf"^{_AUX}\s+(?:the\s+)?{_OPT}\s+or\s+(?:the\s+)?{_OPT}\s+(\w+er|more|less|first)\b", re.I)
 
 _COUNT_EN = re.compile(r"\bhow\s+many\b", re.I)
@@ -106,8 +115,12 @@ _WH_EN: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+_DESCRIPTOR = re.compile(r"^(?:[a-z][\w-]*\s+)+(?=[A-Z0-9\"“])")
+
+
 def _options(found: tuple[str, str]) -> tuple[str, ...]:
-    opts = tuple(_WS.sub(" ", o).strip(" \"'“”") for o in found)
+    """The two options, without a lower-case descriptor before a name ("two scientists A" -> "A")."""
+    opts = tuple(_DESCRIPTOR.sub("", _WS.sub(" ", o).strip()).strip(" \"'“”") for o in found)
     if all(opts) and opts[0].lower() != opts[1].lower():
         return opts
     return ()
@@ -119,7 +132,7 @@ def _answer_type_en(q: str) -> AnswerType:
         if m and (opts := _options((m.group(1), m.group(2)))):
             return AnswerType(CHOICE, opts)
         return AnswerType(YESNO)
-    for pat in (_OR_MID, _BETWEEN, _OR_TAIL):
+    for pat in (_OR_MID, _BETWEEN, _OR_TAIL, _OF_AND):
         m = pat.search(q)
         if m and (opts := _options((m.group(1), m.group(2)))):
             return AnswerType(CHOICE, opts)
@@ -139,7 +152,7 @@ def _answer_type_en(q: str) -> AnswerType:
 
 # -- Chinese ------------------------------------------------------------------------
 
-_CHOICE_ZH = re.compile(r"([^，,？?。]{1,30}?)还是([^，,？?。]{1,30}?)[？?]?$")
+_CHOICE_ZH = re.compile(r"([^，,？?。]{1,30}?)还是([^，,？?。更较]{1,30})(?:(?:更|比较|较)[^，,？?。]*)?[？?]?$")
 _BETWEEN_ZH = re.compile(
     r"([^，,？?。和与]{1,30})(?:和|与|跟)([^，,？?。和与]{1,30}?)(?:之间|两者|两人)?(?:中|里)?[，,]?(?:谁|哪个|哪一个|哪位)"
 )

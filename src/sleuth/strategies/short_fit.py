@@ -87,7 +87,10 @@ def fit_option(short: str, options: tuple[str, ...]) -> str | None:
     a, b = options
     has_a, has_b = _names(short, a, b), _names(short, b, a)
     if has_a != has_b:
-        return a if has_a else b
+        pick = a if has_a else b
+        # a name, not a sentence ("Edward Lucky McKee" for the option "Lucky McKee"), stays as written
+        sentence = _NEG_EN.search(short) or any(w.lower() in _LINK for w in short.split())
+        return pick if sentence else short
     if not has_a:
         return None
     m = _THAN.search(short)  # "A was born earlier than B"
@@ -269,6 +272,20 @@ def last_part(short: str) -> str:
     return parts[-1] if 1 < len(parts) <= 3 and len(parts[-1].split()) <= 4 else short
 
 
+_ZH_SENT = re.compile(r"(?<=[。！；])")
+_ZH_NUM = re.compile(r"\d+(?:\.\d+)?\s*(?:%|％|个自然日|个工作日|自然日|工作日|天|日|年|个月|月|元|万元|人|次|个|倍|岁)?")
+
+
+def _fit_zh(short: str, t: AnswerType) -> str:
+    """Chinese: the first sentence; for a number question the one number (with its unit) it states."""
+    s = next((p for p in _ZH_SENT.split(short) if p.strip()), short).rstrip("。！； ").strip() or short
+    if t.kind == NUMBER:
+        nums = _ZH_NUM.findall(s)
+        if len(nums) == 1 and nums[0] != s:
+            return nums[0].strip()
+    return s
+
+
 # -- together -------------------------------------------------------------------------------
 
 
@@ -283,7 +300,7 @@ def fit_short(question: str, short: str, atype: AnswerType | None = None) -> str
     if t.kind == YESNO:
         return fit_yes_no(s) or s
     if _HAN.search(s):
-        return s
+        return _fit_zh(s, t)
     s = drop_parenthesis(first_sentence(s))
     s = trim_restatement(question, s)
     if t.kind == NUMBER and t.detail == "count":
