@@ -292,7 +292,7 @@ def _fit_zh(short: str, t: AnswerType) -> str:
 def fit_short(question: str, short: str, atype: AnswerType | None = None) -> str:
     """``short`` fitted to what ``question`` expects (see the module docstring); never longer."""
     s = (short or "").strip()
-    if not s:
+    if not s or len(s) > 2000:  # nothing to fit, or no span at all: left as it is
         return short
     t = atype or answer_type(question)
     if t.kind == CHOICE:
