@@ -260,3 +260,28 @@ def test_the_extraction_prompt_states_the_expected_type() -> None:
     assert r.short_answer == "1915"
     prompts = [str(m["content"]) for call in llm.calls for m in call.payload if isinstance(m, dict)]
     assert "a date or a year" in prompts[0] and "The question asks for a date or a year." in prompts[1]
+
+
+def test_one_name_for_a_question_that_asks_for_one() -> None:
+    # rag and rat, musique (gold "Karl Renner"): a hedged list, its first item
+    assert fit_short("Who was in charge of Austria?", "Karl Renner and Adolf Schärf") == "Karl Renner"
+    # step-back, musique (gold "Houston Astros")
+    assert (
+        fit_short("Which sports team was Barry Wesson a member of?", "Houston Astros, Anaheim Angels")
+        == "Houston Astros"
+    )
+    # a question in the plural keeps its list
+    q = "Who were the founders of Sleuth's first sponsor?"
+    assert fit_short(q, "Karl Renner and Adolf Schärf") == "Karl Renner and Adolf Schärf"
+    # self-ask, musique (gold "Seattle"): the city of "City, State"
+    assert fit_short("What city was Pearl Jam formed in?", "Seattle, Washington") == "Seattle"
+
+
+def test_a_relative_who_does_not_decide_the_type() -> None:
+    # tuning run (hotpotqa/train): the question asks "how much", its "who" is a relative pronoun
+    q = (
+        "Gerald Grosvenor, 6th Duke of Westminster was succeeded by the British aristocrat "
+        "who is estimated to be worth how much?"
+    )
+    assert answer_type(q).kind == NUMBER
+    assert answer_type("The Nigeria was named for whom?").kind == PERSON

@@ -70,9 +70,7 @@ _OR_TAIL = re.compile(rf"(?:[,:]|\b{_CMP})\s*{_OPT},?\s+or\s+{_OPT}\s*\??$", re.
 #: "Which director, A or B, is …?"
 _OR_MID = re.compile(rf"^(?:who|which|what)\b[^,?]{{0,40}},\s*{_OPT},?\s+or\s+{_OPT}\s*,", re.I)
 #: "Between A and B, who …?"  /  "In between A and B which …?"
-_BETWEEN = re.compile(
-    r"^(?:in\s+)?between\s+([^,?]{1,80}?)\s+and\s+([^,?]{1,80}?)\s*(?:,|\s(?=who|which|what))", re.I
-)
+_BETWEEN = re.compile(r"^(?:in\s+)?between\s+([^,?]{1,80}?)\s+and\s+([^,?]{1,80}?)\s*(?:,|\s(?=who|which|what))", re.I)
 #: "Who was born first of A and B?"
 _OF_AND = re.compile(rf"\b{_CMP_WORD}\s+(?:of|between)\s+([^,?]{{1,80}}?)\s+and\s+([^,?]{{1,80}}?)\s*\??$", re.I)
 #: "Is A or B older?"
@@ -118,6 +116,10 @@ _WH_EN: tuple[tuple[str, re.Pattern[str]], ...] = (
 _DESCRIPTOR = re.compile(r"^(?:[a-z][\w-]*\s+)+(?=[A-Z0-9\"“])")
 
 
+#: a question that opens with its interrogative (after at most two words: "In what city …")
+_WH_OPENS = re.compile(r"^(?:\S+\s+){0,2}?(?:who|whom|whose|what|which|when|where|how)\b", re.I)
+
+
 def _options(found: tuple[str, str]) -> tuple[str, ...]:
     """The two options, without a lower-case descriptor before a name ("two scientists A" -> "A")."""
     opts = tuple(_DESCRIPTOR.sub("", _WS.sub(" ", o).strip()).strip(" \"'“”") for o in found)
@@ -136,10 +138,15 @@ def _answer_type_en(q: str) -> AnswerType:
         m = pat.search(q)
         if m and (opts := _options((m.group(1), m.group(2)))):
             return AnswerType(CHOICE, opts)
-    found = [(m.start(), i) for i, (_, pat) in enumerate(_WH_EN) if (m := pat.search(q))]
-    if not found:
+    if _WH_OPENS.match(q):  # "Who was president when …": the opening interrogative
+        found = [(m.start(), i) for i, (_, pat) in enumerate(_WH_EN) if (m := pat.search(q))]
+        pick = min(found) if found else None
+    else:  # "… the aristocrat who is estimated to be worth how much?": the last one asks
+        found = [(-ms[-1].start(), i) for i, (_, pat) in enumerate(_WH_EN) if (ms := list(pat.finditer(q)))]
+        pick = min(found) if found else None
+    if pick is None:
         return AnswerType(ENTITY)
-    kind = _WH_EN[min(found)[1]][0]
+    kind = _WH_EN[pick[1]][0]
     if kind == NUMBER:
         return AnswerType(NUMBER, detail="count" if _COUNT_EN.search(q) else "")
     if kind == DATE:

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING
 from sleuth.strategies.answer_type import (
     CHOICE,
     DATE,
+    ENTITY,
     NUMBER,
+    PERSON,
     PLACE,
     YESNO,
     AnswerType,
@@ -273,7 +275,9 @@ def last_part(short: str) -> str:
 
 
 _ZH_SENT = re.compile(r"(?<=[。！；])")
-_ZH_NUM = re.compile(r"\d+(?:\.\d+)?\s*(?:%|％|个自然日|个工作日|自然日|工作日|天|日|年|个月|月|元|万元|人|次|个|倍|岁)?")
+_ZH_NUM = re.compile(
+    r"\d+(?:\.\d+)?\s*(?:%|％|个自然日|个工作日|自然日|工作日|天|日|年|个月|月|元|万元|人|次|个|倍|岁)?"
+)
 
 
 def _fit_zh(short: str, t: AnswerType) -> str:
@@ -284,6 +288,32 @@ def _fit_zh(short: str, t: AnswerType) -> str:
         if len(nums) == 1 and nums[0] != s:
             return nums[0].strip()
     return s
+
+
+_PLURAL_Q = re.compile(
+    r"\b(?:are|were|have|both|all|list|name\s+\w+)\b|\b\w+(?:ies|[^s]s)\s+(?:are|were|did|do)\b", re.I
+)
+_ITEMS = re.compile(r",\s*(?:and\s+)?|\s+and\s+|\s*;\s*")
+
+
+def first_item(question: str, short: str) -> str:
+    """The first of several names listed for a question that asks for one ("Who was …?").
+
+    A list of short items ("Karl Renner and Adolf Schärf") is the model hedging; its first
+    item is the one it put first.  A question in the plural, or a long item, keeps the list.
+    """
+    if _PLURAL_Q.search(question):
+        return short
+    items = [p.strip() for p in _ITEMS.split(short) if p.strip()]
+    if len(items) < 2 or any(len(p.split()) > 5 for p in items):
+        return short
+    return items[0]
+
+
+def first_part(short: str) -> str:
+    """ "Seattle, Washington" -> "Seattle" (the city of a comma-separated place)."""
+    parts = [p.strip() for p in short.split(",") if p.strip()]
+    return parts[0] if 1 < len(parts) <= 3 and len(parts[0].split()) <= 4 else short
 
 
 # -- together -------------------------------------------------------------------------------
@@ -309,6 +339,10 @@ def fit_short(question: str, short: str, atype: AnswerType | None = None) -> str
         s = only_year(s) or s
     elif t.kind == PLACE and t.detail == "country":
         s = last_part(s)
+    elif t.kind == PLACE and t.detail == "city":
+        s = first_part(s)
+    elif t.kind in (PERSON, ENTITY):
+        s = first_item(question, s)
     return s
 
 
