@@ -285,3 +285,12 @@ def test_a_relative_who_does_not_decide_the_type() -> None:
     )
     assert answer_type(q).kind == NUMBER
     assert answer_type("The Nigeria was named for whom?").kind == PERSON
+
+
+def test_a_comparison_that_asks_for_a_year_expects_a_year() -> None:
+    # hotpotqa/train (gold "1907")
+    q = (
+        "What is the year of the event which orrurred first, Beecher's Handmade Cheese was founded, "
+        "or Pike Place Market opened?"
+    )
+    assert answer_type(q) == AnswerType(DATE, detail="year")

@@ -134,10 +134,13 @@ def _answer_type_en(q: str) -> AnswerType:
         if m and (opts := _options((m.group(1), m.group(2)))):
             return AnswerType(CHOICE, opts)
         return AnswerType(YESNO)
-    for pat in (_OR_MID, _BETWEEN, _OR_TAIL, _OF_AND):
-        m = pat.search(q)
-        if m and (opts := _options((m.group(1), m.group(2)))):
-            return AnswerType(CHOICE, opts)
+    # "What is the year of the event which occurred first, A or B?" asks for a year, not an option
+    opens_with = next((k for k, pat in _WH_EN if (m := pat.match(q)) and m.start() == 0), None)
+    if opens_with not in (DATE, NUMBER):
+        for pat in (_OR_MID, _BETWEEN, _OR_TAIL, _OF_AND):
+            m = pat.search(q)
+            if m and (opts := _options((m.group(1), m.group(2)))):
+                return AnswerType(CHOICE, opts)
     if _WH_OPENS.match(q):  # "Who was president when …": the opening interrogative
         found = [(m.start(), i) for i, (_, pat) in enumerate(_WH_EN) if (m := pat.search(q))]
         pick = min(found) if found else None
