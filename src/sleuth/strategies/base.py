@@ -19,6 +19,7 @@ from typing import Any
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
 from sleuth.strategies.options import StrategyOptions
+from sleuth.strategies.short_fit import fit_short_answer
 from sleuth.text_input import BadText, check_text
 
 #: finish reasons shared by all strategies
@@ -239,12 +240,9 @@ class Strategy:
 
     @staticmethod
     def finish(st: RunState) -> Result:
-        """Fit the short answer to the question's answer type, fill citations from what was
-        cited, emit ``error``/``answer``."""
-        from sleuth.strategies.short_fit import fit_short_answer  # local: keep base import-light
-
+        """Fill citations from what was cited, emit ``error``/``answer``."""
         result = st.result
-        fit_short_answer(st)
+        fit_short_answer(st)  # the short answer fitted to the question's answer type (short_fit.py)
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
         if not result.citations and st.cited:
