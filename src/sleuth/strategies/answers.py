@@ -10,18 +10,12 @@ import re
 from collections.abc import Callable
 
 from sleuth.search.base import Passage
-from sleuth.strategies.answer_type import answer_type
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.parsing import parse_cot
 from sleuth.strategies.text import cited_numbers, clean_short
 
 # "<short answer>" copied from the instruction instead of an answer
 _PLACEHOLDER = re.compile(r"<[^<>]{0,40}>")
-
-
-def expected(st: RunState, question: str) -> str:
-    """The answer ``question`` expects, in words of the run's language (the prompts' ``$expected``)."""
-    return answer_type(question).expected(st.result.lang)
 
 
 def short_answer(
@@ -37,7 +31,7 @@ def short_answer(
     When the line is missing (or holds the instruction's ``<short answer>``
     placeholder), a ``parse_fallback`` note is emitted and one short call
     (``short_answer.txt``, step ``short answer``, as RAT's last step) reads the
-    answer of the expected type (:mod:`~sleuth.strategies.answer_type`) out of the reasoning; ``last_resort(body)`` is the answer only when
+    answer out of the reasoning; ``last_resort(body)`` is the answer only when
     that call returns nothing.
     """
     body, short = parse_cot(reply)
@@ -46,7 +40,7 @@ def short_answer(
     st.emit("note", message="no 'So the answer is:' line; asking for the short answer", type="parse_fallback")
     sc = strategy.ask(
         st,
-        strategy.prompt(st, "short_answer", question=question, answer=body[-1500:], expected=expected(st, question)),
+        strategy.prompt(st, "short_answer", question=question, answer=body[-1500:]),
         step="short answer",
         max_tokens=32,
     )

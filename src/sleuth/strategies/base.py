@@ -262,9 +262,16 @@ class Strategy:
 
     # -- prompt helpers ---------------------------------------------------------
     def prompt(self, st: RunState, name: str, **fields: Any) -> str:
-        """Render ``prompts/<lang>/<name>.txt`` in the run's language."""
-        from sleuth.strategies.prompts import render  # local: keep base import-light
+        """Render ``prompts/<lang>/<name>.txt`` in the run's language.
 
+        A template may also use ``$expected``: the answer the question expects, in words
+        (:meth:`~sleuth.strategies.answer_type.AnswerType.expected`: "a date or a year", …).
+        """
+        from sleuth.strategies.answer_type import answer_type  # local: keep base import-light
+        from sleuth.strategies.prompts import render
+
+        if "expected" not in fields:
+            fields["expected"] = answer_type(st.result.question).expected(st.result.lang)
         return render(name, st.result.lang, **fields)
 
     def context_chars(self, st: RunState) -> int:

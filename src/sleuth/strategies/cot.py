@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sleuth.strategies.answers import expected, last_line, short_answer
+from sleuth.strategies.answers import last_line, short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import CoTOptions
 
@@ -20,6 +20,6 @@ class ChainOfThought(Strategy):
     Options = CoTOptions
 
     def solve(self, question: str, st: RunState) -> None:
-        c = self.ask(st, self.prompt(st, "cot", question=question, expected=expected(st, question)), step="reason")
+        c = self.ask(st, self.prompt(st, "cot", question=question), step="reason")
         st.result.short_answer = short_answer(self, st, question, c.text, last_resort=last_line)
         st.result.answer = c.text.strip()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sleuth.strategies.answers import expected, pick_cited, short_answer
+from sleuth.strategies.answers import pick_cited, short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import RAGOptions
 from sleuth.strategies.text import clean_short, format_passages
@@ -26,8 +26,7 @@ class RAG(Strategy):
         if not passages:
             st.emit("note", message="search found nothing; answering without documents", type="no_passages")
         docs = format_passages(passages, budget=self.context_chars(st)) if passages else "(no documents found)"
-        prompt = self.prompt(st, "rag", question=question, documents=docs, expected=expected(st, question))
-        c = self.ask(st, prompt, step="answer")
+        c = self.ask(st, self.prompt(st, "rag", question=question, documents=docs), step="answer")
         st.result.short_answer = short_answer(self, st, question, c.text, last_resort=clean_short)
         st.result.answer = c.text.strip()
         st.result.citations = pick_cited(c.text, passages)

@@ -17,7 +17,6 @@ import difflib
 
 from sleuth.llm.base import LLMError
 from sleuth.search.base import Passage, SearchError
-from sleuth.strategies.answers import expected
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import RATOptions
 from sleuth.strategies.parsing import parse_long_answer, parse_query, parse_revision, split_paragraphs
@@ -101,9 +100,7 @@ class RAT(Strategy):
         if short is None:
             sc = self.ask(
                 st,
-                self.prompt(
-                    st, "short_answer", question=question, answer=answer[-1500:], expected=expected(st, question)
-                ),
+                self.prompt(st, "short_answer", question=question, answer=answer[-1500:]),
                 step="short answer",
                 max_tokens=32,
             )
