@@ -328,7 +328,8 @@ def fit_short(question: str, short: str, atype: AnswerType | None = None) -> str
     if t.kind == CHOICE:
         return fit_option(s, t.options) or s
     if t.kind == YESNO:
-        return fit_yes_no(s) or s
+        yn = fit_yes_no(s)
+        return s if yn is None or yn == s.lower() else yn  # "Yes" stays as written
     if _HAN.search(s):
         return _fit_zh(s, t)
     s = drop_parenthesis(first_sentence(s))
