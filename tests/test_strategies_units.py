@@ -189,7 +189,8 @@ def test_answer_line_present_means_one_call(name: str, paris_index) -> None:
 
 
 def test_empty_extraction_keeps_a_span() -> None:
-    """An extraction call that returns nothing leaves CoT the last line of its reasoning."""
+    """An extraction call that returns nothing leaves CoT the last line of its reasoning,
+    cut to the words that answer the question (the rest restates it)."""
     llm = ScriptedLLM(["Step one.\nParis is the capital [1].", ""])
     cot = get_strategy("cot", llm, None).run("What is the capital of France?")
-    assert cot.short_answer == "Paris is the capital"
+    assert cot.short_answer == "Paris"

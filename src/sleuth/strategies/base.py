@@ -19,6 +19,7 @@ from typing import Any
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
 from sleuth.strategies.options import StrategyOptions
+from sleuth.strategies.short_fit import fit_short_answer
 from sleuth.text_input import BadText, check_text
 
 #: finish reasons shared by all strategies
@@ -242,6 +243,7 @@ class Strategy:
     def finish(st: RunState) -> Result:
         """Fill citations from what was cited, emit ``error``/``answer``."""
         result = st.result
+        fit_short_answer(st)  # the short answer fitted to the question's answer type (short_fit.py)
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
         if not result.citations and st.cited:
@@ -261,9 +263,16 @@ class Strategy:
 
     # -- prompt helpers ---------------------------------------------------------
     def prompt(self, st: RunState, name: str, **fields: Any) -> str:
-        """Render ``prompts/<lang>/<name>.txt`` in the run's language."""
-        from sleuth.strategies.prompts import render  # local: keep base import-light
+        """Render ``prompts/<lang>/<name>.txt`` in the run's language.
 
+        A template may also use ``$expected``: the answer the question expects, in words
+        (:meth:`~sleuth.strategies.answer_type.AnswerType.expected`: "a date or a year", …).
+        """
+        from sleuth.strategies.answer_type import answer_type  # local: keep base import-light
+        from sleuth.strategies.prompts import render
+
+        if "expected" not in fields:
+            fields["expected"] = answer_type(st.result.question).expected(st.result.lang)
         return render(name, st.result.lang, **fields)
 
     def context_chars(self, st: RunState) -> int:
