@@ -21,11 +21,18 @@ Small-model failure modes handled here: variant spellings of the scaffold
 (see :func:`~sleuth.strategies.parsing.parse_self_ask`), the model answering
 its own follow-up (its answer is dropped and the follow-up is searched), and
 follow-ups that restate the question (token overlap >= ``restate_threshold``)
-or repeat a previous follow-up (:func:`~sleuth.strategies.text.is_repeat`:
-nothing new asked): a restated question is searched once; a repeat gets
+or repeat a previous follow-up (:func:`~sleuth.strategies.self_ask_questions.asks_nothing_new`:
+the same kind of fact and no new word): a restated question is searched once; a repeat gets
 the earlier answer plus a request for a different sub-question, and a second
 repeat moves straight to the final answer.  Every path consumes a step, so
 the loop always ends.
+
+Comparison questions (the question names its options: "A or B", "between A and B",
+"are A and B both"; :mod:`~sleuth.strategies.self_ask_questions`): a follow-up that
+skips the decomposition (restates the comparison, asks about no option, or only who an
+option is) is replaced by one follow-up per option asking the compared attribute
+(``self_ask_option.txt``), and the final answer is one of the options (or yes/no);
+when it names none, one short call chooses (``self_ask_choose.txt``).
 """
 
 from __future__ import annotations
@@ -306,7 +313,8 @@ class SelfAsk(Strategy):
     def _option_questions(self, run: _Scaffold, todo: list[str]) -> list[str]:
         """For each option, the model's follow-up asking the compared attribute of it alone;
         the prompt grows by one ``About <option>:`` line per option (prefix-cache friendly)."""
-        st, w = run.st, run.words
+        st, w, cmp = run.st, run.words, run.cmp
+        assert cmp is not None
         prompt = self.prompt(st, "self_ask_option", question=run.question, option=todo[0])
         out: list[str] = []
         for i, option in enumerate(todo):
@@ -314,7 +322,7 @@ class SelfAsk(Strategy):
                 prompt += "\n" + w["about"] + option + w["colon"]
             c = self.generate(st, prompt, step=f"option {run.steps}.{i + 1}", stop=["\n"], max_tokens=48)
             question = _one_line(c.text, 300).strip("\"'“”「」 ")
-            if not question or not names(question, option) or len(named(question, run.cmp.options)) > 1:
+            if not question or not names(question, option, cmp.options) or len(named(question, cmp.options)) > 1:
                 st.emit("note", type="option_fallback", option=option, completion=c.text[:200])
                 question = f"{option}: {run.question}" if not question else f"{option}: {question}"
             prompt += run.sep + question

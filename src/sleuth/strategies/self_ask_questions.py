@@ -36,10 +36,15 @@ _BOTH = re.compile(
 _BOTH_IN = re.compile(r"\bboth\s+(?:the\s+)?(?P<a>[A-Z].*?)\s+and\s+(?:the\s+)?(?P<b>[A-Z].*?)(?:\s+(?=[a-z])|[?,]|$)")
 _QUOTED = re.compile(r"[\"“]([^\"“”]+)[\"”]")
 _LEAD_AUX = re.compile(r"^\s*(?:(?:is|are|was|were|do|does|did)\s+)?(?:the\s+)?", re.I)
-_ZH_AND = re.compile(r"^(?P<a>[^，,？?]+?)(?:和|与|跟)(?P<b>[^，,？?]+?)(?:之间|两者|两人|中|当中)?(?:谁|哪)")
+#: "A和B谁更…" / "A与B哪个…更…": two names, then who/which, then a comparative
+_ZH_AND = re.compile(
+    r"^(?P<a>[^，,？?和与跟]{1,20})(?:和|与|跟)(?P<b>[^，,？?和与跟的]{1,20}?)(?:之间|两者|两人|中|当中)?"
+    r"(?:谁|哪)[^，,？?]*?(?:更|比较|较|最|先|早于|晚于)"
+)
 _CAP_RUN = re.compile(r"(?:[A-Z0-9\"'“][\w'’.&-]*(?:\s+(?:of|the|de|del|la|le|von|van|and|in|on|for|'s)\s+|\s+)?)+")
 _LEAD = re.compile(r"^(?:the\s+)?(?:both\s+)?", re.I)
 _MAX_WORDS = 8
+_MAX_CHARS = 400  # a comparison is a short question; bounded work on anything longer
 
 #: what a question asks for (its question word): a follow-up asking another kind of fact is not a repeat
 _ASKS = (
@@ -148,7 +153,7 @@ def _pair(a: str, b: str) -> tuple[str, str] | None:
 
 def find_comparison(question: str) -> Comparison | None:
     """The options ``question`` names ("A or B", "between A and B", "are A and B both"), or ``None``."""
-    q = unicodedata.normalize("NFKC", question or "").strip()
+    q = unicodedata.normalize("NFKC", (question or "")[:_MAX_CHARS]).strip()
     if re.search(r"[\u4e00-\u9fff]", q):
         zh = _zh_options(q)
         if not zh:
@@ -169,21 +174,25 @@ def find_comparison(question: str) -> Comparison | None:
     return Comparison(found, choice=False, yes_no=yes_no)
 
 
-def names(text: str, option: str) -> bool:
-    """Whether ``text`` names ``option``: the option verbatim, or most of its words."""
+def names(text: str, option: str, others: tuple[str, ...] = ()) -> bool:
+    """Whether ``text`` names ``option``: verbatim, or at least half of the words that set it
+    apart from the ``others`` ("Salmita Mine" / "Kanichee Mine": "mine" names neither)."""
     if option.lower() in (text or "").lower():
         return True
     want = content_tokens(option)
+    for other in others:
+        if other != option:
+            want -= content_tokens(other)
     if not want:
         return False
-    have = content_tokens(text)
-    return len(want & have) * 2 > len(want) or (len(want) >= 2 and len(want & have) * 2 >= len(want))
+    hits = len(want & content_tokens(text))
+    return hits * 2 > len(want) or (len(want) >= 2 and hits * 2 >= len(want))
 
 
 def named(text: str, options: tuple[str, ...]) -> list[str]:
     """The options ``text`` names, in the order it names them."""
     low = (text or "").lower()
-    hits = [o for o in options if names(text, o)]
+    hits = [o for o in options if names(text, o, options)]
 
     def where(o: str) -> int:
         i = low.find(o.lower())
