@@ -110,9 +110,10 @@ def _plausible(option: str) -> bool:
 
 def _or_options(question: str) -> tuple[str, str] | None:
     parts = _OR.split(question)
-    if len(parts) != 2:
+    if len(parts) < 2:
         return None
-    left, right = parts
+    # "Which musician or band is from further north, Matthew Good or Modern Baseball?": the last "or"
+    left, right = " or ".join(parts[:-1]), parts[-1]
     ql, qr = _QUOTED.findall(left), _QUOTED.findall(right)
     if ql and qr and left.rstrip(" ,").endswith(('"', "”")):
         return ql[-1].strip(), qr[0].strip()
@@ -205,17 +206,22 @@ def named(text: str, options: tuple[str, ...]) -> list[str]:
 
 
 def off_attribute(follow_up: str, cmp: Comparison, asked_before: int) -> bool:
-    """Whether a follow-up skips the decomposition a comparison needs.
+    """Whether a follow-up skips the decomposition a choice or yes/no comparison needs.
 
-    It restates the comparison (names two options or more), or, as the first follow-up of
-    a choice or yes/no question, names no option at all, or (choice questions) only asks
-    who or what an option is ("Who is Rob Thomas?": nothing of the compared attribute).
+    It restates the comparison (names two options or more), or, as the first follow-up,
+    names no option at all, or (choice questions) only asks who or what an option is
+    ("Who is Rob Thomas?": nothing of the compared attribute; "Where is Matthew Good from?"
+    asks one).  A question whose answer is what the options share ("Henry Roth and Lewis
+    Mumford are both this nationality?") is left to the model.
     """
+    if not (cmp.choice or cmp.yes_no):
+        return False
     hit = named(follow_up, cmp.options)
     if len(hit) >= 2:
         return True
     if asked_before:
         return False
     if not hit:
-        return cmp.choice or cmp.yes_no
-    return cmp.choice and not content_tokens(follow_up) - content_tokens(hit[0])
+        return True
+    identity = _asks(follow_up) == "entity" and not content_tokens(follow_up) - content_tokens(hit[0])
+    return cmp.choice and identity
