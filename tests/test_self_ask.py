@@ -36,6 +36,12 @@ PASSAGES = {
     "Frank Lloyd": "Frank William George Lloyd (2 February 1886 – 10 August 1960) was an American film director, "
     "scriptwriter and producer.",
     "Olivier Assayas": "Olivier Assayas (born 25 January 1955) is a French film director, screenwriter and film critic.",
+    "Baure, Nigeria": "Baure is a Local Government Area in Katsina State, Nigeria, sharing a border with the "
+    "Republic of Niger. Its headquarters are in the town of Baure in the northwest of the area at .",
+    "South Africa": "The name ``South Africa ''is derived from the country's geographic location at the southern "
+    "tip of Africa.",
+    "Nigeria": 'The name "" was taken from the Niger River running through the country. This name was coined in the '
+    "late 19th century by British journalist Flora Shaw.",
     "丹妮丝·莱弗托夫": "普丽西拉·丹妮丝·莱弗托夫（1923年10月24日－1997年12月20日）是美国诗人。",
     "哈维·佩卡": "哈维·劳伦斯·佩卡（1939年10月8日－2010年7月12日）是美国地下漫画作家、乐评人，以自传体漫画《美国光辉》闻名。",
 }
@@ -175,6 +181,57 @@ def test_a_new_hop_on_the_same_entity_is_not_a_repeat_and_yes_no_is_the_short_an
     assert not any(f.get("repeat_of") for f in fus) and r.searches == 4
     assert "already asked" not in _scaffold(r)
     assert r.answer.startswith("Yes. Both Frank Lloyd") and r.short_answer == "Yes"
+
+
+def test_a_final_answer_that_decomposed_nothing_gets_one_more_follow_up(retriever: Retriever) -> None:
+    """Recorded on MuSiQue: the only follow-up restated the question, its search answered
+    "South Africa" and the model gave that as the final answer (gold: Niger River); 14 of the
+    100 MuSiQue runs did this (F1 0.01).  Now the scaffold is continued at "Follow up:" once,
+    and the model's next sub-question is searched like any other (the replies after the
+    recorded ones follow the shape of the recorded Bubye River run, which decomposed itself)."""
+    question = "What is the country where Baure is located named after?"
+    follow_ups = {
+        0: " Yes.\nFollow up: What is the country where Baure is located named after?\n",
+        1: "So the final answer is: South Africa",
+        2: "Follow up: What is Nigeria named after?\n",
+        3: "So the final answer is: the Niger River\n",
+    }
+
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):
+            asked = str(payload[-1]["content"]).rsplit("Question:", 1)[-1]
+            if "located named after" in asked:
+                return "South Africa"
+            if "Which country" in asked:
+                return "Baure is in Katsina State, Nigeria."
+            return "Nigeria was named after the Niger River."
+        if payload.endswith("Follow up:"):
+            return " Which country is Baure located in?\n"
+        return follow_ups[_model_part(payload, "en").count("Intermediate answer:")]
+
+    r, _ = _run(retriever, question, script)
+    notes = [e.data for e in r.trace.of("note")]
+    assert [n.get("dropped_final") for n in notes if n.get("type") == "decompose"] == ["South Africa"]
+    fus = [e.data["question"] for e in r.trace.of("follow_up")]
+    assert fus == [question, "Which country is Baure located in?", "What is Nigeria named after?"]
+    scaffold = _scaffold(r)
+    assert "South Africa\nFollow up: Which country is Baure located in?\nIntermediate answer: Baure is in" in scaffold
+    assert "So the final answer is: South Africa" not in scaffold
+    assert r.short_answer == "the Niger River" and r.searches == 3
+
+
+def test_a_decomposed_run_keeps_its_final_answer(retriever: Retriever) -> None:
+    """No nudge when a follow-up was a sub-question (the usual case): the final answer stands."""
+    replies = [" Yes.\nFollow up: Which country is Baure located in?\n", "So the final answer is: Nigeria\n"]
+
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):
+            return "Baure is in Katsina State, Nigeria."
+        return replies[_model_part(payload, "en").count("Intermediate answer:")]
+
+    r, calls = _run(retriever, "What is the country where Baure is located named after?", script)
+    assert r.short_answer == "Nigeria" and len(calls) == 3
+    assert "decompose" not in [e.data.get("type") for e in r.trace.of("note")]
 
 
 def test_chinese_restated_comparison_is_asked_per_option(retriever: Retriever) -> None:

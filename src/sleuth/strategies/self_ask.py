@@ -27,12 +27,10 @@ the earlier answer plus a request for a different sub-question, and a second
 repeat moves straight to the final answer.  Every path consumes a step, so
 the loop always ends.
 
-Comparison questions (the question names its options: "A or B", "between A and B",
-"are A and B both"; :mod:`~sleuth.strategies.self_ask_questions`): a follow-up that
-skips the decomposition (restates the comparison, asks about no option, or only who an
-option is) is replaced by one follow-up per option asking the compared attribute
-(``self_ask_option.txt``), and the final answer is one of the options (or yes/no);
-when it names none, one short call chooses (``self_ask_choose.txt``).
+Comparisons (:mod:`~sleuth.strategies.self_ask_questions`): a follow-up that skips the
+decomposition is replaced by one follow-up per option, and the final answer is an option
+(or yes/no).  A final answer after follow-ups that all restated the question gets, once,
+one more follow-up first.  docs/strategies.md has the traces behind each guard.
 """
 
 from __future__ import annotations
@@ -44,7 +42,8 @@ from typing import Any
 from sleuth.search.base import SearchError
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState, Strategy
 from sleuth.strategies.options import SelfAskOptions
-from sleuth.strategies.parsing import parse_final_line, parse_self_ask
+from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS
+from sleuth.strategies.parsing import SelfAskStep, parse_final_line, parse_self_ask
 from sleuth.strategies.self_ask_questions import (
     YES_NO,
     Comparison,
@@ -55,32 +54,6 @@ from sleuth.strategies.self_ask_questions import (
     off_attribute,
 )
 from sleuth.strategies.text import clean_short, format_passages, most_similar, sanitize, similarity
-
-#: the scaffold's own words, per prompt language (the parser accepts both and their variants)
-SCAFFOLD = {
-    "en": {
-        "follow": "Follow up:",
-        "intermediate": "Intermediate answer:",
-        "final": "So the final answer is:",
-        "unknown": "unknown",
-        "about": "About ",
-        "colon": ":",
-        "or": " or ",
-    },
-    "zh": {
-        "follow": "追问：",
-        "intermediate": "中间答案：",
-        "final": "所以最终答案是：",
-        "unknown": "未知",
-        "about": "关于",
-        "colon": "：",
-        "or": "还是",
-    },
-}
-#: generation stops where the search engine takes over (both languages: small models mix them)
-STOPS = ["Intermediate answer:", "Intermediate Answer:", "中间答案：", "中间答案:", "\nQuestion:", "\n问题："]
-#: a model-written intermediate answer stops at the end of its line
-ANSWER_STOPS = ["\n", "Follow up", "So the final answer", "追问", "所以最终答案"]
 
 _UNKNOWN = re.compile(
     r"^\W*(?:unknown|not\s+(?:found|mentioned|stated|given)|(?:the\s+)?documents?\s+(?:do(?:es)?\s+not|don't)"
@@ -115,6 +88,8 @@ class _Scaffold:
     covered: set[str] = field(default_factory=set)  # options a follow-up has asked about
     asked: list[tuple[str, str]] = field(default_factory=list)  # (follow-up, intermediate answer)
     repeats: int = 0
+    restated: int = 0  # follow-ups answered that restate the question
+    nudged: bool = False  # asked once for one more follow-up instead of an undecomposed final answer
     pending: str = ""  # the completion's text up to the follow-up line, not yet in the prompt
     steps: int = 0
     final: str | None = None
@@ -199,6 +174,8 @@ class SelfAsk(Strategy):
         run.steps += 1
         c = self.generate(st, run.prompt, step=f"scaffold {run.steps}", stop=STOPS)
         parsed = parse_self_ask(c.text)
+        if parsed.final is not None and parsed.follow_up is None and self._undecomposed(run):
+            parsed = self._decompose_more(run, parsed.final) or parsed
         if parsed.follow_up is None:
             run.prompt += parsed.consumed
             if parsed.final is not None:
@@ -222,6 +199,30 @@ class SelfAsk(Strategy):
             )
         return parsed.follow_up
 
+    def _undecomposed(self, run: _Scaffold) -> bool:
+        """The model gives its final answer, but every follow-up so far restated the question:
+        nothing was decomposed (the run so far is one search for the whole question)."""
+        done = run.nudged or run.cmp is not None or run.steps >= self.max_steps
+        return not done and bool(run.asked) and run.restated == len(run.asked)
+
+    def _decompose_more(self, run: _Scaffold, final: str) -> SelfAskStep | None:
+        """Once per run, instead of a final answer that decomposed nothing, ask the model for
+        one more follow-up (the scaffold continued at ``Follow up:``, built on the answer it
+        has); ``None`` when it gives none (its final answer then stands)."""
+        st = run.st
+        run.nudged = True
+        label = run.words["follow"]
+        c = self.generate(st, run.prompt + label, step=f"scaffold {run.steps} follow up", stop=STOPS)
+        parsed = parse_self_ask(label + c.text)
+        found = parsed.follow_up is not None
+        st.emit(
+            "note",
+            type="decompose" if found else "decompose_declined",
+            dropped_final=final[:300] if found else None,
+            message="every follow-up restated the question; asked for one more follow-up before the final answer",
+        )
+        return parsed if found else None
+
     @staticmethod
     def _open_followup(run: _Scaffold) -> None:
         """Append the model's follow-up line and ``Intermediate answer:`` to the scaffold."""
@@ -234,6 +235,7 @@ class SelfAsk(Strategy):
         st = run.st
         flags = self._restatement(run, follow_up)
         st.emit("follow_up", question=follow_up, step=run.steps, **flags, **extra)
+        run.restated += bool(flags)
         if run.cmp:
             run.covered.update(named(follow_up, run.cmp.options))
         answer, why = self._answer_by_search(st, follow_up, run.steps)
