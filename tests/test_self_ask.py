@@ -307,14 +307,18 @@ def test_not_a_comparison(question: str) -> None:
 def test_off_attribute_follow_ups() -> None:
     cmp = find_comparison("Who has the highest scope in profession in  Rob Thomas or  James Dean Bradfield")
     assert cmp is not None
-    assert off_attribute("Who is Rob Thomas?", cmp, 0)  # nothing of the compared attribute
+    assert off_attribute("Who is Rob Thomas?", cmp, 0)  # a choice's first follow-up: asked per option
+    assert off_attribute("What professions does Rob Thomas have?", cmp, 0)
     assert off_attribute("Which lake is it, Rob Thomas or James Dean Bradfield?", cmp, 1)  # restated, any time
-    assert not off_attribute("What professions does Rob Thomas have?", cmp, 0)
-    assert not off_attribute("Who is James Dean Bradfield?", cmp, 1)
+    assert not off_attribute("Who is James Dean Bradfield?", cmp, 1)  # later follow-ups are the model's
     mines = find_comparison("Which famous mine was in service first, the Salmita Mine or the Kanichee Mine?")
     assert mines is not None and named("When did the Salmita Mine open?", mines.options) == ["Salmita Mine"]
     both = find_comparison("Are Muzzle and Screaming Trees both alternative rock bands?")
     assert both is not None and not off_attribute("Who is Muzzle?", both, 0)  # yes/no: who it is is the attribute
+    assert off_attribute("What is the name of the alternative rock band?", both, 0)  # yes/no, no option named
+    assert off_attribute("Are Muzzle and Screaming Trees both from Seattle?", both, 0)
+    shared = find_comparison("Henry Roth and Lewis Mumford are both this nationality?")
+    assert shared is not None and not off_attribute("What nationality are Henry Roth and Lewis Mumford?", shared, 0)
 
 
 @pytest.mark.parametrize(
