@@ -146,8 +146,8 @@ class SelfAskOptions(StrategyOptions):
     )
     repeat_threshold: float = option(
         0.9,
-        "overlap with an earlier follow-up above which it is a repeat (a follow-up whose words are all "
-        "in an earlier one, or the other way round, is one at 0.5 already)",
+        "overlap with an earlier follow-up asking the same kind of fact above which it is a repeat (one "
+        "with no word the earlier one lacks is one at 0.5 already; one that adds words is not)",
         minimum=0.0,
         maximum=1.0,
     )

@@ -21,11 +21,16 @@ Small-model failure modes handled here: variant spellings of the scaffold
 (see :func:`~sleuth.strategies.parsing.parse_self_ask`), the model answering
 its own follow-up (its answer is dropped and the follow-up is searched), and
 follow-ups that restate the question (token overlap >= ``restate_threshold``)
-or repeat a previous follow-up (:func:`~sleuth.strategies.text.is_repeat`:
-nothing new asked): a restated question is searched once; a repeat gets
+or repeat a previous follow-up (:func:`~sleuth.strategies.self_ask_questions.asks_nothing_new`:
+the same kind of fact and no new word): a restated question is searched once; a repeat gets
 the earlier answer plus a request for a different sub-question, and a second
 repeat moves straight to the final answer.  Every path consumes a step, so
 the loop always ends.
+
+Comparisons (:mod:`~sleuth.strategies.self_ask_questions`): a follow-up that skips the
+decomposition is replaced by one follow-up per option, and the final answer is an option
+(or yes/no).  A final answer after follow-ups that all restated the question gets, once,
+one more follow-up first.  docs/strategies.md has the traces behind each guard.
 """
 
 from __future__ import annotations
@@ -37,18 +42,18 @@ from typing import Any
 from sleuth.search.base import SearchError
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState, Strategy
 from sleuth.strategies.options import SelfAskOptions
-from sleuth.strategies.parsing import parse_final_line, parse_self_ask
-from sleuth.strategies.text import clean_short, format_passages, is_repeat, most_similar, sanitize, similarity
-
-#: the scaffold's own words, per prompt language (the parser accepts both and their variants)
-SCAFFOLD = {
-    "en": {"intermediate": "Intermediate answer:", "final": "So the final answer is:", "unknown": "unknown"},
-    "zh": {"intermediate": "中间答案：", "final": "所以最终答案是：", "unknown": "未知"},
-}
-#: generation stops where the search engine takes over (both languages: small models mix them)
-STOPS = ["Intermediate answer:", "Intermediate Answer:", "中间答案：", "中间答案:", "\nQuestion:", "\n问题："]
-#: a model-written intermediate answer stops at the end of its line
-ANSWER_STOPS = ["\n", "Follow up", "So the final answer", "追问", "所以最终答案"]
+from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS
+from sleuth.strategies.parsing import SelfAskStep, parse_final_line, parse_self_ask
+from sleuth.strategies.self_ask_questions import (
+    YES_NO,
+    Comparison,
+    asks_nothing_new,
+    find_comparison,
+    named,
+    names,
+    off_attribute,
+)
+from sleuth.strategies.text import clean_short, format_passages, most_similar, sanitize, similarity
 
 _UNKNOWN = re.compile(
     r"^\W*(?:unknown|not\s+(?:found|mentioned|stated|given)|(?:the\s+)?documents?\s+(?:do(?:es)?\s+not|don't)"
@@ -79,8 +84,13 @@ class _Scaffold:
     restate_at: float
     repeat_at: float
     max_chars: int
+    cmp: Comparison | None = None  # the options a comparison question names
+    covered: set[str] = field(default_factory=set)  # options a follow-up has asked about
     asked: list[tuple[str, str]] = field(default_factory=list)  # (follow-up, intermediate answer)
     repeats: int = 0
+    restated: int = 0  # follow-ups answered that restate the question
+    nudged: bool = False  # asked once for one more follow-up instead of an undecomposed final answer
+    pending: str = ""  # the completion's text up to the follow-up line, not yet in the prompt
     steps: int = 0
     final: str | None = None
     finish: str = FINISHED
@@ -105,6 +115,11 @@ class SelfAsk(Strategy):
             follow_up = self._next_followup(run)  # 2. complete up to "Intermediate answer:"
             if follow_up is None:  # 4. "So the final answer is: X" (or no scaffold at all)
                 break
+            if run.cmp and off_attribute(follow_up, run.cmp, len(run.asked)):
+                if not self._ask_per_option(run, follow_up):  # 3'. one follow-up per option instead
+                    break  # every option has been asked about: on to the final answer
+                continue
+            self._open_followup(run)
             repeat = self._repeat_of(run, follow_up)
             if repeat is None:
                 self._answer_followup(run, follow_up)  # 3. answer F by search (or the model), go to 2
@@ -123,7 +138,13 @@ class SelfAsk(Strategy):
         repeat_at = self.opts.repeat_threshold
         max_chars = self.opts.max_prompt_chars
         prompt = self.prompt(st, "self_ask", question=question)
-        return _Scaffold(st, question, prompt, len(prompt), words, sep, threshold, repeat_at, max_chars)
+        run = _Scaffold(st, question, prompt, len(prompt), words, sep, threshold, repeat_at, max_chars)
+        run.cmp = find_comparison(question)
+        if run.cmp:
+            st.emit(
+                "note", type="comparison", options=list(run.cmp.options), choice=run.cmp.choice, yes_no=run.cmp.yes_no
+            )
+        return run
 
     def _room_left(self, run: _Scaffold) -> bool:
         """Steps and prompt space are left; otherwise the final answer is forced (``step_limit``)."""
@@ -147,11 +168,14 @@ class SelfAsk(Strategy):
 
         ``None`` when it asks none: then it either gave the final answer (``run.final``)
         or has no scaffold at all (a ``no_scaffold`` note; the final answer is forced).
+        The follow-up line is not yet in the prompt: :meth:`_open_followup` appends it.
         """
         st = run.st
         run.steps += 1
         c = self.generate(st, run.prompt, step=f"scaffold {run.steps}", stop=STOPS)
         parsed = parse_self_ask(c.text)
+        if parsed.final is not None and parsed.follow_up is None and self._undecomposed(run):
+            parsed = self._decompose_more(run, parsed.final) or parsed
         if parsed.follow_up is None:
             run.prompt += parsed.consumed
             if parsed.final is not None:
@@ -164,7 +188,7 @@ class SelfAsk(Strategy):
                     completion=c.text[:500],
                 )
             return None
-        run.prompt += parsed.consumed.rstrip() + "\n" + run.words["intermediate"]
+        run.pending = parsed.consumed
         if parsed.self_answer:
             st.emit(
                 "note",
@@ -175,12 +199,45 @@ class SelfAsk(Strategy):
             )
         return parsed.follow_up
 
+    def _undecomposed(self, run: _Scaffold) -> bool:
+        """The model gives its final answer, but every follow-up so far restated the question:
+        nothing was decomposed (the run so far is one search for the whole question)."""
+        done = run.nudged or run.cmp is not None or run.steps >= self.max_steps
+        return not done and bool(run.asked) and run.restated == len(run.asked)
+
+    def _decompose_more(self, run: _Scaffold, final: str) -> SelfAskStep | None:
+        """Once per run, instead of a final answer that decomposed nothing, ask the model for
+        one more follow-up (the scaffold continued at ``Follow up:``, built on the answer it
+        has); ``None`` when it gives none (its final answer then stands)."""
+        st = run.st
+        run.nudged = True
+        label = run.words["follow"]
+        c = self.generate(st, run.prompt + label, step=f"scaffold {run.steps} follow up", stop=STOPS)
+        parsed = parse_self_ask(label + c.text)
+        found = parsed.follow_up is not None
+        st.emit(
+            "note",
+            type="decompose" if found else "decompose_declined",
+            dropped_final=final[:300] if found else None,
+            message="every follow-up restated the question; asked for one more follow-up before the final answer",
+        )
+        return parsed if found else None
+
+    @staticmethod
+    def _open_followup(run: _Scaffold) -> None:
+        """Append the model's follow-up line and ``Intermediate answer:`` to the scaffold."""
+        run.prompt += run.pending.rstrip() + "\n" + run.words["intermediate"]
+        run.pending = ""
+
     # -- 3. the intermediate answer ------------------------------------------------------
-    def _answer_followup(self, run: _Scaffold, follow_up: str) -> None:
+    def _answer_followup(self, run: _Scaffold, follow_up: str, **extra: Any) -> None:
         """Answer a new follow-up by search, else by the model; append ``Intermediate answer: A``."""
         st = run.st
         flags = self._restatement(run, follow_up)
-        st.emit("follow_up", question=follow_up, step=run.steps, **flags)
+        st.emit("follow_up", question=follow_up, step=run.steps, **flags, **extra)
+        run.restated += bool(flags)
+        if run.cmp:
+            run.covered.update(named(follow_up, run.cmp.options))
         answer, why = self._answer_by_search(st, follow_up, run.steps)
         if answer is None:
             answer = self._answer_by_model(run, follow_up, why)
@@ -231,6 +288,49 @@ class SelfAsk(Strategy):
         st.emit("intermediate_answer", question=follow_up, answer=answer, source="model", fallback=why, step=step)
         return answer
 
+    # -- 3'. comparisons: one follow-up per option ----------------------------------------
+    def _ask_per_option(self, run: _Scaffold, follow_up: str) -> bool:
+        """A follow-up that skips a comparison's decomposition (it restates the comparison, or
+        asks about no option, or only who an option is) is replaced in the scaffold by one
+        follow-up per option not yet asked about, each asking the compared attribute
+        (``self_ask_option.txt``), and each answered as usual.  ``False`` when every option
+        has been asked about already: the final answer is due."""
+        st, cmp = run.st, run.cmp
+        assert cmp is not None
+        todo = [o for o in cmp.options if o not in run.covered]
+        flags = self._restatement(run, follow_up)
+        st.emit("follow_up", question=follow_up, step=run.steps, off_attribute=True, replaced_by=todo, **flags)
+        prefix = run.pending.rsplit("\n", 1)[0] if "\n" in run.pending.strip("\n") else ""
+        run.prompt += prefix.rstrip() + ("\n" if prefix.strip() else "")
+        run.pending = ""
+        if not todo:
+            st.emit("note", type="options_covered", message="every option was asked about; forcing the final answer")
+            return False
+        st.emit("note", type="per_option", options=todo, message="follow-up skips the comparison; asking each option")
+        for option, question in zip(todo, self._option_questions(run, todo), strict=True):
+            run.prompt += run.words["follow"] + run.sep + question + "\n" + run.words["intermediate"]
+            self._answer_followup(run, question, per_option=option)
+        return True
+
+    def _option_questions(self, run: _Scaffold, todo: list[str]) -> list[str]:
+        """For each option, the model's follow-up asking the compared attribute of it alone;
+        the prompt grows by one ``About <option>:`` line per option (prefix-cache friendly)."""
+        st, w, cmp = run.st, run.words, run.cmp
+        assert cmp is not None
+        prompt = self.prompt(st, "self_ask_option", question=run.question, option=todo[0])
+        out: list[str] = []
+        for i, option in enumerate(todo):
+            if i:
+                prompt += "\n" + w["about"] + option + w["colon"]
+            c = self.generate(st, prompt, step=f"option {run.steps}.{i + 1}", stop=["\n"], max_tokens=48)
+            question = _one_line(c.text, 300).strip("\"'“”「」 ")
+            if not question or not names(question, option, cmp.options) or len(named(question, cmp.options)) > 1:
+                st.emit("note", type="option_fallback", option=option, completion=c.text[:200])
+                question = f"{option}: {run.question}" if not question else f"{option}: {question}"
+            prompt += run.sep + question
+            out.append(question)
+        return out
+
     # -- guards: restatements and repeats ----------------------------------------------------
     @staticmethod
     def _restatement(run: _Scaffold, follow_up: str) -> dict[str, Any]:
@@ -243,7 +343,10 @@ class SelfAsk(Strategy):
     @staticmethod
     def _repeat_of(run: _Scaffold, follow_up: str) -> tuple[str, float] | None:
         """The earlier follow-up this one repeats (nothing new asked) and their similarity."""
-        sim_prev, prev = most_similar(follow_up, [f for f, _ in run.asked if is_repeat(follow_up, f, run.repeat_at)])
+        earlier = [f for f, _ in run.asked if asks_nothing_new(follow_up, f, run.repeat_at)]
+        sim_prev, prev = most_similar(follow_up, earlier)
+        if earlier and not prev:  # same words in another order: similarity 1 is found; 0 only for empty sets
+            prev, sim_prev = earlier[0], 1.0
         return (prev, sim_prev) if prev else None
 
     def _answer_repeat(self, run: _Scaffold, follow_up: str, prev: str, sim_prev: float) -> bool:
@@ -278,10 +381,44 @@ class SelfAsk(Strategy):
     def _conclude(self, run: _Scaffold) -> None:
         st = run.st
         st.emit("note", type="scaffold", text=run.prompt[run.start :][-4000:])
-        final = self._without_copied_notice(st, run.final)
-        st.result.answer = final or ""
-        st.result.short_answer = clean_short(final or "")
+        final = self._without_copied_notice(st, run.final) or ""
+        short = clean_short(final)
+        if run.cmp and final:
+            final, short = self._option_answer(run, final, short)
+        st.result.answer = final
+        st.result.short_answer = short
         st.result.finish_reason = run.finish
+
+    def _option_answer(self, run: _Scaffold, final: str, short: str) -> tuple[str, str]:
+        """A comparison's answer is one of what it offers: yes or no for "Are A and B both ...",
+        else, when the question names options ("A or B"), the option the final answer names
+        first, or, when it names none, the option one short call chooses from the facts found
+        (``self_ask_choose.txt``).  The answer and short answer it gives (``final``, ``short``)."""
+        st, cmp = run.st, run.cmp
+        assert cmp is not None
+        if cmp.yes_no:
+            m = YES_NO.match(final)
+            if m and clean_short(final) != m.group("v"):
+                st.emit("note", type="yes_no_answer", answer=final[:300], short=m.group("v"))
+            return (final, m.group("v")) if m else (final, short)
+        if not cmp.choice:
+            return final, short
+        hit = named(final, cmp.options)
+        if hit:
+            if short != hit[0]:
+                st.emit("note", type="option_answer", answer=final[:300], short=hit[0])
+            return final, hit[0]
+        facts = "\n".join(f"{q} {a}" for q, a in run.asked) or run.words["unknown"]
+        options = run.words["or"].join(cmp.options)
+        c = self.ask(
+            st,
+            self.prompt(st, "self_ask_choose", question=run.question, facts=facts, options=options),
+            step="choose option",
+            max_tokens=24,
+        )
+        hit = named(c.text, cmp.options)
+        st.emit("note", type="option_chosen", answer=final[:300], chosen=hit[0] if hit else None)
+        return (hit[0], hit[0]) if hit else (final, short)
 
     def _without_copied_notice(self, st: RunState, final: str | None) -> str | None:
         """A model that copies the intermediate answer after a repeat also copies the notice: cut it."""
