@@ -18,6 +18,7 @@ from typing import Any
 
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
+from sleuth.strategies.grounding import Claim, ground
 from sleuth.strategies.options import StrategyOptions
 from sleuth.text_input import BadText, check_text
 
@@ -145,7 +146,7 @@ class RunState:
     filters: Filters
     listeners: list[Listener]
     t0: float = field(default_factory=time.perf_counter)
-    cited: dict[tuple[str, str], Passage] = field(default_factory=dict)
+    claims: list[Claim] = field(default_factory=list)  # what the answer rests on (strategies.grounding)
 
     def emit(self, kind: str, duration_s: float = 0.0, **data: Any) -> Event:
         ev = Event(kind, data, round(time.perf_counter() - self.t0, 4), round(duration_s, 4))
@@ -157,9 +158,11 @@ class RunState:
                 pass
         return ev
 
-    def cite(self, passages: Sequence[Passage]) -> None:
-        for p in passages:
-            self.cited.setdefault(p.key, p)
+    def cite(
+        self, passages: Sequence[Passage], claim: str | None = None, query: str = "", marks: Sequence[int] = ()
+    ) -> None:
+        """Record that ``claim`` was drawn from ``passages`` (without a claim: cite them as given)."""
+        self.claims.append(Claim(claim or "", list(passages), query, list(marks), asserted=claim is None))
 
 
 class Strategy:
@@ -239,12 +242,14 @@ class Strategy:
 
     @staticmethod
     def finish(st: RunState) -> Result:
-        """Fill citations from what was cited, emit ``error``/``answer``."""
+        """Ground the citations in the claims (:func:`~sleuth.strategies.grounding.ground`), emit ``error``/``answer``."""
         result = st.result
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
-        if not result.citations and st.cited:
-            result.citations = list(st.cited.values())
+        if not result.citations and st.claims:
+            g = ground(st.claims, result.short_answer, result.question)
+            result.citations = g.citations
+            st.emit("note", type="citations", message=g.message, claims=g.picks, final=g.final)
         result.elapsed_s = time.perf_counter() - st.t0
         st.emit(
             "answer",

@@ -156,8 +156,8 @@ class SearchO1(Strategy):
         )
         info = sanitize(parse_reason_in_documents(c.text), 800) or self.prompt(st, "search_o1_rid_empty")
         helpful = not _NOTHING.search(info)
-        if helpful:  # passages the facts came from are citations; unhelpful ones are not
-            st.cite(passages)
+        if helpful:  # the facts are a claim its citations are grounded in; unhelpful ones are not
+            st.cite(passages, claim=info, query=query)
         st.emit("reason_in_documents", query=query, info=info, passages=[p.id for p in passages], helpful=helpful)
         run.prompt += f"{BEGIN_RESULT} {info} {END_RESULT}\n"
 
