@@ -17,7 +17,8 @@ call: the method is deterministic token overlap (words; Chinese by characters, s
    (:data:`MAX_PER_CLAIM`).  The first needs at least :data:`MIN_SUPPORT` of the new
    words, a further one :data:`MIN_GAIN` of them; ties go to the passage sharing more of
    the question, then to the higher-ranked one.  A claim no passage supports (a fact the
-   model wrote from memory) cites nothing.
+   model wrote from memory) cites nothing.  A yes/no claim adds no words: it rests on
+   the passage that best matches what was asked (the query's words stand in).
 4. The final short answer: when no passage cited so far contains it, the passage among
    all the claims' passages that contains it best (at least :data:`MIN_SUPPORT` of its
    words; ties as above) is cited last.  A yes/no answer has no words of its own and
@@ -45,7 +46,9 @@ MIN_GAIN = 0.25
 #: passages one claim may cite without marks (a hop rests on one fact, a composed sentence on two)
 MAX_PER_CLAIM = 2
 
-_YES_NO = re.compile(r"^\W*(?:yes|no|true|false|是|否|不是|对|不对|正确|错误)\W*$", re.I)
+_YES_NO = re.compile(
+    r"^\W*(?:yes|no|true|false|是|否|不是|对|不对|正确|错误|能|不能|可以|不可以|会|不会|有|没有)\W*$", re.I
+)
 
 
 @dataclass
@@ -83,8 +86,26 @@ def _words(p: Passage) -> set[str]:
     return content_tokens(f"{p.title} {p.text}")
 
 
+#: the answer formats' own words ("So the answer is:", "According to document [2]", Step-back's
+#: labels): never evidence, so never what a passage must contain
+_SCAFFOLD = re.compile(
+    r"\b(?:so\s+the\s+(?:final\s+)?answer\s+is|the\s+answer\s+is|answer|according\s+to|documents?|general\s+rule"
+    r"|specific\s+clause|principle|evidence|therefore|based\s+on)\b"
+    r"|所以最终答案是|所以答案是|最终答案|答案|根据文档|文档|一般规定|具体条款|原则|证据|因此",
+    re.I,
+)
+
+
+def is_yes_no(text: str) -> bool:
+    return bool(_YES_NO.match(text.strip()))
+
+
 def _new_words(text: str, query: str) -> set[str]:
-    words = content_tokens(text)
+    """What ``text`` adds to ``query``; all its words when it only restates part of it; the
+    query's words for a yes/no (it rests on the passage that matches what was asked)."""
+    if is_yes_no(text):
+        return content_tokens(query)
+    words = content_tokens(_SCAFFOLD.sub(" ", text))
     return (words - content_tokens(query)) or words
 
 
@@ -140,7 +161,7 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
         picks.append({"claim": c.text[:160], "how": how, "cited": [p.id for p in chosen]})
     how_final = "none"
     short = final.strip()
-    if short and not _YES_NO.match(short) and content_tokens(short):
+    if short and not is_yes_no(short) and content_tokens(short):
         if supporting(list(cited.values()), short, question, limit=1):
             how_final = "in_claims"
         else:
