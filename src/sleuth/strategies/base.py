@@ -246,10 +246,12 @@ class Strategy:
         result = st.result
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
+        grounds: dict[str, Any] = {}
         if not result.citations and st.claims:
             g = ground(st.claims, result.short_answer, result.question)
-            result.citations = g.citations
-            st.emit("note", type="citations", message=g.message, claims=g.picks, final=g.final)
+            result.citations, grounds = g.citations, {"grounds": g.picks, "final_grounded": g.final}
+            if not g.citations:  # an honest empty list, not every passage retrieved
+                st.emit("note", type="no_citations", message=g.message)
         result.elapsed_s = time.perf_counter() - st.t0
         st.emit(
             "answer",
@@ -257,6 +259,7 @@ class Strategy:
             short_answer=result.short_answer,
             finish_reason=result.finish_reason,
             citations=[p.id for p in result.citations],
+            **grounds,
         )
         return result
 
