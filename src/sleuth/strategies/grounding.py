@@ -23,7 +23,8 @@ call: the method is deterministic token overlap (words; Chinese by characters, s
    all the claims' passages that contains it best (at least :data:`MIN_SUPPORT` of its
    words; ties as above) is cited last.  A yes/no answer has no words of its own and
    rests on the claims.
-5. Nothing supported means nothing cited: an honest empty list, said in the trace, never
+5. A final answer that abstains ("unknown", "not mentioned", "无法回答") cites nothing.
+6. Nothing supported means nothing cited: an honest empty list, said in the trace, never
    "every passage retrieved".  All retrieved passages stay in the trace's ``search`` events.
 
 A claim with ``asserted=True`` (a caller that picked its citations itself) is cited as given.
@@ -79,6 +80,8 @@ class Grounding:
     def message(self) -> str:
         if self.citations:
             return f"cited {len(self.citations)} passage(s) that the answer rests on"
+        if self.final == "abstained":
+            return "the answer abstains; nothing cited"
         return "no retrieved passage supports the answer; nothing cited"
 
 
@@ -92,6 +95,15 @@ _SCAFFOLD = re.compile(
     r"\b(?:so\s+the\s+(?:final\s+)?answer\s+is|the\s+answer\s+is|answer|according\s+to|documents?|general\s+rule"
     r"|specific\s+clause|principle|evidence|therefore|based\s+on)\b"
     r"|所以最终答案是|所以答案是|最终答案|答案|根据文档|文档|一般规定|具体条款|原则|证据|因此",
+    re.I,
+)
+
+
+#: a final answer that says there is no answer rests on no passage
+_ABSTAIN = re.compile(
+    r"\b(?:unknown|not\s+(?:found|mentioned|stated|given|provided|available)|no\s+(?:information|answer|relevant)"
+    r"|cannot\s+be\s+(?:answered|determined)|insufficient\s+(?:evidence|information))\b"
+    r"|无答案|未知|不知道|没有找到|未找到|无法回答|无法确定|没有相关|没有提供|没有直接|证据不足|信息不足",
     re.I,
 )
 
@@ -147,6 +159,8 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
     """The passages the answer rests on, in order (see the module's method)."""
     cited: dict[tuple[str, str], Passage] = {}
     picks: list[dict[str, Any]] = []
+    if _ABSTAIN.search(final):
+        return Grounding([], [], "abstained")
     for c in claims:
         if c.asserted:
             chosen, how = list(c.passages), "asserted"
