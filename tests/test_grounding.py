@@ -17,7 +17,7 @@ from sleuth.search import open_retriever
 from sleuth.search.base import Passage
 from sleuth.strategies import get_strategy
 from sleuth.strategies.base import Result
-from sleuth.strategies.grounding import Claim, ground
+from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.grounding_trace import reground
 
 # passages as the committed traces hold them (id "<title>#0")
@@ -91,6 +91,11 @@ def test_marks_are_honoured_and_the_passage_holding_the_final_answer_is_added() 
         [Claim("The answer is: The Venetian Las Vegas [1].", ctx, COTAI_Q, [1])], "The Venetian Las Vegas", COTAI_Q
     )
     assert ids(g.citations) == ["Cotai Arena#0", "The Venetian Las Vegas#0"] and g.final == "added"
+    # the reader sees the grounded list, so the reply's marks are renumbered into it
+    fifth = Claim("The answer is: The Venetian Las Vegas [5].", ctx, COTAI_Q, [5])
+    g5 = ground([fifth], "The Venetian Las Vegas", COTAI_Q)
+    assert ids(g5.citations) == ["The Venetian Las Vegas#0"]
+    assert renumber(fifth.text, [fifth], g5.citations) == "The answer is: The Venetian Las Vegas [1]."
     wrong = ground([Claim("The answer is: The Venetian Las Vegas [2].", ctx, COTAI_Q, [2])], "", COTAI_Q)
     assert wrong.picks[0]["how"] == "overlap" and ids(wrong.citations) == ["The Venetian Las Vegas#0"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
-from sleuth.strategies.grounding import Claim, ground
+from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
 from sleuth.text_input import BadText, check_text
 
@@ -250,6 +250,7 @@ class Strategy:
         if not result.citations and st.claims:
             g = ground(st.claims, result.short_answer, result.question)
             result.citations, grounds = g.citations, {"grounds": g.picks, "final_grounded": g.final}
+            result.answer = renumber(result.answer, st.claims, g.citations)  # [k] is citations[k-1]
             if not g.citations:  # an honest empty list, not every passage retrieved
                 st.emit("note", type="no_citations", message=g.message)
         result.elapsed_s = time.perf_counter() - st.t0

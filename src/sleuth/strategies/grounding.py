@@ -187,3 +187,28 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
             else:
                 how_final = "unsupported"
     return Grounding(list(cited.values()), picks, how_final)
+
+
+_MARK = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
+
+
+def renumber(answer: str, claims: Sequence[Claim], citations: Sequence[Passage]) -> str:
+    """``answer``'s ``[n]`` marks renumbered to the citations' order (``[k]`` is ``citations[k-1]``).
+
+    The marks number the passages the model was shown; the reader sees the grounded
+    citations, so a mark must point into them.  The claim whose text is the answer gives
+    the numbering; a mark on a passage that is not cited is removed.  Answers without
+    such a claim are returned unchanged.
+    """
+    claim = next((c for c in reversed(claims) if c.marks and c.text.strip() == answer.strip()), None)
+    if claim is None:
+        return answer
+    position = {p.key: k for k, p in enumerate(citations, 1)}
+
+    def new(m: re.Match[str]) -> str:
+        nums = [int(x) for x in re.split(r"\s*[,，、]\s*", m.group(1))]
+        keys = [claim.passages[n - 1].key for n in nums if 1 <= n <= len(claim.passages)]
+        keep = list(dict.fromkeys(position[k] for k in keys if k in position))
+        return "[" + ", ".join(map(str, keep)) + "]" if keep else ""
+
+    return _MARK.sub(new, answer)

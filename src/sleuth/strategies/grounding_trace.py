@@ -15,6 +15,7 @@ from typing import Any
 
 from sleuth.search.base import Passage
 from sleuth.strategies.grounding import Claim, Grounding, ground
+from sleuth.strategies.parsing import parse_long_answer
 from sleuth.strategies.step_back import _CANNOT
 from sleuth.strategies.text import cited_numbers
 
@@ -27,6 +28,15 @@ def _passages(ev: Event) -> list[Passage]:
 
 def _found(searched: Mapping[str, Passage], ids: Sequence[str]) -> list[Passage]:
     return [searched[i] for i in ids if i in searched]
+
+
+def _replied(events: Sequence[Event], step: str, recorded: str) -> str:
+    """The answer as the model wrote it (the result's answer has its marks renumbered)."""
+    for ev in reversed(events):
+        d = ev.get("data") or {}
+        if ev.get("kind") == "llm" and d.get("step") == step:
+            return parse_long_answer(str(d.get("completion") or ""))[0].strip() or recorded
+    return recorded
 
 
 def claims_from_trace(strategy: str, result: Mapping[str, Any]) -> list[Claim]:
@@ -52,12 +62,14 @@ def claims_from_trace(strategy: str, result: Mapping[str, Any]) -> list[Claim]:
             claims.append(Claim(str(d.get("info") or ""), _found({p.id: p for p in last}, ids), str(d["query"])))
     answer = str(result.get("answer") or "")
     if strategy == "step-back":
+        answer = _replied(events, "answer", answer)
         rerank = next((e for e in events if e.get("kind") == "rerank"), None)
         ranking = ((rerank or {}).get("data") or {}).get("ranking") or []
         context = _found(searched, [r["id"] for r in ranking if r.get("in_context")])
         if context and not (_CANNOT.search(answer) and not cited_numbers(answer)):
             claims.append(Claim(answer, context, question, cited_numbers(answer)))
     elif strategy == "rat":
+        answer = _replied(events, "final", answer)
         used: list[Passage] = []
         for ev in events:
             d = ev.get("data") or {}
