@@ -265,3 +265,16 @@ def test_step_back_and_rat_runs_read_back_the_same(index) -> None:
     ).run(COTAI_Q)
     assert rat.citations and rat.short_answer == "Las Vegas Sands"
     _check(rat, "rat")
+
+
+def test_a_reply_that_restates_the_question_keeps_its_mark() -> None:
+    """StrategyQA tuning record, RAG: "Yes, Goofy would need heartworm prevention. [1]" adds no
+    word to the question (the mark's digit is not a word); its [1] holds "heartworm prevention"."""
+    goofy = [
+        Passage(id="363a55b705110a878be1~f1#0", text="Dogs require regular heartworm prevention.", title="Goofy"),
+        Passage(id="5a5cdf519ba94a287202~f0#0", text="Goofy was created in 1932", title="Goofy"),
+        Passage(id="363a55b705110a878be1~f0#0", text="Goofy is an anthropomorphic dog character.", title="Goofy"),
+    ]
+    q = "If Goofy were a pet, would he need heartworm prevention? Answer yes or no."
+    g = ground([Claim("Yes, Goofy would need heartworm prevention. [1]", goofy, q, [1])], "Yes", q)
+    assert ids(g.citations) == ["363a55b705110a878be1~f1#0"] and g.picks[0]["how"] == "marks"

@@ -99,6 +99,8 @@ _SCAFFOLD = re.compile(
 )
 
 
+#: ``[1]``, ``[2, 3]``, ``【1】``: where the model points, not what it says
+_MARK = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
 #: a final answer that says there is no answer rests on no passage
 _ABSTAIN = re.compile(
     r"\b(?:unknown|not\s+(?:found|mentioned|stated|given|provided|available)|no\s+(?:information|answer|relevant)"
@@ -113,11 +115,12 @@ def is_yes_no(text: str) -> bool:
 
 
 def _new_words(text: str, query: str) -> set[str]:
-    """What ``text`` adds to ``query``; all its words when it only restates part of it; the
-    query's words for a yes/no (it rests on the passage that matches what was asked)."""
-    if is_yes_no(text):
+    """What ``text`` adds to ``query`` (its ``[n]`` marks and answer-format words left out); all
+    its words when it only restates part of it; the query's words for a yes/no or a claim
+    with no words (it rests on the passage that matches what was asked)."""
+    words = content_tokens(_SCAFFOLD.sub(" ", _MARK.sub(" ", text)))
+    if is_yes_no(text) or not words:
         return content_tokens(query)
-    words = content_tokens(_SCAFFOLD.sub(" ", text))
     return (words - content_tokens(query)) or words
 
 
@@ -187,9 +190,6 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
             else:
                 how_final = "unsupported"
     return Grounding(list(cited.values()), picks, how_final)
-
-
-_MARK = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
 
 
 def renumber(answer: str, claims: Sequence[Claim], citations: Sequence[Passage]) -> str:
