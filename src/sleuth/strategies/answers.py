@@ -50,4 +50,3 @@ def last_line(body: str) -> str:
     """The last non-empty line of the reasoning, as a short answer ("" when there is none)."""
     lines = [ln for ln in body.strip().splitlines() if ln.strip()]
     return clean_short(lines[-1]) if lines else ""
-

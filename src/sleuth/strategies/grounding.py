@@ -155,7 +155,11 @@ def _marked(claim: Claim) -> list[Passage]:
 
 
 def _dedupe(passages: Iterable[Passage]) -> list[Passage]:
-    return list({p.key: p for p in reversed(list(passages))}.values())[::-1]
+    """First occurrence of each passage, in order."""
+    seen: dict[tuple[str, str], Passage] = {}
+    for p in passages:
+        seen.setdefault(p.key, p)
+    return list(seen.values())
 
 
 def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding:
