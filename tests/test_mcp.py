@@ -56,8 +56,11 @@ HELD = {
 
 
 def leaky_model() -> ScriptedModel:
-    """Aims every query at the audit and HR files and copies every document it is shown."""
-    return ScriptedModel(answer="不知道", follow_up=QUESTION, query="内部审计 抽查比例 虚假报销 处分 警告 记过",
+    """Aims every query at the audit and HR files and copies every document it is shown.
+
+    Its answer is a statement, not "不知道": an answer that abstains cites nothing (grounded
+    citations), and these tests check the citations' shape and scope."""
+    return ScriptedModel(answer="按公司规定执行", follow_up=QUESTION, query="内部审计 抽查比例 虚假报销 处分 警告 记过",
                          step_back="内部审计、员工奖惩和虚假报销处分有哪些一般规定？")  # fmt: skip
 
 

@@ -298,7 +298,8 @@ def test_search_o1_batch_searches_ready_queries_together(retriever) -> None:
         _check_common(r, "search-o1")
         assert [(e.data["query"], e.data["batched"]) for e in r.trace.of("search")] == [(query, 3)]
         assert r.finish_reason == FINISHED and r.short_answer == "Steven Spielberg"
-        assert r.trace.of("note")[-1].data == {"type": "batch", "message": "left the batch after round 2"}
+        notes = [e.data for e in r.trace.of("note") if e.data["type"] != "no_citations"]  # grounding's, in finish
+        assert notes[-1] == {"type": "batch", "message": "left the batch after round 2"}
 
 
 @pytest.mark.model
@@ -386,8 +387,9 @@ def test_cli_ask_user_errors(
 
 
 @pytest.mark.parametrize("opts, shown", [({}, 3), ({"extract_k": 2}, 2)])
-def test_self_ask_extraction_reads_top_passages_and_cites_all(retriever, opts, shown) -> None:
-    """``extract_k``: the extraction call reads the top passages only; every passage found is cited."""
+def test_self_ask_extraction_reads_top_passages_and_cites_the_one_holding_the_answer(retriever, opts, shown) -> None:
+    """``extract_k``: the extraction call reads the top passages only; of the passages found,
+    the one that holds the intermediate answer is cited (grounding), not every one."""
     extract_prompts: list[str] = []
 
     def script(payload: str | list[Message], params: GenParams) -> str:
@@ -404,7 +406,7 @@ def test_self_ask_extraction_reads_top_passages_and_cites_all(retriever, opts, s
     found = [p for e in r.trace.of("intermediate_answer") for p in e.data.get("passages", [])]
     assert len(extract_prompts) == 1 and len(found) > shown
     assert f"[{shown}]" in extract_prompts[0] and f"[{shown + 1}]" not in extract_prompts[0]
-    assert sorted(p.id for p in r.citations) == sorted(found)
+    assert [p.id for p in r.citations] == ["jaws#0"] and "jaws#0" in found  # Spielberg's film about sharks
     assert r.short_answer == "Steven Spielberg"
 
 

@@ -44,9 +44,12 @@ SEARCHING = [n for n in ALL_STRATEGIES if n not in ("direct", "cot")]
 
 
 def hostile_model() -> ScriptedModel:
-    """Every query it writes aims at the audit and HR files."""
+    """Every query it writes aims at the audit and HR files.
+
+    It answers with a statement, not "不知道": an answer that abstains cites nothing (grounded
+    citations), and the positive control needs the in-scope audit file cited."""
     return ScriptedModel(
-        answer="不知道",
+        answer="按公司规定执行",
         follow_up="内部审计对差旅报销的抽查比例是多少？",
         query="内部审计 抽查比例 虚假报销 处分 警告 记过",
         step_back="内部审计、员工奖惩和虚假报销处分有哪些一般规定？",

@@ -1,7 +1,7 @@
-"""Reading the answer out of a strategy's reply: the short-answer span and the cited passages.
+"""Reading the answer out of a strategy's reply: the short-answer span (citations: strategies/grounding.py).
 
 Shared by the baselines (CoT, RAG) and Step-back, so that every strategy's
-short answer is a span, and citations mean the same thing everywhere.
+short answer is a span.
 """
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.parsing import parse_cot
-from sleuth.strategies.text import cited_numbers, clean_short
+from sleuth.strategies.text import clean_short
 
 # "<short answer>" copied from the instruction instead of an answer
 _PLACEHOLDER = re.compile(r"<[^<>]{0,40}>")
@@ -51,9 +50,3 @@ def last_line(body: str) -> str:
     """The last non-empty line of the reasoning, as a short answer ("" when there is none)."""
     lines = [ln for ln in body.strip().splitlines() if ln.strip()]
     return clean_short(lines[-1]) if lines else ""
-
-
-def pick_cited(text: str, passages: list[Passage]) -> list[Passage]:
-    """Passages the answer cites as [n]; all of them when it cites none (they were its context)."""
-    nums = [n for n in cited_numbers(text) if 1 <= n <= len(passages)]
-    return [passages[n - 1] for n in nums] if nums else list(passages)

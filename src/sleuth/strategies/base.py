@@ -18,6 +18,7 @@ from typing import Any
 
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
+from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
 from sleuth.strategies.short_fit import fit_short_answer
 from sleuth.text_input import BadText, check_text
@@ -147,7 +148,7 @@ class RunState:
     filters: Filters
     listeners: list[Listener]
     t0: float = field(default_factory=time.perf_counter)
-    cited: dict[tuple[str, str], Passage] = field(default_factory=dict)
+    claims: list[Claim] = field(default_factory=list)  # what the answer rests on (strategies.grounding)
 
     def emit(self, kind: str, duration_s: float = 0.0, **data: Any) -> Event:
         ev = Event(kind, data, round(time.perf_counter() - self.t0, 4), round(duration_s, 4))
@@ -159,9 +160,11 @@ class RunState:
                 pass
         return ev
 
-    def cite(self, passages: Sequence[Passage]) -> None:
-        for p in passages:
-            self.cited.setdefault(p.key, p)
+    def cite(
+        self, passages: Sequence[Passage], claim: str | None = None, query: str = "", marks: Sequence[int] = ()
+    ) -> None:
+        """Record that ``claim`` was drawn from ``passages`` (without a claim: cite them as given)."""
+        self.claims.append(Claim(claim or "", list(passages), query, list(marks), asserted=claim is None))
 
 
 class Strategy:
@@ -241,13 +244,18 @@ class Strategy:
 
     @staticmethod
     def finish(st: RunState) -> Result:
-        """Fill citations from what was cited, emit ``error``/``answer``."""
+        """Ground the citations in the claims (:func:`~sleuth.strategies.grounding.ground`), emit ``error``/``answer``."""
         result = st.result
         fit_short_answer(st)  # the short answer fitted to the question's answer type (short_fit.py)
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
-        if not result.citations and st.cited:
-            result.citations = list(st.cited.values())
+        grounds: dict[str, Any] = {}
+        if not result.citations and st.claims:
+            g = ground(st.claims, result.short_answer, result.question)
+            result.citations, grounds = g.citations, {"grounds": g.picks, "final_grounded": g.final}
+            result.answer = renumber(result.answer, st.claims, g.citations)  # [k] is citations[k-1]
+            if not g.citations:  # an honest empty list, not every passage retrieved
+                st.emit("note", type="no_citations", message=g.message)
         result.elapsed_s = time.perf_counter() - st.t0
         st.emit(
             "answer",
@@ -255,6 +263,7 @@ class Strategy:
             short_answer=result.short_answer,
             finish_reason=result.finish_reason,
             citations=[p.id for p in result.citations],
+            **grounds,
         )
         return result
 

@@ -152,7 +152,7 @@ class SelfAskOptions(StrategyOptions):
         maximum=1.0,
     )
     extract_k: int = option(
-        3, "how many of the top passages the extraction call reads (every passage found is cited)", minimum=1
+        3, "how many of the top passages the extraction call reads (those holding the answer are cited)", minimum=1
     )
     extract_max_tokens: int = option(64, "tokens of the extraction call", minimum=1)
     max_prompt_chars: int = option(

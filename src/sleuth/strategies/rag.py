@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sleuth.strategies.answers import pick_cited, short_answer
+from sleuth.strategies.answers import short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import RAGOptions
-from sleuth.strategies.text import clean_short, format_passages
+from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
 
 class RAG(Strategy):
@@ -29,4 +29,4 @@ class RAG(Strategy):
         c = self.ask(st, self.prompt(st, "rag", question=question, documents=docs), step="answer")
         st.result.short_answer = short_answer(self, st, question, c.text, last_resort=clean_short)
         st.result.answer = c.text.strip()
-        st.result.citations = pick_cited(c.text, passages)
+        st.cite(passages, claim=c.text, query=question, marks=cited_numbers(c.text))  # grounded in finish

@@ -78,7 +78,6 @@ class RAT(Strategy):
                 continue
             new = parse_revision(rc.text, prefix)
             used.extend(passages)
-            st.cite(passages)
             st.emit(
                 "revision",
                 step=i,
@@ -107,6 +106,4 @@ class RAT(Strategy):
             short = clean_short(sc.text)
         st.result.answer = answer.strip()
         st.result.short_answer = short
-        nums = [n for n in cited_numbers(answer) if 1 <= n <= len(used)]
-        if nums:
-            st.result.citations = [used[n - 1] for n in nums]
+        st.cite(used, claim=answer, query=question, marks=cited_numbers(answer))  # grounded in finish

@@ -173,8 +173,8 @@ class SearchO1(Strategy):
         )
         info = self._grounded(run, parse_reason_in_documents(c.text), passages, query)
         helpful = not _NOTHING.search(info)
-        if helpful:  # passages the facts came from are citations; unhelpful ones are not
-            st.cite(passages)
+        if helpful:  # the facts are a claim its citations are grounded in; unhelpful ones are not
+            st.cite(passages, claim=info, query=query)
         run.results[query] = info
         run.prompt += f"{BEGIN_RESULT} {info} {END_RESULT}\n"
 

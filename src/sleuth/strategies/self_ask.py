@@ -6,7 +6,7 @@ The algorithm, as in the paper's ``self-ask_plus_search_engine`` loop:
 2. complete the prompt, stopping at ``Intermediate answer:``
 3. if the completion asks ``Follow up: F``: answer F by search (the passages'
    answer, read out of the top ``extract_k`` passages by a short separate
-   extraction call; all passages found become citations) or, when search
+   extraction call; the passages that hold the answer become citations) or, when search
    finds nothing / there is no retriever, by the model itself (marked
    ``source="model"`` in the trace); append
    ``Intermediate answer: A`` and go to 2
@@ -247,7 +247,7 @@ class SelfAsk(Strategy):
             st.emit("note", type="restated_question", message="follow-up restates the question; searched it once")
 
     def _answer_by_search(self, st: RunState, follow_up: str, step: int) -> tuple[str | None, str]:
-        """The passages' answer (all passages found become citations), or ``None`` and why not."""
+        """The passages' answer (the claim its citations are grounded in), or ``None`` and why not."""
         if self.retriever is None:
             return None, "no retriever"
         try:
@@ -257,7 +257,7 @@ class SelfAsk(Strategy):
             return None, f"search failed: {e}"
         if not passages:
             return None, "search found nothing"
-        # the concise answer is read from the top passages only (all of them are still cited)
+        # the concise answer is read from the top passages only
         top = passages[: self.opts.extract_k]
         docs = format_passages(top, budget=self.context_chars(st))
         c = self.ask(
@@ -269,7 +269,7 @@ class SelfAsk(Strategy):
         answer = _one_line(c.text)
         if not answer or _UNKNOWN.match(answer):
             return None, "the passages do not answer it"
-        st.cite(passages)
+        st.cite(passages, claim=answer, query=follow_up)
         st.emit(
             "intermediate_answer",
             question=follow_up,

@@ -24,7 +24,6 @@ import re
 from dataclasses import replace
 
 from sleuth.search.base import Passage
-from sleuth.strategies.answers import pick_cited
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_long_answer, parse_step_back
@@ -134,4 +133,4 @@ class StepBack(Strategy):
         if _CANNOT.search(answer) and not cited_numbers(answer):
             st.result.citations = []  # "cannot be answered" cites nothing
         else:
-            st.result.citations = pick_cited(answer, context)
+            st.cite(context, claim=answer, query=question, marks=cited_numbers(answer))  # grounded in finish

@@ -1,0 +1,218 @@
+"""Grounded citations: the passages an answer rests on, in the order the answer uses them.
+
+A strategy records each *claim* it drew from passages while it ran (:class:`Claim`: a
+Self-Ask intermediate answer with that follow-up's passages, a Search-o1
+Reason-in-Documents note with that search's passages, RAG's reply with its context);
+:func:`ground` turns the claims and the final short answer into the citations.  No model
+call: the method is deterministic token overlap (words; Chinese by characters, see
+:func:`~sleuth.strategies.text.content_tokens`).
+
+1. Claims in the order the strategy made them (the order its answer uses them).
+2. A claim whose text carries ``[n]`` marks cites the marked passages (the model's own
+   attribution), except a marked passage that shares no word of what the claim adds to
+   its question: it cannot be what the claim rests on.
+3. A claim without marks cites, greedily, the passage that contains most of what the
+   claim adds to its question (its *new* words: the follow-up's answer, not the words of
+   the follow-up), then a second one only if it adds more of those words
+   (:data:`MAX_PER_CLAIM`).  The first needs at least :data:`MIN_SUPPORT` of the new
+   words, a further one :data:`MIN_GAIN` of them; ties go to the passage sharing more of
+   the question, then to the higher-ranked one.  A claim no passage supports (a fact the
+   model wrote from memory) cites nothing.  A yes/no claim adds no words: it rests on
+   the passage that best matches what was asked (the query's words stand in).
+4. The final short answer: when no passage cited so far contains it, the passage among
+   all the claims' passages that contains it best (at least :data:`MIN_SUPPORT` of its
+   words; ties as above) is cited last.  A yes/no answer has no words of its own and
+   rests on the claims.
+5. A final answer that abstains ("unknown", "not mentioned", "无法回答") cites nothing.
+6. Nothing supported means nothing cited: an honest empty list, said in the trace, never
+   "every passage retrieved".  All retrieved passages stay in the trace's ``search`` events.
+
+A claim with ``asserted=True`` (a caller that picked its citations itself) is cited as given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sleuth.search.base import Passage
+from sleuth.strategies.text import content_tokens
+
+#: share of a claim's (or the short answer's) new words the first supporting passage must contain
+MIN_SUPPORT = 0.5
+#: share of the claim's new words a further passage must add
+MIN_GAIN = 0.25
+#: passages one claim may cite without marks (a hop rests on one fact, a composed sentence on two)
+MAX_PER_CLAIM = 2
+
+_YES_NO = re.compile(
+    r"^\W*(?:yes|no|true|false|是|否|不是|对|不对|正确|错误|能|不能|可以|不可以|会|不会|有|没有)\W*$", re.I
+)
+
+
+@dataclass
+class Claim:
+    """What a strategy concluded from some passages.
+
+    ``text``: the conclusion (an intermediate answer, Reason-in-Documents facts, a reply);
+    ``query``: what was asked when the passages were found (its words are not evidence);
+    ``marks``: ``[n]`` numbers in ``text`` (1-based into ``passages``), when the model cited.
+    """
+
+    text: str
+    passages: list[Passage]
+    query: str = ""
+    marks: list[int] = field(default_factory=list)
+    asserted: bool = False
+
+
+@dataclass
+class Grounding:
+    """The citations and, per claim, why (for the trace)."""
+
+    citations: list[Passage]
+    picks: list[dict[str, Any]]
+    final: str  # how the final answer was placed: "in_claims", "added", "unsupported", "none"
+
+    @property
+    def message(self) -> str:
+        if self.citations:
+            return f"cited {len(self.citations)} passage(s) that the answer rests on"
+        if self.final == "abstained":
+            return "the answer abstains; nothing cited"
+        return "no retrieved passage supports the answer; nothing cited"
+
+
+def _words(p: Passage) -> set[str]:
+    return content_tokens(f"{p.title} {p.text}")
+
+
+#: the answer formats' own words ("So the answer is:", "According to document [2]", Step-back's
+#: labels): never evidence, so never what a passage must contain
+_SCAFFOLD = re.compile(
+    r"\b(?:so\s+the\s+(?:final\s+)?answer\s+is|the\s+answer\s+is|answer|according\s+to|documents?|general\s+rule"
+    r"|specific\s+clause|principle|evidence|therefore|based\s+on)\b"
+    r"|所以最终答案是|所以答案是|最终答案|答案|根据文档|文档|一般规定|具体条款|原则|证据|因此",
+    re.I,
+)
+
+
+#: ``[1]``, ``[2, 3]``, ``【1】``: where the model points, not what it says
+_MARK = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
+#: a final answer that says there is no answer rests on no passage
+_ABSTAIN = re.compile(
+    r"\b(?:unknown|not\s+(?:found|mentioned|stated|given|provided|available)|no\s+(?:information|answer|relevant)"
+    r"|cannot\s+be\s+(?:answered|determined)|insufficient\s+(?:evidence|information))\b"
+    r"|无答案|未知|不知道|没有找到|未找到|无法回答|无法确定|没有相关|没有提供|没有直接|证据不足|信息不足",
+    re.I,
+)
+
+
+def is_yes_no(text: str) -> bool:
+    return bool(_YES_NO.match(text.strip()))
+
+
+def _new_words(text: str, query: str) -> set[str]:
+    """What ``text`` adds to ``query`` (its ``[n]`` marks and answer-format words left out); all
+    its words when it only restates part of it; the query's words for a yes/no or a claim
+    with no words (it rests on the passage that matches what was asked)."""
+    words = content_tokens(_SCAFFOLD.sub(" ", _MARK.sub(" ", text)))
+    if is_yes_no(text) or not words:
+        return content_tokens(query)
+    return (words - content_tokens(query)) or words
+
+
+def supporting(passages: Sequence[Passage], text: str, query: str = "", *, limit: int = MAX_PER_CLAIM) -> list[Passage]:
+    """Up to ``limit`` passages, greedily, that contain most of what ``text`` adds to ``query``."""
+    want = _new_words(text, query)
+    if not want:
+        return []
+    qwords = content_tokens(query)
+    pool = [(i, p, _words(p)) for i, p in enumerate(passages)]
+    picked: list[Passage] = []
+    left = set(want)
+    while pool and len(picked) < limit:
+        i, p, w = max(pool, key=lambda x: (len(left & x[2]), len(qwords & x[2]), -x[0]))
+        need = MIN_SUPPORT if not picked else MIN_GAIN
+        if len(left & w) < max(1.0, need * len(want)):
+            break
+        picked.append(p)
+        left -= w
+        pool = [x for x in pool if x[0] != i]
+    return picked
+
+
+def _marked(claim: Claim) -> list[Passage]:
+    """The passages the claim marks as [n] that share a new word with it."""
+    want = _new_words(claim.text, claim.query)
+    out = []
+    for n in dict.fromkeys(claim.marks):
+        if 1 <= n <= len(claim.passages) and want & _words(claim.passages[n - 1]):
+            out.append(claim.passages[n - 1])
+    return out
+
+
+def _dedupe(passages: Iterable[Passage]) -> list[Passage]:
+    """First occurrence of each passage, in order."""
+    seen: dict[tuple[str, str], Passage] = {}
+    for p in passages:
+        seen.setdefault(p.key, p)
+    return list(seen.values())
+
+
+def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding:
+    """The passages the answer rests on, in order (see the module's method)."""
+    cited: dict[tuple[str, str], Passage] = {}
+    picks: list[dict[str, Any]] = []
+    if _ABSTAIN.search(final):
+        return Grounding([], [], "abstained")
+    for c in claims:
+        if c.asserted:
+            chosen, how = list(c.passages), "asserted"
+        else:
+            valid = [n for n in c.marks if 1 <= n <= len(c.passages)]
+            chosen = _marked(c) if valid else []
+            how = "marks" if chosen else "overlap"
+            if not chosen:
+                chosen = supporting(c.passages, c.text, c.query)
+        for p in chosen:
+            cited.setdefault(p.key, p)
+        picks.append({"claim": c.text[:160], "how": how, "cited": [p.id for p in chosen]})
+    how_final = "none"
+    short = final.strip()
+    if short and not is_yes_no(short) and content_tokens(short):
+        if supporting(list(cited.values()), short, question, limit=1):
+            how_final = "in_claims"
+        else:
+            pool = _dedupe(p for c in claims for p in c.passages)
+            best = supporting(pool, short, question, limit=1)
+            if best:
+                cited.setdefault(best[0].key, best[0])
+                how_final = "added"
+            else:
+                how_final = "unsupported"
+    return Grounding(list(cited.values()), picks, how_final)
+
+
+def renumber(answer: str, claims: Sequence[Claim], citations: Sequence[Passage]) -> str:
+    """``answer``'s ``[n]`` marks renumbered to the citations' order (``[k]`` is ``citations[k-1]``).
+
+    The marks number the passages the model was shown; the reader sees the grounded
+    citations, so a mark must point into them.  The claim whose text is the answer gives
+    the numbering; a mark on a passage that is not cited is removed.  Answers without
+    such a claim are returned unchanged.
+    """
+    claim = next((c for c in reversed(claims) if c.marks and c.text.strip() == answer.strip()), None)
+    if claim is None:
+        return answer
+    position = {p.key: k for k, p in enumerate(citations, 1)}
+
+    def new(m: re.Match[str]) -> str:
+        nums = [int(x) for x in re.split(r"\s*[,，、]\s*", m.group(1))]
+        keys = [claim.passages[n - 1].key for n in nums if 1 <= n <= len(claim.passages)]
+        keep = list(dict.fromkeys(position[k] for k in keys if k in position))
+        return "[" + ", ".join(map(str, keep)) + "]" if keep else ""
+
+    return _MARK.sub(new, answer)
