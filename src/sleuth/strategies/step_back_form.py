@@ -60,8 +60,8 @@ _LABELS = {
     "answer": ("answer", "conclusion", "final answer", "答案", "结论", "回答"),
     "short": ("short answer", "简短答案", "简答"),
 }
-_LABEL_LINE = re.compile(
-    r"^[ \t]*(?:[-*>#]+[ \t]*)?\**[ \t]*("
+_LABEL_LINE = re.compile(  # at a line's start, or inline right after a sentence's end ("… Asia. Conclusion: Yes")
+    r"(?:^[ \t]*(?:[-*>#]+[ \t]*)?|(?<=[.。!?！？\]])[ \t]*)\**[ \t]*("
     + "|".join(sorted((re.escape(x) for xs in _LABELS.values() for x in xs), key=len, reverse=True))
     + r")[ \t]*\**[ \t]*[:：][ \t]*\**",
     re.I | re.M,
