@@ -9,9 +9,12 @@ question.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
 
 from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
@@ -152,6 +155,40 @@ def test_parse_step_back_answer(reply: str, short: str | None, abstained: bool) 
     if short is not None:
         assert a.short == short
     assert a.abstained is abstained
+
+
+_PIECES = [
+    "Background:",
+    "Evidence:",
+    "Answer:",
+    "Short answer:",
+    "Conclusion:",
+    "一般规定：",
+    "结论：",
+    "简短答案：",
+    "**",
+    "\n",
+    ". ",
+    "。",
+    "[1]",
+    "cannot be answered",
+    "无法回答",
+    " ",
+]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=hs.lists(hs.one_of(hs.sampled_from(_PIECES), hs.text(max_size=20)), max_size=40).map("".join))
+def test_parser_never_raises(text: str) -> None:
+    a = parse_step_back_answer(text)
+    assert isinstance(a.answer, str) and (a.short is None or isinstance(a.short, str))
+
+
+def test_parser_bounded_on_huge_input() -> None:
+    t = time.perf_counter()
+    parse_step_back_answer("Answer: x. Background: y. " * 50_000)
+    parse_step_back_answer(None)  # type: ignore[arg-type]
+    assert time.perf_counter() - t < 5.0
 
 
 # -- the strategy, end to end -----------------------------------------------------------------------
