@@ -20,7 +20,9 @@ from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage
 from sleuth.strategies import get_strategy
+from sleuth.strategies.prompts import load
 from sleuth.strategies.step_back_form import document_form, parse_step_back_answer, rule_like
+from sleuth.strategies.time_span import drop_time_span, has_time_span
 
 # HotpotQA 5a8d5ec2554299585d9e37c4, "Are Lycoris and Ammi both native to southern Asia?": both routes' passages
 LYCORIS_DOCS = [
@@ -129,7 +131,7 @@ def test_parse_inline_labels_of_a_real_reply() -> None:
             True,
         ),
         # policy_zh q5 (no access to the audit file): a bare Chinese refusal, full-width colon
-        ("一般规定：根据现有可查阅的材料无法回答。", "根据现有可查阅的材料无法回答", True),
+        ("一般规定：根据现有可查阅的材料无法回答。", None, True),
         # policy_zh q6: the rule with its citation, cut before the other fields
         (
             "一般规定：内部审计部门每半年对差旅费用进行抽查，抽查比例不低于报销笔数的5%。发现虚假报销的，追回款项并按"
@@ -244,3 +246,117 @@ def test_documents_option_forces_a_form(tmp_path: Path) -> None:
     assert r.trace.of("step_back")[0].data["form"] == "rules"
     assert "General rule:" in str(llm.calls[1].payload)
     assert r.short_answer == "Yes"
+
+
+# -- the real-model check of this change (embedded qwen2.5-1.5b, `sleuth ask --strategy step-back`) -----------
+# TimeQA "Who acted as M between Aug 2012 and Sep 2012 in James Bond films?" (gold Ralph Fiennes): the
+# original route's passages and the model's two replies; it kept the time span in its step-back question
+M_DOCS = [
+    (
+        "M (James Bond)",
+        "M is a fictional character in Ian Flemings James Bond book and film series ; the character is the Head of "
+        "the Secret Intelligence Service—also known as MI6 . In the Eon Productions series of films , M has been "
+        "portrayed by four actors : Bernard Lee , Robert Brown , Judi Dench",
+    ),
+    (
+        "M (James Bond)",
+        "- Featured in : - The likeness of Lee was used in the 2005 James Bond video game adaptation of James Bond "
+        "007 : From Russia with Love for the role of M by EA Games . Robert Brown : 1983–1989 .",
+    ),
+    (
+        "M (James Bond)",
+        ", whom she turned over to the Chinese in order to save six other agents . She is shot and killed in the "
+        "film , making her the only M to die in the Eon Bond films . Denchs M makes a final appearance in Spectre "
+        "in a video will",
+    ),
+    (
+        "M (James Bond)",
+        "After the death of Judi Denchs M at the end of Skyfall , she is succeeded by Gareth Mallory , played by "
+        "Ralph Fiennes .",
+    ),
+]
+M_Q = "Who acted as M between Aug 2012 and Sep 2012 in James Bond films?"
+M_STEP_BACK = "Who was M between August 2012 and September 2012 in James Bond films?"
+M_ANSWER = (
+    "Background: The documents provide information about the character M in James Bond films, including the actors "
+    "who portrayed him and the years in which they played the role. They also mention the specific film in which M "
+    "was portrayed in 2012, which was Spectre.\nEvidence: The entry for Spectre in the Eon Productions series of "
+    "films states that Ralph Fiennes played M in 2012.\nAnswer: Ralph Fiennes acted as M between August 2012 and "
+    "September 2012 in James Bond films.\nShort answer: Ralph Fiennes"
+)
+
+
+def test_time_question_steps_back_to_the_whole_history(tmp_path: Path) -> None:
+    docs = [(f"{t} {i}", x) for i, (t, x) in enumerate(M_DOCS)]
+    llm = ScriptedLLM([M_STEP_BACK, M_ANSWER])
+    r = get_strategy("step-back", llm, _wiki_index(tmp_path, docs), k=2, lang="en").run(M_Q)
+    sb = r.trace.of("step_back")[0].data
+    assert sb["form"] == "general" and sb["generated"] == M_STEP_BACK
+    assert sb["question"] == "Who was M in James Bond films?"  # the span dropped: the timeline is asked for
+    assert [e.data["query"] for e in r.trace.of("search")] == [M_Q, "Who was M in James Bond films?"]
+    answer_prompt = str(llm.calls[1].payload)
+    assert f'Answer: <one sentence that answers "{M_Q}">' in answer_prompt
+    assert r.short_answer == "Ralph Fiennes" and r.answer.startswith("Background:")
+
+
+@pytest.mark.parametrize(
+    ("text", "dropped"),
+    [
+        (M_STEP_BACK, "Who was M in James Bond films?"),
+        ("What label was Luis Aute recording under in early 2000s?", "What label was Luis Aute recording under?"),
+        ("Who owned the Newton D. Baker House before Mar 1811?", "Who owned the Newton D. Baker House?"),
+        ("2004年3月至2005年10月，该公司的CEO是谁？", "该公司的CEO是谁？"),
+        ("Which sport was first played at the stadium in 1958?", None),  # an event's year, not a time span
+        ("The song Medicine by The 1975 appears in which film?", None),
+    ],
+)
+def test_time_span(text: str, dropped: str | None) -> None:
+    assert has_time_span(text) is (dropped is not None)
+    assert drop_time_span(text) == (dropped or text)
+
+
+def test_rule_time_spans_are_kept(data_dir: Path, tmp_path: Path) -> None:
+    """policy_zh q3 asks under the 2024 version: in the rule form "2024年时" stays in the step-back question."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    step_back = "2024年时，取消行程的退票费用报销期限的一般规定是什么？"  # the committed record's reply
+    llm = ScriptedLLM(
+        [
+            step_back,
+            "一般规定：员工应在行程结束后45个自然日内提交差旅报销申请。[1]\n结论：45个自然日内。\n简短答案：45天",
+        ]
+    )
+    r = get_strategy("step-back", llm, idx, k=3).run(qs["q3"]["question"], filters=_scope(qs["q3"]))
+    assert r.trace.of("step_back")[0].data == {
+        "question": step_back,
+        "generated": step_back,
+        "fallback": False,
+        "form": "rules",
+        "rule_like": "1/1",
+    }
+    assert r.short_answer == "45天"
+
+
+# policy_zh q1 (scope 2025 / 境内 / all), the rule-form template as it stood at the real-model check: the model
+# copied the conclusion's instruction ("有专门条款时依据专门条款，否则依据一般规定") as its answer
+Q1_TEMPLATE_AT_CHECK = (
+    "一般规定：<适用的一般规定及出处>\n专门条款：<针对这一具体情形的条款及出处（如果没有任何文档包含这样的条款，就说明没有，"
+    "不要自行推广一般规定）>\n结论：<问题的答案：有专门条款时依据专门条款，否则依据一般规定（只有在没有任何文档涉及这个问题时，"
+    "才说明现有材料无法回答）>\n简短答案：<几个词>"
+)
+Q1_REPLY = (
+    "一般规定：员工应在行程结束后30个自然日内通过费用系统提交报销申请，逾期未提交的，需经部门负责人书面说明后方可受理。\n"
+    "专门条款：无\n结论：有专门条款时依据专门条款，否则依据一般规定。\n简短答案：有专门条款时依据专门条款，否则依据一般规定。"
+)
+
+
+def test_a_copied_instruction_is_no_answer() -> None:
+    a = parse_step_back_answer(Q1_REPLY, Q1_TEMPLATE_AT_CHECK)
+    assert "answer" not in a.fields and "short" not in a.fields and a.fields["evidence"] == "无"
+    assert a.short is not None and a.short.startswith("员工应在行程结束后30个自然日内")  # not "无", not the instruction
+    assert not a.abstained
+    # the templates now keep instructions out of the answer's placeholders
+    for lang in ("en", "zh"):
+        for name in ("step_back_answer", "step_back_answer_rules"):
+            text = load(name, lang).template
+            assert "依据专门条款" not in text and "“" + "根据现有可查阅的材料无法回答" not in text

@@ -35,8 +35,10 @@ from sleuth.strategies.answers import pick_cited
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_step_back
+from sleuth.strategies.prompts import load
 from sleuth.strategies.step_back_form import RULES, document_form, parse_step_back_answer
 from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
+from sleuth.strategies.time_span import drop_time_span, has_time_span
 
 _CANNOT = re.compile(r"cannot be answered|can't be answered|无法回答|不能回答", re.I)
 
@@ -108,8 +110,12 @@ class StepBack(Strategy):
         )
         abstract = parse_step_back(c.text, question)
         fallback = abstract is None
+        timeless = form != RULES and has_time_span(question)  # a time question steps back to the whole history
         if abstract is None:
-            abstract = self.prompt(st, f"step_back_fallback{suffix}", question=question)
+            base = drop_time_span(question) if timeless else question
+            abstract = self.prompt(st, f"step_back_fallback{suffix}", question=base)
+        elif timeless and has_time_span(abstract) and len(drop_time_span(abstract)) >= 8:
+            abstract = drop_time_span(abstract)
         st.emit(
             "step_back",
             question=abstract,
@@ -139,13 +145,14 @@ class StepBack(Strategy):
         if not context:
             st.emit("note", type="no_passages", message="neither route found a passage within the caller's scope")
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
+        template = f"step_back_answer{suffix}"
         ac = self.ask(
             st,
-            self.prompt(st, f"step_back_answer{suffix}", question=question, step_back=abstract, documents=docs),
+            self.prompt(st, template, question=question, step_back=abstract, documents=docs),
             step="answer",
             max_tokens=self.max_tokens,
         )
-        parsed = parse_step_back_answer(ac.text)
+        parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template)
         answer = parsed.answer
         st.result.answer = answer.strip()
         if parsed.abstained:

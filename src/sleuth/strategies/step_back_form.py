@@ -79,8 +79,17 @@ _ABSTAIN = re.compile(
 )
 
 
+def _copied(value: str, template: str) -> bool:
+    core = value.strip().strip("<>").rstrip("。．.!！ ").strip()
+    return len(core) >= 4 and core in template
+
+
 def _first_sentence(text: str) -> str:
     return re.split(r"(?<=[.!?])\s|(?<=[。！？])", text.strip(), maxsplit=1)[0]
+
+
+#: a field that says there is nothing ("无", "None.", "N/A")
+_NONE = re.compile(r"^\W*(?:无|没有|暂无|none|n/?a|no|nil)\W*$", re.I)
 
 
 @dataclass(frozen=True)
@@ -93,8 +102,11 @@ class StepBackAnswer:
     abstained: bool
 
 
-def parse_step_back_answer(text: str) -> StepBackAnswer:
+def parse_step_back_answer(text: str, template: str = "") -> StepBackAnswer:
     """Fields by label (either form, either language, the last of each label wins), never raising.
+
+    A field that only copies the prompt's own instructions (``template``; seen on
+    policy_zh q1: "结论：有专门条款时依据专门条款，否则依据一般规定。") is no answer and is dropped.
 
     The long answer is the reply up to its "Short answer:" line.  The short answer
     is that line, else the answer field's first sentence (a reply cut at
@@ -108,15 +120,18 @@ def parse_step_back_answer(text: str) -> StepBackAnswer:
     fields: dict[str, str] = {}
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        fields[_FIELD[m.group(1).lower()]] = text[m.end() : end].strip()
+        value = text[m.end() : end].strip()
+        if not _copied(value, template):
+            fields[_FIELD[m.group(1).lower()]] = value
     short_mark = next((m for m in reversed(marks) if _FIELD[m.group(1).lower()] == "short"), None)
     body = text[: short_mark.start()].strip() if short_mark else text
     short_line = next((ln for ln in fields.get("short", "").splitlines() if ln.strip()), "")
     short = clean_short(short_line, 300) or None
     said = fields.get("answer") or ""
     for name in ("answer", "evidence", "background"):  # a reply cut before its short answer
-        if short is None and fields.get(name):
-            short = clean_short(_first_sentence(fields[name]), 300) or None
+        value = fields.get(name, "")
+        if short is None and value and not _NONE.match(value) and not (name != "answer" and _ABSTAIN.search(value)):
+            short = clean_short(_first_sentence(value), 300) or None
     decisive = said or body
     abstained = (
         bool(_ABSTAIN.search(decisive))
