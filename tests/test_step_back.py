@@ -308,6 +308,7 @@ def test_time_question_steps_back_to_the_whole_history(tmp_path: Path) -> None:
         ("2004年3月至2005年10月，该公司的CEO是谁？", "该公司的CEO是谁？"),
         ("Which sport was first played at the stadium in 1958?", None),  # an event's year, not a time span
         ("The song Medicine by The 1975 appears in which film?", None),
+        ("2022年G20峰会的时间和地点？", None),  # RGB-zh: the year names the event
     ],
 )
 def test_time_span(text: str, dropped: str | None) -> None:

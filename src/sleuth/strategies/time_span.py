@@ -33,9 +33,13 @@ _EN_SPAN = re.compile(
     rf"|(?:in|by|around|circa)\s+{_DATE_POINT}(?:\s*(?:-|–|to)\s*{_DATE})?)\b",
     re.I,
 )
-_ZH_DATE = r"\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?"
+_ZH_DATE = r"\d{3,4}年(?:\d{1,2}月)?(?:\d{1,2}日)?"
+_ZH_RANGE = rf"{_ZH_DATE}(?:至|到|—|－|-|~){_ZH_DATE}"
+_ZH_AFTER = r"(?:期间|的时候|时|以前|之前|以后|之后|起)"
+# a range, a month, or a year with 在/于/从 before or 期间/时/以前/之后 after it; not "2022年G20峰会" (an event's year)
 _ZH_SPAN = re.compile(
-    rf"(?:在|于|从)?{_ZH_DATE}(?:(?:至|到|—|－|-|~){_ZH_DATE})?(?:期间|的时候|时|以前|之前|以后|之后|起)?[，,]?"
+    rf"(?:(?:在|于|从)?{_ZH_RANGE}{_ZH_AFTER}?|(?:在|于|从)?\d{{3,4}}年\d{{1,2}}月(?:\d{{1,2}}日)?{_ZH_AFTER}?"
+    rf"|(?:在|于|从)\d{{3,4}}年{_ZH_AFTER}?|\d{{3,4}}年{_ZH_AFTER})[，,]?"
 )
 
 
