@@ -356,6 +356,9 @@ def test_a_copied_instruction_is_no_answer() -> None:
     assert "answer" not in a.fields and "short" not in a.fields and a.fields["evidence"] == "无"
     assert a.short is not None and a.short.startswith("员工应在行程结束后30个自然日内")  # not "无", not the instruction
     assert not a.abstained
+    # the answer line quotes the question: a reply that only repeats it is no answer
+    echo = parse_step_back_answer(f"Background: M is head of MI6 [1].\nAnswer: {M_Q}", question=M_Q)
+    assert "answer" not in echo.fields and echo.short == "M is head of MI6"
     # the templates now keep instructions out of the answer's placeholders
     for lang in ("en", "zh"):
         for name in ("step_back_answer", "step_back_answer_rules"):

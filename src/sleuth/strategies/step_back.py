@@ -152,7 +152,7 @@ class StepBack(Strategy):
             step="answer",
             max_tokens=self.max_tokens,
         )
-        parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template)
+        parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template, question)
         answer = parsed.answer
         st.result.answer = answer.strip()
         if parsed.abstained:

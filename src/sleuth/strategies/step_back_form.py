@@ -84,6 +84,13 @@ def _copied(value: str, template: str) -> bool:
     return len(core) >= 4 and core in template
 
 
+def _same(value: str, question: str) -> bool:
+    def norm(t: str) -> str:
+        return re.sub(r"\W+", " ", t).strip().lower()
+
+    return bool(question.strip()) and norm(value) == norm(question)
+
+
 def _first_sentence(text: str) -> str:
     return re.split(r"(?<=[.!?])\s|(?<=[。！？])", text.strip(), maxsplit=1)[0]
 
@@ -102,11 +109,12 @@ class StepBackAnswer:
     abstained: bool
 
 
-def parse_step_back_answer(text: str, template: str = "") -> StepBackAnswer:
+def parse_step_back_answer(text: str, template: str = "", question: str = "") -> StepBackAnswer:
     """Fields by label (either form, either language, the last of each label wins), never raising.
 
     A field that only copies the prompt's own instructions (``template``; seen on
-    policy_zh q1: "结论：有专门条款时依据专门条款，否则依据一般规定。") is no answer and is dropped.
+    policy_zh q1: "结论：有专门条款时依据专门条款，否则依据一般规定。") or only repeats the
+    ``question`` (which the answer line quotes) is no answer and is dropped.
 
     The long answer is the reply up to its "Short answer:" line.  The short answer
     is that line, else the answer field's first sentence (a reply cut at
@@ -121,7 +129,7 @@ def parse_step_back_answer(text: str, template: str = "") -> StepBackAnswer:
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
         value = text[m.end() : end].strip()
-        if not _copied(value, template):
+        if not _copied(value, template) and not _same(value, question):
             fields[_FIELD[m.group(1).lower()]] = value
     short_mark = next((m for m in reversed(marks) if _FIELD[m.group(1).lower()] == "short"), None)
     body = text[: short_mark.start()].strip() if short_mark else text
