@@ -359,6 +359,12 @@ def test_a_copied_instruction_is_no_answer() -> None:
     # the answer line quotes the question: a reply that only repeats it is no answer
     echo = parse_step_back_answer(f"Background: M is head of MI6 [1].\nAnswer: {M_Q}", question=M_Q)
     assert "answer" not in echo.fields and echo.short == "M is head of MI6"
+    placeholder = parse_step_back_answer(
+        "Answer: X did it [1].\nShort answer: <a few words>", "Short answer: <a few words>"
+    )
+    assert placeholder.short == "X did it"
+    kept = parse_step_back_answer("Conclusion: 按一般规定。\nShort answer: 一般规定", Q1_TEMPLATE_AT_CHECK)
+    assert kept.short == "一般规定"  # a short answer that is also a word of the template stays
     # the templates now keep instructions out of the answer's placeholders
     for lang in ("en", "zh"):
         for name in ("step_back_answer", "step_back_answer_rules"):

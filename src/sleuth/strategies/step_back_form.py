@@ -80,8 +80,10 @@ _ABSTAIN = re.compile(
 
 
 def _copied(value: str, template: str) -> bool:
-    core = value.strip().strip("<>").rstrip("。．.!！ ").strip()
-    return len(core) >= 4 and core in template
+    """A placeholder ("<a few words>") or a run of the template's own words (not a short answer that happens to be one)."""
+    v = value.strip()
+    core = v.strip("<>").rstrip("。．.!！ ").strip()
+    return (v.startswith("<") and v.endswith(">")) or (len(core) >= 8 and core in template)
 
 
 def _same(value: str, question: str) -> bool:
