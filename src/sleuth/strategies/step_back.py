@@ -8,7 +8,8 @@
 2. Abstraction: ask for a step-back question that keeps the topic: for rules,
    the applicable principle, scope or exceptions (never presupposing an
    exception); otherwise, as in the paper's knowledge tasks, the background or
-   whole history of the same subject (a time question asks for the timeline).
+   whole history of the same subject: a time question asks for the timeline,
+   so a time span the model kept is dropped (:mod:`~sleuth.strategies.time_span`).
    Unusable output falls back to a template of the same form.
 3. Retrieve for the step-back question (``k_stepback``, route ``stepback``);
    both routes stay within the run's filters (``Strategy.retrieve``).
@@ -20,7 +21,7 @@
    the general rule cannot be pushed out by literal matches.
 6. Reasoning, in the documents' form: background (what the documents say
    about the step-back question), evidence, answer; or for rules, the general
-   rule, the specific clause (which takes precedence), the conclusion.  Only an
+   rule, the specific clause (or that there is none), the conclusion.  Only an
    answer that says the documents do not answer it and cites nothing is an
    abstention; its short answer is then the one fixed sentence.
 """
