@@ -32,7 +32,18 @@ from sleuth.strategies.options import SearchO1Options, SelfAskOptions, StepBackO
 from sleuth.strategies.registry import check_run_options
 
 ROOT = Path(__file__).resolve().parents[1]
-STEP_BACK = ["lang", "k", "max_steps", "max_tokens", "context_chars", "k_original", "k_stepback", "k_context", "rrf_k"]
+STEP_BACK = [
+    "lang",
+    "k",
+    "max_steps",
+    "max_tokens",
+    "context_chars",
+    "k_original",
+    "k_stepback",
+    "k_context",
+    "rrf_k",
+    "documents",
+]
 DOCS = [
     {"id": "jaws", "title": "Jaws (film)", "text": "Jaws is a 1975 film directed by Steven Spielberg."},
     {"id": "spielberg", "title": "Steven Spielberg", "text": "Steven Spielberg, who directed Jaws, is a director."},
@@ -64,7 +75,7 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "max_prompt_chars": 7000,
         },
         "rat": {"n_passages": 3},
-        "step-back": {"k_original": 5, "k_stepback": 5, "k_context": 10, "rrf_k": 60},
+        "step-back": {"k_original": 5, "k_stepback": 5, "k_context": 10, "rrf_k": 60, "documents": "auto"},
         "search-o1": {
             "max_searches": 6,
             "max_turns": 9,

@@ -120,6 +120,8 @@ def _chunks(name: str, lang: str) -> list[str]:
 CHAT_TEMPLATES = (
     "search_o1_rid",
     "self_ask_extract",
+    "step_back_question_rules",
+    "step_back_answer_rules",
     "step_back_question",
     "step_back_answer",
     "rat_draft",
@@ -192,7 +194,7 @@ class ScriptedModel:
     def chat(self, kind: str, text: str) -> str:
         docs = self._docs(text)
         a = self.answer
-        if kind == "step_back_question":
+        if kind in ("step_back_question", "step_back_question_rules"):
             q = self.step_back or f"What are the general rules about {self.query}?"
             return f"Step-back question: {q}"
         if kind == "rat_draft":
@@ -210,7 +212,7 @@ class ScriptedModel:
             return f"Final Information: {docs or 'No helpful information found.'}"
         if kind == "self_ask_extract":
             return (docs.splitlines() or ["unknown"])[0]
-        if kind in ("rag", "step_back_answer"):
+        if kind in ("rag", "step_back_answer", "step_back_answer_rules"):
             return f"The documents say [1]:\n{docs}\nShort answer: {a}\nSo the answer is: {a}"
         if kind == "cot":
             return f"Let me think.\n{docs}\nSo the answer is: {a}"

@@ -181,6 +181,12 @@ class StepBackOptions(StrategyOptions):
         None, "passages shown to the model after reranking", minimum=1, derived="`k_original + k_stepback`"
     )
     rrf_k: int = option(60, "the constant of reciprocal-rank fusion", minimum=0)
+    documents: str = option(
+        "auto",
+        "the answer's form: `rules` (general rule, specific clause, conclusion), `general` (background, "
+        "evidence, answer) or `auto` (rules when at least half the passages found for the question are rule-like)",
+        choices=("auto", "rules", "general"),
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

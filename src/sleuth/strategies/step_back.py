@@ -1,21 +1,29 @@
 """Step-back prompting with RAG (Zheng et al., 2024, "Take a Step Back").
 
-1. Abstraction: ask for a step-back question that keeps the topic and asks
-   for the applicable principle, scope or exceptions (never answering it,
-   never presupposing an exception).  Unusable output falls back to a
-   template ("What are the general rules, scope and exceptions ...").
-2. Two-way retrieval: the original question (``k_original`` passages,
-   route ``original``) and the step-back question (``k_stepback``, route
-   ``stepback``), each within the run's filters (``Strategy.retrieve``
-   applies them to both routes unchanged).
-3. Merge and dedupe by (doc_id, chunk_id), keeping every route that found a
+1. Retrieve for the original question (``k_original`` passages, route
+   ``original``) and decide the documents' form from them
+   (:func:`~sleuth.strategies.step_back_form.document_form`): ``rules`` when
+   at least half are rule-like (clause numbering, normative wording), else
+   ``general``; the option ``documents`` overrides it.
+2. Abstraction: ask for a step-back question that keeps the topic: for rules,
+   the applicable principle, scope or exceptions (never presupposing an
+   exception); otherwise, as in the paper's knowledge tasks, the background or
+   whole history of the same subject: a time question asks for the timeline,
+   so a time span the model kept is dropped (:mod:`~sleuth.strategies.time_span`).
+   Unusable output falls back to a template of the same form.
+3. Retrieve for the step-back question (``k_stepback``, route ``stepback``);
+   both routes stay within the run's filters (``Strategy.retrieve``).
+4. Merge and dedupe by (doc_id, chunk_id), keeping every route that found a
    passage in ``found_by`` and its source/version/section.
-4. Rerank with reciprocal-rank fusion over four rankings of the pool: the
+5. Rerank with reciprocal-rank fusion over four rankings of the pool: the
    two retrieval lists and the pool scored by token overlap with each of
    the two questions; the best passage of each route is always kept, so
    the general rule cannot be pushed out by literal matches.
-5. Reasoning: state the rule, apply it to the specific clause, cite both,
-   say plainly when the specific clause is missing.
+6. Reasoning, in the documents' form: background (what the documents say
+   about the step-back question), evidence, answer; or for rules, the general
+   rule, the specific clause (or that there is none), the conclusion.  Only an
+   answer that says the documents do not answer it and cites nothing is an
+   abstention; its short answer is then the one fixed sentence.
 """
 
 from __future__ import annotations
@@ -26,8 +34,11 @@ from dataclasses import replace
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
-from sleuth.strategies.parsing import parse_long_answer, parse_step_back
+from sleuth.strategies.parsing import parse_step_back
+from sleuth.strategies.prompts import load
+from sleuth.strategies.step_back_form import RULES, document_form, parse_step_back_answer
 from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
+from sleuth.strategies.time_span import drop_time_span, has_time_span
 
 _CANNOT = re.compile(r"cannot be answered|can't be answered|无法回答|不能回答", re.I)
 
@@ -91,17 +102,30 @@ class StepBack(Strategy):
 
     def solve(self, question: str, st: RunState) -> None:
         k_orig, k_back, k_ctx = self.opts.k_original, self.opts.k_stepback, self.opts.k_context
-        c = self.ask(st, self.prompt(st, "step_back_question", question=question), step="step back", max_tokens=64)
+        original = self.retrieve(st, question, k=k_orig, route="original")
+        form, n_rule_like = document_form(original, self.opts.documents)
+        suffix = "_rules" if form == RULES else ""
+        c = self.ask(
+            st, self.prompt(st, f"step_back_question{suffix}", question=question), step="step back", max_tokens=64
+        )
         abstract = parse_step_back(c.text, question)
         fallback = abstract is None
+        timeless = form != RULES and has_time_span(question)  # a time question steps back to the whole history
         if abstract is None:
-            abstract = self.prompt(st, "step_back_fallback", question=question)
-        st.emit("step_back", question=abstract, generated=c.text.strip()[:500], fallback=fallback)
+            base = drop_time_span(question) if timeless else question
+            abstract = self.prompt(st, f"step_back_fallback{suffix}", question=base)
+        elif timeless and has_time_span(abstract) and len(drop_time_span(abstract)) >= 8:
+            abstract = drop_time_span(abstract)
+        st.emit(
+            "step_back",
+            question=abstract,
+            generated=c.text.strip()[:500],
+            fallback=fallback,
+            form=form,
+            rule_like=f"{n_rule_like}/{len(original)}",
+        )
 
-        routes = {
-            "original": self.retrieve(st, question, k=k_orig, route="original"),
-            "stepback": self.retrieve(st, abstract, k=k_back, route="stepback"),
-        }
+        routes = {"original": original, "stepback": self.retrieve(st, abstract, k=k_back, route="stepback")}
         pool = merge_routes(routes)
         ranked = rrf_rerank(pool, routes, [question, abstract], self.opts.rrf_k)
         context = [p for p, _ in ranked[:k_ctx]]
@@ -121,15 +145,21 @@ class StepBack(Strategy):
         if not context:
             st.emit("note", type="no_passages", message="neither route found a passage within the caller's scope")
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
+        template = f"step_back_answer{suffix}"
         ac = self.ask(
             st,
-            self.prompt(st, "step_back_answer", question=question, step_back=abstract, documents=docs),
+            self.prompt(st, template, question=question, step_back=abstract, documents=docs),
             step="answer",
             max_tokens=self.max_tokens,
         )
-        answer, short = parse_long_answer(ac.text)
+        parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template, question)
+        answer = parsed.answer
         st.result.answer = answer.strip()
-        st.result.short_answer = short if short is not None else clean_short(answer)
+        if parsed.abstained:
+            st.emit("note", type="abstained", message="the answer says the documents do not answer the question")
+            st.result.short_answer = self.prompt(st, "step_back_abstain")
+        else:
+            st.result.short_answer = parsed.short if parsed.short is not None else clean_short(answer)
         if _CANNOT.search(answer) and not cited_numbers(answer):
             st.result.citations = []  # "cannot be answered" cites nothing
         else:

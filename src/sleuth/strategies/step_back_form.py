@@ -1,0 +1,151 @@
+"""Step-back's answer form: are the documents rules, and what did the answer say?
+
+The rule-and-clause form ("General rule / Specific clause / Conclusion") fits
+documents that are rules (a policy, a regulation); on encyclopaedic text it made
+the model invent rules ("American film directors are those born in the United
+States...") and abstain with the evidence present.  So the form follows from the
+documents, by one deterministic, documented signal:
+
+* a passage is **rule-like** when its section heading or its text carries clause
+  numbering (第十五条, 第三章, Article 7, Section 2.1, Clause 4, § 12) or its text
+  has at least two normative phrases (应当 / 不得 / 必须 / shall / must / may not);
+* the documents are rules when at least half of the passages found for the
+  original question are rule-like.
+
+Measured on the data in ``shared/data`` (per passage): policy_zh 12 of 12 rule-like;
+HotpotQA 0.3 %, MuSiQue 0.5 %, TimeQA 0.4 %, RGB-zh news 0.8 %, the quick-start
+Wikipedia passages 0.8 %; so every policy_zh question gets the rule form and a
+Wikipedia question would need half its passages to be the rare exception.  The
+option ``documents`` (``auto`` / ``rules`` / ``general``) overrides the signal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sleuth.search.base import Passage
+from sleuth.strategies.parse_common import cap
+from sleuth.strategies.text import cited_numbers, clean_short
+
+_NUM = r"[一二三四五六七八九十百千零〇两\d]+"
+_CLAUSE = re.compile(
+    rf"第{_NUM}[条章款节]|\b(?:Article|Art\.|Section|Sec\.|Clause|Rule|Regulation|Chapter)\s+\d+[\d.]*\b|§\s*\d+",
+    re.I,
+)
+_NORMATIVE = re.compile(r"应当|应在|应于|应按|不得|必须|须经|不予|\bshall\b|\bmust\b|\bmay not\b", re.I)
+
+RULES, GENERAL = "rules", "general"
+
+
+def rule_like(p: Passage) -> bool:
+    """Clause numbering in the section or text, or at least two normative phrases in the text."""
+    return bool(_CLAUSE.search(p.section) or _CLAUSE.search(p.text)) or len(_NORMATIVE.findall(p.text)) >= 2
+
+
+def document_form(passages: list[Passage], option: str = "auto") -> tuple[str, int]:
+    """(``rules`` or ``general``, how many passages are rule-like); ``option`` other than auto wins."""
+    n = sum(1 for p in passages if rule_like(p))
+    if option in (RULES, GENERAL):
+        return option, n
+    return (RULES if passages and 2 * n >= len(passages) else GENERAL), n
+
+
+# -- reading the answer ------------------------------------------------------------------------------
+
+#: the labels of both forms, English and Chinese (full-width colons, bold and bullets allowed)
+_LABELS = {
+    "background": ("background", "principle", "general rule", "背景", "一般原理", "一般规定", "一般原则"),
+    "evidence": ("evidence", "specific evidence", "specific clause", "证据", "具体证据", "专门条款", "具体条款"),
+    "answer": ("answer", "conclusion", "final answer", "答案", "结论", "回答"),
+    "short": ("short answer", "简短答案", "简答"),
+}
+_LABEL_LINE = re.compile(  # at a line's start, or inline right after a sentence's end ("… Asia. Conclusion: Yes")
+    r"(?:^[ \t]*(?:[-*>#]+[ \t]*)?|(?<=[.。!?！？\]])[ \t]*)\**[ \t]*("
+    + "|".join(sorted((re.escape(x) for xs in _LABELS.values() for x in xs), key=len, reverse=True))
+    + r")[ \t]*\**[ \t]*[:：][ \t]*\**",
+    re.I | re.M,
+)
+_FIELD = {x.lower(): name for name, xs in _LABELS.items() for x in xs}
+
+#: an answer that declines: the documents do not say, it cannot be answered (English and Chinese)
+_ABSTAIN = re.compile(
+    r"cannot be (?:answered|determined)|can't be (?:answered|determined)|cannot (?:answer|determine)"
+    r"|(?:do|does|did) not (?:provide|mention|contain|say|state|specify|include|give)"
+    r"|(?:is|are) not (?:mentioned|provided|stated|specified|given)|no (?:specific )?(?:information|mention|answer)"
+    r"|insufficient (?:evidence|information)|not enough (?:evidence|information)|unknown"
+    r"|无法回答|不能回答|无法确定|无法判断|没有(?:相关|提到|提及|涉及|说明|规定)|未(?:提到|提及|涉及|说明|规定)|不知道",
+    re.I,
+)
+
+
+def _copied(value: str, template: str) -> bool:
+    """A placeholder ("<a few words>") or a run of the template's own words (not a short answer that happens to be one)."""
+    v = value.strip()
+    core = v.strip("<>").rstrip("。．.!！ ").strip()
+    return (v.startswith("<") and v.endswith(">")) or (len(core) >= 8 and core in template)
+
+
+def _same(value: str, question: str) -> bool:
+    def norm(t: str) -> str:
+        return re.sub(r"\W+", " ", t).strip().lower()
+
+    return bool(question.strip()) and norm(value) == norm(question)
+
+
+def _first_sentence(text: str) -> str:
+    return re.split(r"(?<=[.!?])\s|(?<=[。！？])", text.strip(), maxsplit=1)[0]
+
+
+#: a field that says there is nothing ("无", "None.", "N/A")
+_NONE = re.compile(r"^\W*(?:无|没有|暂无|none|n/?a|no|nil)\W*$", re.I)
+
+
+@dataclass(frozen=True)
+class StepBackAnswer:
+    """The parsed answer: its fields, the long answer to show, the short answer, and whether it declined."""
+
+    fields: dict[str, str]
+    answer: str
+    short: str | None
+    abstained: bool
+
+
+def parse_step_back_answer(text: str, template: str = "", question: str = "") -> StepBackAnswer:
+    """Fields by label (either form, either language, the last of each label wins), never raising.
+
+    A field that only copies the prompt's own instructions (``template``; seen on
+    policy_zh q1: "结论：有专门条款时依据专门条款，否则依据一般规定。") or only repeats the
+    ``question`` (which the answer line quotes) is no answer and is dropped.
+
+    The long answer is the reply up to its "Short answer:" line.  The short answer
+    is that line, else the answer field's first sentence (a reply cut at
+    ``max_tokens``), else ``None``.  It declined when the answer field (or, with
+    no answer field, the whole reply) says the documents do not answer, cites no
+    document (an answer that cites evidence has found some) and gives no short
+    answer of its own other than a refusal.
+    """
+    text = cap(text).strip()
+    marks = list(_LABEL_LINE.finditer(text))
+    fields: dict[str, str] = {}
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        value = text[m.end() : end].strip()
+        if not _copied(value, template) and not _same(value, question):
+            fields[_FIELD[m.group(1).lower()]] = value
+    short_mark = next((m for m in reversed(marks) if _FIELD[m.group(1).lower()] == "short"), None)
+    body = text[: short_mark.start()].strip() if short_mark else text
+    short_line = next((ln for ln in fields.get("short", "").splitlines() if ln.strip()), "")
+    short = clean_short(short_line, 300) or None
+    said = fields.get("answer") or ""
+    for name in ("answer", "evidence", "background"):  # a reply cut before its short answer
+        value = fields.get(name, "")
+        if short is None and value and not _NONE.match(value) and not (name != "answer" and _ABSTAIN.search(value)):
+            short = clean_short(_first_sentence(value), 300) or None
+    decisive = said or body
+    abstained = (
+        bool(_ABSTAIN.search(decisive))
+        and not cited_numbers(decisive)
+        and (short is None or bool(_ABSTAIN.search(short)) or short == clean_short(_first_sentence(said), 300))
+    )
+    return StepBackAnswer(fields, body or (short or ""), short, abstained)

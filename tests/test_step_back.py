@@ -1,0 +1,372 @@
+"""Step-back's answer form and abstention, on the in-process scripted model.
+
+The passages and the model replies are copied from real traces: the committed
+records in ``docs/results/{hotpotqa-open,policy_zh}/results.jsonl.gz`` (embedded
+qwen2.5-1.5b), where the old rule-and-clause answer format was used for every
+question.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+from sleuth.llm.scripted import ScriptedLLM
+from sleuth.search import open_retriever
+from sleuth.search.base import Filters, Passage
+from sleuth.strategies import get_strategy
+from sleuth.strategies.prompts import load
+from sleuth.strategies.step_back_form import document_form, parse_step_back_answer, rule_like
+from sleuth.strategies.time_span import drop_time_span, has_time_span
+
+# HotpotQA 5a8d5ec2554299585d9e37c4, "Are Lycoris and Ammi both native to southern Asia?": both routes' passages
+LYCORIS_DOCS = [
+    (
+        "Ammi (plant)",
+        "Ammi is a genus of 3 to 6 species of plants in the Apiaceae family. They are native to southern Europe, "
+        'northern Africa and Southwest Asia. "Ammi spp." (Bishops weed) is prohibited by the Australian New Zealand '
+        "Food Standards code under standard 1.4.4 due to active constituents:",
+    ),
+    (
+        "Lycoris (plant)",
+        "Lycoris is a genus of 13–20 species of flowering plants in the family Amaryllidaceae, subfamily "
+        "Amaryllidoideae. They are native to eastern and southern Asia in China, Japan, southern Korea, northern "
+        "Vietnam, northern Laos, northern Thailand, northern Burma, Nepal, northern Pakistan, Afghanistan, and "
+        "eastern Iran.",
+    ),
+    (
+        "Dregea",
+        "Dregea is a genus of vines in the Apocynaceae, first described as a genus with this name in 1838. "
+        "It is native to Africa and southern Asia.",
+    ),
+    (
+        "Heteropogon contortus",
+        "Heteropogon contortus is a tropical, perennial tussock grass with a native distribution encompassing "
+        "Southern Africa, southern Asia, Northern Australia, Oceania, and southwestern North America.",
+    ),
+]
+LYCORIS_Q = "Are Lycoris and Ammi both native to southern Asia?"
+# the real replies: the step-back question, and an answer with its labels inline on one line
+LYCORIS_STEP_BACK = (
+    "What are the general rules, scope, and exceptions for the distribution of native plants in southern Asia?"
+)
+LYCORIS_ANSWER = (
+    "General rule: Lycoris is native to eastern and southern Asia in China, Japan, southern Korea, northern Vietnam, "
+    "northern Laos, northern Thailand, northern Burma, Nepal, northern Pakistan, Afghanistan, and eastern Iran. Ammi "
+    "is native to southern Europe, northern Africa and Southwest Asia. No specific clause for this case in the "
+    "documents. Conclusion: Yes, Lycoris and Ammi are both native to southern Asia. Short answer: Yes"
+)
+
+
+def _wiki_index(tmp_path: Path, docs: list[tuple[str, str]]):
+    corpus = tmp_path / "wiki.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"id": t, "title": t, "text": x}, ensure_ascii=False) + "\n" for t, x in docs), "utf-8"
+    )
+    return open_retriever(str(corpus), cache_dir=tmp_path / "idx")
+
+
+def _policy(data_dir: Path) -> dict[str, dict]:
+    lines = (data_dir / "policy_zh" / "questions.jsonl").read_text("utf-8").splitlines()
+    return {json.loads(x)["id"]: json.loads(x) for x in lines}
+
+
+def _scope(q: dict) -> Filters:
+    sc = q["scope"]
+    return Filters.make({k: v for k, v in sc.items() if k != "acl"}, acl=sc["acl"])
+
+
+# -- the signal -------------------------------------------------------------------------------------
+def test_policy_passages_are_rules_and_wikipedia_passages_are_not(data_dir: Path) -> None:
+    policy = [
+        Passage(id=d["id"], text=d["text"], doc_id=d["id"], title=d["title"], section=d["section"])
+        for d in map(json.loads, (data_dir / "policy_zh" / "corpus.jsonl").read_text("utf-8").splitlines())
+    ]
+    assert all(rule_like(p) for p in policy)  # clause numbers in text or section (第十五条, 第三章 审计程序)
+    wiki = [Passage(id=t, text=x, doc_id=t, title=t) for t, x in LYCORIS_DOCS]
+    assert not any(rule_like(p) for p in wiki)  # "standard 1.4.4" is no clause
+    assert document_form(policy) == ("rules", len(policy))
+    assert document_form(wiki) == ("general", 0)
+    assert document_form([]) == ("general", 0)
+    # half of the passages decide; the option overrides the signal
+    assert document_form([policy[0], wiki[0]])[0] == "rules"
+    assert document_form([policy[0], *wiki[:2]])[0] == "general"
+    assert document_form(wiki, "rules") == ("rules", 0) and document_form(policy, "general")[0] == "general"
+    english_rules = Passage(id="x", text="Claims must be filed within 30 days. Late claims must be approved.")
+    assert rule_like(english_rules) and rule_like(Passage(id="y", text="Under Section 4.2 the fee is waived."))
+
+
+# -- the answer parser ------------------------------------------------------------------------------
+def test_parse_inline_labels_of_a_real_reply() -> None:
+    a = parse_step_back_answer(LYCORIS_ANSWER)
+    assert a.short == "Yes" and not a.abstained
+    assert a.fields["answer"] == "Yes, Lycoris and Ammi are both native to southern Asia."
+    assert a.answer.endswith("both native to southern Asia.") and "Short answer" not in a.answer
+
+
+@pytest.mark.parametrize(
+    ("reply", "short", "abstained"),
+    [
+        # HotpotQA 5ac17c865542994ab5c67d6a (the Sean Tully page was in the context, the model declined)
+        (
+            "General rule: In the documents provided, there is no specific clause about the actor who plays Sean "
+            "Tully defeating in a dancing contest.\nSpecific clause: No specific clause for this case in the "
+            "documents.\nConclusion: Cannot be answered from the available documents.\nShort answer: Cannot be "
+            "answered from the available documents.",
+            "Cannot be answered from the available documents",
+            True,
+        ),
+        # HotpotQA 5ab4b7d15542996a3a969fbc: "No specific information." as the short answer
+        (
+            "General rule: The documents do not provide specific information about a founding father.\nSpecific "
+            "clause: No specific clause for this case in the documents.\nConclusion: The documents do not provide "
+            "information about a founding father who met the criteria specified in the question.\nShort answer: "
+            "No specific information.",
+            "No specific information",
+            True,
+        ),
+        # policy_zh q5 (no access to the audit file): a bare Chinese refusal, full-width colon
+        ("一般规定：根据现有可查阅的材料无法回答。", None, True),
+        # policy_zh q6: the rule with its citation, cut before the other fields
+        (
+            "一般规定：内部审计部门每半年对差旅费用进行抽查，抽查比例不低于报销笔数的5%。发现虚假报销的，追回款项并按"
+            "《员工奖惩办法》处理。本文件仅限财务与审计人员查阅。[1]",
+            "内部审计部门每半年对差旅费用进行抽查，抽查比例不低于报销笔数的5%",
+            False,
+        ),
+        # the neutral form, bold labels and a Chinese colon
+        (
+            "**Background:** X held posts [1].\n**Evidence**： In 2004 he was CEO [2].\n**Answer:** He was CEO.",
+            "He was CEO",
+            False,
+        ),
+        # a refusal that still gives an answer of its own is no abstention
+        ("Answer: The documents do not say so directly.\nShort answer: Paris", "Paris", False),
+        # a refusal that cites evidence has found some
+        ("Conclusion: The documents do not mention 2005, but [2] lists him as CEO until 2006.", None, False),
+        ("", None, False),
+    ],
+)
+def test_parse_step_back_answer(reply: str, short: str | None, abstained: bool) -> None:
+    a = parse_step_back_answer(reply)
+    if short is not None:
+        assert a.short == short
+    assert a.abstained is abstained
+
+
+_PIECES = [
+    "Background:",
+    "Evidence:",
+    "Answer:",
+    "Short answer:",
+    "Conclusion:",
+    "一般规定：",
+    "结论：",
+    "简短答案：",
+    "**",
+    "\n",
+    ". ",
+    "。",
+    "[1]",
+    "cannot be answered",
+    "无法回答",
+    " ",
+]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=hs.lists(hs.one_of(hs.sampled_from(_PIECES), hs.text(max_size=20)), max_size=40).map("".join))
+def test_parser_never_raises(text: str) -> None:
+    a = parse_step_back_answer(text)
+    assert isinstance(a.answer, str) and (a.short is None or isinstance(a.short, str))
+
+
+def test_parser_bounded_on_huge_input() -> None:
+    t = time.perf_counter()
+    parse_step_back_answer("Answer: x. Background: y. " * 50_000)
+    parse_step_back_answer(None)  # type: ignore[arg-type]
+    assert time.perf_counter() - t < 5.0
+
+
+# -- the strategy, end to end -----------------------------------------------------------------------
+def test_wikipedia_question_gets_the_neutral_form(tmp_path: Path) -> None:
+    llm = ScriptedLLM([LYCORIS_STEP_BACK, LYCORIS_ANSWER])
+    s = get_strategy("step-back", llm, _wiki_index(tmp_path, LYCORIS_DOCS), k=3, lang="en")
+    r = s.run(LYCORIS_Q)
+    sb = r.trace.of("step_back")[0].data
+    assert sb["form"] == "general" and sb["rule_like"] == "0/3"
+    question_prompt, answer_prompt = (str(c.payload) for c in llm.calls)
+    assert "general rule" not in question_prompt.lower() and "whole history" in question_prompt
+    assert "Background:" in answer_prompt and "General rule" not in answer_prompt
+    # the search before the step-back question: the form is decided on the original route
+    kinds = [e.kind for e in r.trace.events]
+    assert kinds.index("search") < kinds.index("llm") < kinds.index("step_back")
+    assert r.short_answer == "Yes" and not r.trace.of("note")
+
+
+def test_policy_question_keeps_the_rule_form_and_abstains_without_evidence(data_dir: Path, tmp_path: Path) -> None:
+    """policy_zh q5: the finance-only audit file is outside the scope, so nothing bears on the question."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    llm = ScriptedLLM(["内部审计对差旅报销的抽查比例一般是多少？", "一般规定：根据现有可查阅的材料无法回答。"])
+    r = get_strategy("step-back", llm, idx, k=3).run(qs["q5"]["question"], filters=_scope(qs["q5"]))
+    assert r.lang == "zh" and r.trace.of("step_back")[0].data["form"] == "rules"
+    question_prompt, answer_prompt = (str(c.payload) for c in llm.calls)
+    assert "规章制度" in question_prompt and "一般规定：" in answer_prompt and "专门条款" in answer_prompt
+    assert "“根据现有可查阅的材料无法回答。”" not in answer_prompt  # no escape phrase to copy
+    assert r.short_answer == "根据现有可查阅的材料无法回答" and not r.citations
+    assert [e.data["type"] for e in r.trace.of("note")] == ["abstained"]
+    assert "fin-audit-2025" not in json.dumps(r.to_dict(), ensure_ascii=False)
+
+
+def test_policy_answer_with_evidence_is_not_an_abstention(data_dir: Path, tmp_path: Path) -> None:
+    """policy_zh q6 (finance scope): the real reply states the rule and cites it."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    reply = (
+        "一般规定：内部审计部门每半年对差旅费用进行抽查，抽查比例不低于报销笔数的5%。发现虚假报销的，追回款项并按"
+        "《员工奖惩办法》处理。本文件仅限财务与审计人员查阅。[1]"
+    )
+    llm = ScriptedLLM(["内部审计对差旅报销的抽查比例一般是多少？", reply])
+    r = get_strategy("step-back", llm, idx, k=3).run(qs["q6"]["question"], filters=_scope(qs["q6"]))
+    assert r.trace.of("step_back")[0].data["form"] == "rules"
+    assert "5%" in r.short_answer and not r.trace.of("note")
+    assert [p.doc_id for p in r.citations] == ["fin-audit-2025"]
+
+
+def test_documents_option_forces_a_form(tmp_path: Path) -> None:
+    llm = ScriptedLLM([LYCORIS_STEP_BACK, LYCORIS_ANSWER])
+    s = get_strategy("step-back", llm, _wiki_index(tmp_path, LYCORIS_DOCS), k=3, lang="en", documents="rules")
+    r = s.run(LYCORIS_Q)
+    assert r.trace.of("step_back")[0].data["form"] == "rules"
+    assert "General rule:" in str(llm.calls[1].payload)
+    assert r.short_answer == "Yes"
+
+
+# -- the real-model check of this change (embedded qwen2.5-1.5b, `sleuth ask --strategy step-back`) -----------
+# TimeQA "Who acted as M between Aug 2012 and Sep 2012 in James Bond films?" (gold Ralph Fiennes): the
+# original route's passages and the model's two replies; it kept the time span in its step-back question
+M_DOCS = [
+    (
+        "M (James Bond)",
+        "M is a fictional character in Ian Flemings James Bond book and film series ; the character is the Head of "
+        "the Secret Intelligence Service—also known as MI6 . In the Eon Productions series of films , M has been "
+        "portrayed by four actors : Bernard Lee , Robert Brown , Judi Dench",
+    ),
+    (
+        "M (James Bond)",
+        "- Featured in : - The likeness of Lee was used in the 2005 James Bond video game adaptation of James Bond "
+        "007 : From Russia with Love for the role of M by EA Games . Robert Brown : 1983–1989 .",
+    ),
+    (
+        "M (James Bond)",
+        ", whom she turned over to the Chinese in order to save six other agents . She is shot and killed in the "
+        "film , making her the only M to die in the Eon Bond films . Denchs M makes a final appearance in Spectre "
+        "in a video will",
+    ),
+    (
+        "M (James Bond)",
+        "After the death of Judi Denchs M at the end of Skyfall , she is succeeded by Gareth Mallory , played by "
+        "Ralph Fiennes .",
+    ),
+]
+M_Q = "Who acted as M between Aug 2012 and Sep 2012 in James Bond films?"
+M_STEP_BACK = "Who was M between August 2012 and September 2012 in James Bond films?"
+M_ANSWER = (
+    "Background: The documents provide information about the character M in James Bond films, including the actors "
+    "who portrayed him and the years in which they played the role. They also mention the specific film in which M "
+    "was portrayed in 2012, which was Spectre.\nEvidence: The entry for Spectre in the Eon Productions series of "
+    "films states that Ralph Fiennes played M in 2012.\nAnswer: Ralph Fiennes acted as M between August 2012 and "
+    "September 2012 in James Bond films.\nShort answer: Ralph Fiennes"
+)
+
+
+def test_time_question_steps_back_to_the_whole_history(tmp_path: Path) -> None:
+    docs = [(f"{t} {i}", x) for i, (t, x) in enumerate(M_DOCS)]
+    llm = ScriptedLLM([M_STEP_BACK, M_ANSWER])
+    r = get_strategy("step-back", llm, _wiki_index(tmp_path, docs), k=2, lang="en").run(M_Q)
+    sb = r.trace.of("step_back")[0].data
+    assert sb["form"] == "general" and sb["generated"] == M_STEP_BACK
+    assert sb["question"] == "Who was M in James Bond films?"  # the span dropped: the timeline is asked for
+    assert [e.data["query"] for e in r.trace.of("search")] == [M_Q, "Who was M in James Bond films?"]
+    answer_prompt = str(llm.calls[1].payload)
+    assert f'Answer: <one sentence that answers "{M_Q}">' in answer_prompt
+    assert r.short_answer == "Ralph Fiennes" and r.answer.startswith("Background:")
+
+
+@pytest.mark.parametrize(
+    ("text", "dropped"),
+    [
+        (M_STEP_BACK, "Who was M in James Bond films?"),
+        ("What label was Luis Aute recording under in early 2000s?", "What label was Luis Aute recording under?"),
+        ("Who owned the Newton D. Baker House before Mar 1811?", "Who owned the Newton D. Baker House?"),
+        ("2004年3月至2005年10月，该公司的CEO是谁？", "该公司的CEO是谁？"),
+        ("Which sport was first played at the stadium in 1958?", None),  # an event's year, not a time span
+        ("The song Medicine by The 1975 appears in which film?", None),
+        ("2022年G20峰会的时间和地点？", None),  # RGB-zh: the year names the event
+    ],
+)
+def test_time_span(text: str, dropped: str | None) -> None:
+    assert has_time_span(text) is (dropped is not None)
+    assert drop_time_span(text) == (dropped or text)
+
+
+def test_rule_time_spans_are_kept(data_dir: Path, tmp_path: Path) -> None:
+    """policy_zh q3 asks under the 2024 version: in the rule form "2024年时" stays in the step-back question."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    step_back = "2024年时，取消行程的退票费用报销期限的一般规定是什么？"  # the committed record's reply
+    llm = ScriptedLLM(
+        [
+            step_back,
+            "一般规定：员工应在行程结束后45个自然日内提交差旅报销申请。[1]\n结论：45个自然日内。\n简短答案：45天",
+        ]
+    )
+    r = get_strategy("step-back", llm, idx, k=3).run(qs["q3"]["question"], filters=_scope(qs["q3"]))
+    assert r.trace.of("step_back")[0].data == {
+        "question": step_back,
+        "generated": step_back,
+        "fallback": False,
+        "form": "rules",
+        "rule_like": "1/1",
+    }
+    assert r.short_answer == "45天"
+
+
+# policy_zh q1 (scope 2025 / 境内 / all), the rule-form template as it stood at the real-model check: the model
+# copied the conclusion's instruction ("有专门条款时依据专门条款，否则依据一般规定") as its answer
+Q1_TEMPLATE_AT_CHECK = (
+    "一般规定：<适用的一般规定及出处>\n专门条款：<针对这一具体情形的条款及出处（如果没有任何文档包含这样的条款，就说明没有，"
+    "不要自行推广一般规定）>\n结论：<问题的答案：有专门条款时依据专门条款，否则依据一般规定（只有在没有任何文档涉及这个问题时，"
+    "才说明现有材料无法回答）>\n简短答案：<几个词>"
+)
+Q1_REPLY = (
+    "一般规定：员工应在行程结束后30个自然日内通过费用系统提交报销申请，逾期未提交的，需经部门负责人书面说明后方可受理。\n"
+    "专门条款：无\n结论：有专门条款时依据专门条款，否则依据一般规定。\n简短答案：有专门条款时依据专门条款，否则依据一般规定。"
+)
+
+
+def test_a_copied_instruction_is_no_answer() -> None:
+    a = parse_step_back_answer(Q1_REPLY, Q1_TEMPLATE_AT_CHECK)
+    assert "answer" not in a.fields and "short" not in a.fields and a.fields["evidence"] == "无"
+    assert a.short is not None and a.short.startswith("员工应在行程结束后30个自然日内")  # not "无", not the instruction
+    assert not a.abstained
+    # the answer line quotes the question: a reply that only repeats it is no answer
+    echo = parse_step_back_answer(f"Background: M is head of MI6 [1].\nAnswer: {M_Q}", question=M_Q)
+    assert "answer" not in echo.fields and echo.short == "M is head of MI6"
+    placeholder = parse_step_back_answer(
+        "Answer: X did it [1].\nShort answer: <a few words>", "Short answer: <a few words>"
+    )
+    assert placeholder.short == "X did it"
+    kept = parse_step_back_answer("Conclusion: 按一般规定。\nShort answer: 一般规定", Q1_TEMPLATE_AT_CHECK)
+    assert kept.short == "一般规定"  # a short answer that is also a word of the template stays
+    # the templates now keep instructions out of the answer's placeholders
+    for lang in ("en", "zh"):
+        for name in ("step_back_answer", "step_back_answer_rules"):
+            text = load(name, lang).template
+            assert "依据专门条款" not in text and "“" + "根据现有可查阅的材料无法回答" not in text
