@@ -160,7 +160,7 @@ class StepBack(Strategy):
             st.result.short_answer = self.prompt(st, "step_back_abstain")
         else:
             st.result.short_answer = parsed.short if parsed.short is not None else clean_short(answer)
-        if _CANNOT.search(answer) and not cited_numbers(answer):
-            st.result.citations = []  # "cannot be answered" cites nothing
+        if parsed.abstained or (_CANNOT.search(answer) and not cited_numbers(answer)):
+            st.result.citations = []  # an abstention ("cannot be answered") cites nothing
         else:
             st.cite(context, claim=answer, query=question, marks=cited_numbers(answer))  # grounded in finish
