@@ -237,9 +237,10 @@ def test_step_back_and_rat_runs_read_back_the_same(index) -> None:
         ScriptedLLM(
             [
                 "Which company owns The Venetian Macao?",
-                "Principle: an arena on a hotel's premises belongs to the hotel's owner.\n"
+                "Background: an arena on a hotel's premises belongs to the hotel's owner.\n"
                 "Evidence: The Cotai Arena is on the premises of The Venetian Macao [1], which Las Vegas Sands owns.\n"
-                "So the answer is: Las Vegas Sands",
+                "Answer: Las Vegas Sands owns the hotel on whose premises the Cotai Arena is located.\n"
+                "Short answer: Las Vegas Sands",
             ]
         ),
         index,
