@@ -110,6 +110,22 @@ def test_a_lexical_run_is_recorded_as_before_and_resumes_lexically(hotpot4: Path
     assert config_from_manifest(manifest, out).search_mode == "lexical"
 
 
+def test_a_pool_too_big_to_embed_in_a_sitting_is_searched_lexically_unless_asked(
+    hotpot4: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sleuth.eval import corpus
+    from sleuth.eval.datasets import load_dataset
+
+    ds = load_dataset(hotpot4)
+    chars = sum(len(p.title) + len(p.text) for p in corpus.pooled_paragraphs(ds))
+    assert corpus.plan_retrieval(ds, "open").mode == "hybrid"
+    assert corpus.default_mode(corpus.DENSE_DEFAULT_MAX_CHARS) == "hybrid"
+    assert corpus.default_mode(corpus.DENSE_DEFAULT_MAX_CHARS + 1) == "lexical"
+    monkeypatch.setattr(corpus, "DENSE_DEFAULT_MAX_CHARS", chars - 1)
+    assert corpus.plan_retrieval(ds, "open").mode == "lexical"
+    assert corpus.plan_retrieval(ds, "open", mode="hybrid").mode == "hybrid"  # asked for: embedded anyway
+
+
 def test_the_recorded_mode_is_what_verify_and_resume_read() -> None:
     pooled = {"setting": "open", "index": {"setting": "open", "source": "all 40 paragraphs", "key": "p-1"}}
     assert search_mode(None, pooled) == "lexical"  # recorded before the mode existed: BM25

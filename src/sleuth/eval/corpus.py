@@ -5,8 +5,9 @@
   the knowledge layer's index API and cached under
   ``$SLEUTH_CACHE_DIR/eval/indexes/<content hash>``, so reruns and resumes reuse it.
   Searched in :data:`DEFAULT_SEARCH_MODE` unless ``--search-mode`` says otherwise
-  (``lexical``, ``dense`` or ``hybrid``; the last two embed the pool once, cached);
-  a resumed run keeps the mode it was started with.
+  (``lexical``, ``dense`` or ``hybrid``; the last two embed the pool once, cached), or
+  lexically when the pool holds more than :data:`DENSE_DEFAULT_MAX_CHARS` characters (its
+  embedding would cost more than a tuning sitting); a resumed run keeps the mode it was started with.
 * ``distractor``: each question's own paragraphs (HotpotQA's 10, MuSiQue's 20)
   become a small per-question index, also cached by content hash.
 * ``closed``: no retrieval (MMLU, or a closed-book baseline).
@@ -37,6 +38,11 @@ SEARCH_MODES = ("lexical", "dense", "hybrid")
 #: tuning files (benchmarks/bench_retrieval.py, docs/knowledge.md "Retrieval quality"): it finds more
 #: supporting titles in the top 5 than BM25 or vectors alone on hotpotqa/train and musique/train.
 DEFAULT_SEARCH_MODE = "hybrid"
+#: a bigger pool is searched lexically unless --search-mode says otherwise: embedding costs about
+#: 10k characters a second on 2 idle cores (all-MiniLM-L6-v2), so this is ~7 minutes once (cached);
+#: HotpotQA's pools (1.7M and 2.8M characters), MuSiQue's, StrategyQA's and RGB's are under it,
+#: TimeQA's 33k pooled paragraphs (11.8M) are not
+DENSE_DEFAULT_MAX_CHARS = 4_000_000
 
 
 class CorpusError(ValueError):
@@ -247,12 +253,23 @@ def search_mode(given: str | None, previous: dict[str, Any] | None) -> str | Non
     return None
 
 
+def default_mode(pool_chars: int) -> str:
+    """The open setting's mode when none is given, for a pool of ``pool_chars`` characters."""
+    return DEFAULT_SEARCH_MODE if pool_chars <= DENSE_DEFAULT_MAX_CHARS else "lexical"
+
+
+def _bytes(path: Path) -> int:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size
+
+
 def plan_retrieval(
     dataset: Dataset, setting: str | None, *, index: str | None = None, mode: str | None = None
 ) -> RetrievalPlan:
     """Decide what to index for ``setting`` (None: open when the dataset has a corpus, else closed);
-    ``mode``: how the open setting searches (None: :data:`DEFAULT_SEARCH_MODE`; for a user's
-    ``--index``, the index's own default: hybrid where it has vectors)."""
+    ``mode``: how the open setting searches (None: :func:`default_mode` of the pool's size; for a
+    user's ``--index``, the index's own default: hybrid where it has vectors)."""
     if mode is not None and mode not in SEARCH_MODES:
         raise CorpusError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
     has_paras = any(it.paragraphs for it in dataset.items)
@@ -278,11 +295,14 @@ def plan_retrieval(
             user_index=index,
             mode=mode or "",
         )
-    mode = mode or DEFAULT_SEARCH_MODE
     if dataset.corpus_path is not None:
         cp = dataset.corpus_path
         return RetrievalPlan(
-            "open", source=f"corpus file {cp.name}", key="f-" + _file_sha(cp)[:24], corpus_file=str(cp), mode=mode
+            "open",
+            source=f"corpus file {cp.name}",
+            key="f-" + _file_sha(cp)[:24],
+            corpus_file=str(cp),
+            mode=mode or default_mode(_bytes(cp)),
         )
     if not has_paras:
         raise CorpusError(f"{dataset.name} has no paragraphs to index; give --corpus FILE or --index DIR")
@@ -296,7 +316,7 @@ def plan_retrieval(
         source=f"all {len(records)} paragraphs of {dataset.name} pooled",
         key="p-" + _hash_records(records)[:24],
         passages=len(records),
-        mode=mode,
+        mode=mode or default_mode(sum(len(r["title"]) + len(r["text"]) for r in records)),
     )
     plan._records_for_open = records  # type: ignore[attr-defined]
     return plan
