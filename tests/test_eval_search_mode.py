@@ -95,7 +95,7 @@ def test_a_lexical_run_is_recorded_as_before_and_resumes_lexically(hotpot4: Path
     # described as runs were before the mode could be chosen, so those resume unchanged
     assert set(manifest["settings"]["index"]) == {"setting", "source", "key"}
     assert manifest["index"]["mode"] == "lexical"
-    assert _index_fact(out).endswith("pooled; lexical search")
+    assert _index_fact(out).endswith("pooled; lexical search")  # new runs name their mode, lexical too
     idx = Index.open(manifest["index"]["spec"])
     assert not idx.has_vectors  # a lexical run embeds nothing
     qs = _questions(hotpot4)

@@ -192,13 +192,14 @@ def _code_table(
 
 
 def _index_fact(idx: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
-    """What the run searched and how: the source and, for the open setting, the search mode."""
+    """What the run searched and how: the source and, for the open setting, the search mode (runs
+    recorded before the mode could be chosen name none: they searched with BM25, their reports stay as made)."""
     described = settings.get("index") if isinstance(settings.get("index"), dict) else {}
     source = idx.get("source", described.get("source", "–"))
     mode = idx.get("mode") or described.get("mode")
-    if not mode and described.get("setting") == "open" and not str(source).startswith("index "):
-        mode = "lexical"  # pooled runs recorded before the mode could be chosen searched with BM25
-    return f"{source}; {mode} search" if mode else str(source)
+    return (
+        f"{source}; {mode} search" if mode and idx.get("setting", described.get("setting")) == "open" else str(source)
+    )
 
 
 def render(
