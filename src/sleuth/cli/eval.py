@@ -69,7 +69,8 @@ def eval_cmd(
         None,
         "--search-mode",
         help="How the open setting searches: lexical (BM25), dense (vectors) or hybrid (both, fused). Default: "
-        "hybrid (the pool is embedded once, cached); a resumed run keeps its mode; an --index its own default.",
+        "hybrid (the pool is embedded once, cached; a pool over 4M characters: lexical); a resumed run keeps its "
+        "mode; an --index its own default.",
     ),
     gap: bool = typer.Option(False, "--gap", help="Also answer every decomposition hop (compositionality gap)."),
     opt: list[str] = typer.Option(
