@@ -1,19 +1,34 @@
-"""Retrieval quality of the embedded index, side by side for BM25, dense and hybrid.
+"""Retrieval quality of the embedded index on a pooled QA corpus: modes, k, title weight and passage size side by side.
 
-    .venv/bin/python benchmarks/bench_retrieval.py
+    .venv/bin/python benchmarks/bench_retrieval.py                       # hotpotqa/train.jsonl (tuning data)
+    .venv/bin/python benchmarks/bench_retrieval.py --data musique/train.json
+    .venv/bin/python benchmarks/bench_retrieval.py --modes lexical      # no embedding
 
-* HotpotQA (../shared/data/hotpotqa/test.jsonl, 500 hard dev questions): all
-  paragraphs of the file pooled into one corpus (one per title, ~5k), recall@2/@5/@10
-  of the supporting titles (mean fraction of a question's 2 supporting titles in the
-  top k) and the share of questions with both titles in the top k.
-* policy_zh: each of the 8 questions searched within its own scope
-  (version/region/acl); evidence recall@5 and a leak count (passages returned
-  outside the question's scope - must be 0).
+* The corpus is pooled exactly as ``sleuth eval --setting open`` pools it
+  (:func:`sleuth.eval.corpus.plan_retrieval`: every paragraph of the questions file,
+  each id once, or the dataset's companion corpus file such as MuSiQue's
+  ``train_corpus.json``).  Choose defaults on tuning files (``hotpotqa/train.jsonl``,
+  ``musique/train.json``), never on ``hotpotqa/test.jsonl``.
+* Gold: the item's supporting titles (HotpotQA ``supporting_facts``, MuSiQue
+  ``is_supporting``).  R@k is the mean fraction of a question's supporting titles in
+  the top k; all@k the share of questions with every one of them in the top k.
+* ``--hops`` (MuSiQue): each decomposition hop is searched too, with the answers of
+  the earlier hops put in for ``#1``, ``#2``... (what a decomposing strategy asks);
+  hop@k is the share of hops whose supporting paragraph's title is in the top k.
+* Rows: ``lexical`` (BM25 over body), ``lexical+tN`` (BM25 plus the title/section
+  field boosted by N, :data:`sleuth.search.lexical.HEAD_BOOST` is what Chinese
+  queries use), ``dense``, ``hybrid`` (RRF of BM25 and dense, as
+  :meth:`sleuth.search.Index.search_batch` fuses them) and ``hybrid+tN``; with
+  ``--chunks 400,800`` lexical rows for indexes built with a smaller passage size
+  (``max_chars``; the default is 1200).  ms/query: one query at a time for BM25, the
+  batch for dense (query embedding included).
+* policy_zh (``--policy``): each of the 8 questions searched within its own scope
+  (version/region/acl); evidence recall@5 and a leak count (must be 0).
 
 The dense side embeds every passage once with the model ``embedder="auto"`` picks
-(all-MiniLM-L6-v2 for HotpotQA, multilingual-e5-small for policy_zh; cached in
-``<cache dir>/embeddings.sqlite``, the index itself cached by content hash), so
-reruns take seconds.
+(all-MiniLM-L6-v2 for English), cached in ``<cache dir>/embeddings.sqlite``; the index
+itself is cached by content hash, so reruns take seconds.  Embedding ~3k passages
+takes minutes on idle cores, much longer beside a model run (``nice -n 19``).
 """
 
 from __future__ import annotations
@@ -21,51 +36,170 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("SLEUTH_DATA_DIR", ROOT.parent / "shared" / "data"))
 MODES = ("lexical", "dense", "hybrid")
+KS = (3, 5, 8, 10)
+
+Ranked = list[tuple[int, float]]
 
 
-def hotpot(progress: bool, modes: tuple[str, ...]) -> list[tuple[str, dict]]:
-    from sleuth.search import Filters, open_retriever
+def pooled_corpus(path: Path, work: Path) -> tuple[Any, Path]:
+    """The dataset and the corpus file ``sleuth eval`` would index for its open setting."""
+    from sleuth.eval.corpus import plan_retrieval
+    from sleuth.eval.datasets import load_dataset
 
-    path = DATA / "hotpotqa" / "test.jsonl"
-    qs = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    t0 = time.perf_counter()
-    idx = open_retriever(path, dense=modes != ("lexical",), progress=progress)
-    setup = time.perf_counter() - t0
-    scope = Filters.parse(["acl=all"])
-    rows = []
-    for mode in modes:
+    ds = load_dataset(path)
+    plan = plan_retrieval(ds, "open")
+    if plan.corpus_file:
+        return ds, Path(plan.corpus_file)
+    records = plan._records_for_open  # type: ignore[attr-defined]
+    out = work / f"{path.parent.name}-{path.stem}-pooled.jsonl"
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return ds, out
+
+
+def _fill(question: str, answers: list[str]) -> str:
+    """``#n`` replaced by the answer of hop n (where known)."""
+
+    def one(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        return answers[n - 1] if 0 < n <= len(answers) else m.group(0)
+
+    return re.sub(r"#(\d+)", one, question)
+
+
+def hop_queries(ds: Any) -> list[tuple[str, str]]:
+    """(query, gold title) per decomposition hop, earlier answers put in for ``#n``."""
+    out = []
+    for it in ds.items:
+        titles = {p.id: p.title for p in it.paragraphs}
+        answers: list[str] = []
+        for sub in it.decomposition:
+            q = _fill(sub.question, answers)
+            answers.append(sub.answer)
+            if sub.support_id in titles:
+                out.append((q, titles[sub.support_id]))
+    return out
+
+
+def lexical_ranker(lex: Any, head_boost: float) -> Callable[[str, int], Ranked]:
+    """BM25 over ``body`` plus, when ``head_boost`` > 0, the title/section field boosted (every language)."""
+    import tantivy
+
+    from sleuth.search.tokenize import tokenize
+
+    if head_boost <= 0:
+        return lambda q, k: lex.search(q, k, None)
+
+    def run(q: str, k: int) -> Ranked:
+        uniq = list(dict.fromkeys(tokenize(q)))
+        if not uniq:
+            return []
+        term = tantivy.Query.term_query
+        clauses = [(tantivy.Occur.Should, term(lex.schema, "body", t)) for t in uniq]
+        clauses += [
+            (tantivy.Occur.Should, tantivy.Query.boost_query(term(lex.schema, "head", t), head_boost)) for t in uniq
+        ]
+        s = lex.searcher
+        hits = s.search(tantivy.Query.boolean_query(clauses), k, count=False).hits
+        rows = s.fast_field_values("row", [a for _, a in hits]) if hits else []
+        return [(int(r), float(sc)) for (sc, _), r in zip(hits, rows, strict=True) if r is not None]
+
+    return run
+
+
+def score(idx: Any, ranked: list[Ranked], gold: list[set[str]]) -> dict[str, float]:
+    titles = {}
+    for rows in ranked:
+        for r, _ in rows:
+            titles.setdefault(r, None)
+    got = idx.store.get_many(list(titles))
+    out: dict[str, float] = {}
+    for k in KS:
+        rec, full = [], []
+        for rows, g in zip(ranked, gold, strict=True):
+            top = {got[r].title for r, _ in rows[:k] if r in got}
+            rec.append(len(g & top) / len(g))
+            full.append(g <= top)
+        out[f"R@{k}"] = float(np.mean(rec))
+        out[f"all@{k}"] = float(np.mean(full))
+    return out
+
+
+def measure(
+    idx: Any, queries: Sequence[str], gold: list[set[str]], modes: Sequence[str], boosts: Sequence[float]
+) -> list[tuple[str, dict[str, float]]]:
+    from sleuth.search.hybrid import rrf
+
+    kmax = max(KS)
+    depth = max(4 * kmax, 40)  # what Index.search_batch fuses for hybrid
+    rows: list[tuple[str, dict[str, float]]] = []
+    lex_runs: dict[float, tuple[list[Ranked], float]] = {}
+    for b in (0.0, *boosts):
+        rank = lexical_ranker(idx.lexical, b)
         t0 = time.perf_counter()
-        results = idx.search_batch([q["question"] for q in qs], 10, scope, mode=mode)  # type: ignore[call-arg]
-        per_q = (time.perf_counter() - t0) / len(qs) * 1000
-        rec = {k: [] for k in (2, 5, 10)}
-        both = {k: [] for k in (2, 5, 10)}
-        for q, hits in zip(qs, results, strict=True):
-            gold = set(q["supporting_facts"]["title"])
-            for k in rec:
-                found = gold & {p.title for p in hits[:k]}
-                rec[k].append(len(found) / len(gold))
-                both[k].append(found == gold)
+        deep = [rank(q, depth) for q in queries]
+        lex_runs[b] = (deep, (time.perf_counter() - t0) / len(queries) * 1000)
+        if "lexical" in modes:
+            name = "lexical" if b == 0 else f"lexical+t{b:g}"
+            rows.append((name, {**score(idx, [d[:kmax] for d in deep], gold), "ms": lex_runs[b][1]}))
+    if "dense" in modes or "hybrid" in modes:
+        dense = idx._dense_index()
+        t0 = time.perf_counter()
+        dhits = dense.search_batch(list(queries), depth, None)
+        dms = (time.perf_counter() - t0) / len(queries) * 1000
+        if "dense" in modes:
+            rows.append(("dense", {**score(idx, [d[:kmax] for d in dhits], gold), "ms": dms}))
+        if "hybrid" in modes:
+            for b in (0.0, *boosts):
+                deep, lms = lex_runs[b]
+                fused = [rrf([lx, dh], kmax) for lx, dh in zip(deep, dhits, strict=True)]
+                name = "hybrid" if b == 0 else f"hybrid+t{b:g}"
+                rows.append((name, {**score(idx, fused, gold), "ms": dms + lms}))
+    return rows
+
+
+def chunk_rows(
+    corpus: Path, queries: Sequence[str], gold: list[set[str]], sizes: Sequence[int], work: Path
+) -> list[tuple[str, dict[str, float]]]:
+    from sleuth.search import Index
+
+    rows = []
+    for size in sizes:
+        t0 = time.perf_counter()
+        idx = Index.build([corpus], work / f"chunks-{size}", max_chars=size)
+        build = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        deep = [idx.lexical.search(q, max(KS), None) for q in queries]
+        ms = (time.perf_counter() - t0) / len(queries) * 1000
         rows.append(
             (
-                mode,
-                {
-                    **{f"R@{k}": float(np.mean(v)) for k, v in rec.items()},
-                    **{f"both@{k}": float(np.mean(v)) for k, v in both.items()},
-                    "ms_per_query": per_q,
-                },
+                f"lexical/{size}",
+                {**score(idx, deep, gold), "ms": ms, "passages": idx.manifest["passages"], "build_s": build},
             )
         )
-    print(f"hotpotqa: {len(qs)} questions, {idx.manifest['passages']} pooled passages (index ready in {setup:.1f}s)")  # type: ignore[attr-defined]
     return rows
+
+
+def print_rows(title: str, rows: list[tuple[str, dict[str, float]]], label: str = "R") -> None:
+    print(f"\n{title}")
+    head = " ".join(f"{label}@{k:<3}" for k in KS) + " " + " ".join(f"all@{k:<3}" for k in KS)
+    print(f"{'row':14} {head} {'ms/query':>8}")
+    for name, r in rows:
+        cells = " ".join(f"{r[f'R@{k}']:6.3f}" for k in KS) + " " + " ".join(f"{r[f'all@{k}']:6.3f}" for k in KS)
+        extra = f"  ({int(r['passages'])} passages, built in {r['build_s']:.1f}s)" if "passages" in r else ""
+        print(f"{name:14} {cells} {r['ms']:8.2f}{extra}")
 
 
 def policy(modes: tuple[str, ...]) -> list[tuple[str, dict]]:
@@ -96,24 +230,52 @@ def policy(modes: tuple[str, ...]) -> list[tuple[str, dict]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--data", default="hotpotqa/train.jsonl", help="Questions file (relative to the data dir or a path)."
+    )
     ap.add_argument("--modes", default=",".join(MODES), help="Comma-separated subset of lexical,dense,hybrid.")
+    ap.add_argument("--title-boosts", default="0.5,1,2", help="Title (head field) weights to try beside plain BM25.")
+    ap.add_argument("--chunks", default="", help="Also build lexical indexes with these passage sizes (max_chars).")
+    ap.add_argument("--hops", action="store_true", help="Also search every decomposition hop (MuSiQue).")
+    ap.add_argument("--policy", action="store_true", help="Also check policy_zh (scoped evidence recall, leaks).")
+    ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args()
+    from sleuth.search import open_retriever
+
     modes = tuple(m for m in a.modes.split(",") if m in MODES)
-    hp = hotpot(progress=not a.no_progress, modes=modes)
-    print(f"{'mode':8} {'R@2':>6} {'R@5':>6} {'R@10':>6} {'both@2':>7} {'both@5':>7} {'both@10':>8} {'ms/query':>9}")
-    for mode, r in hp:
+    boosts = [float(b) for b in a.title_boosts.split(",") if b.strip()]
+    path = Path(a.data) if Path(a.data).exists() else DATA / a.data
+    with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as tmp:
+        work = Path(tmp)
+        ds, corpus = pooled_corpus(path, work)
+        t0 = time.perf_counter()
+        idx = open_retriever(corpus, dense=modes != ("lexical",), progress=not a.no_progress)
+        setup = time.perf_counter() - t0
+        items = [it for it in ds.items if it.gold_titles]
+        queries = [it.question for it in items]
+        gold = [set(it.gold_titles) for it in items]
         print(
-            f"{mode:8} {r['R@2']:6.3f} {r['R@5']:6.3f} {r['R@10']:6.3f} {r['both@2']:7.3f} {r['both@5']:7.3f} "
-            f"{r['both@10']:8.3f} {r['ms_per_query']:9.2f}"
-        )
-    pol = policy(modes)
-    print("\npolicy_zh: 8 questions, each within its own scope (k=5)")
-    print(f"{'mode':8} {'evidence@5':>10} {'leaks':>6}  per question")
-    for mode, r in pol:
-        print(f"{mode:8} {r['evidence@5']:10.3f} {r['leaks']:6d}  {r['per_question']}")
-    if any(r["leaks"] for _, r in pol):
-        sys.exit("an out-of-scope passage was returned")
+            f"{ds.name}: {len(items)} questions, {idx.manifest['passages']} pooled passages (index ready in {setup:.1f}s)"
+        )  # type: ignore[attr-defined]
+        print_rows("whole questions (supporting titles)", measure(idx, queries, gold, modes, boosts))
+        if a.hops:
+            hops = hop_queries(ds)
+            print_rows(
+                f"decomposition hops ({len(hops)}; the hop's supporting title)",
+                measure(idx, [q for q, _ in hops], [{t} for _, t in hops], modes, boosts),
+                label="hop",
+            )
+        if a.chunks:
+            sizes = [int(s) for s in a.chunks.split(",") if s.strip()]
+            print_rows("passage size (lexical, whole questions)", chunk_rows(corpus, queries, gold, sizes, work))
+    if a.policy:
+        pol = policy(modes)
+        print("\npolicy_zh: 8 questions, each within its own scope (k=5)")
+        print(f"{'mode':8} {'evidence@5':>10} {'leaks':>6}  per question")
+        for mode, r in pol:
+            print(f"{mode:8} {r['evidence@5']:10.3f} {r['leaks']:6d}  {r['per_question']}")
+        if any(r["leaks"] for _, r in pol):
+            sys.exit("an out-of-scope passage was returned")
 
 
 if __name__ == "__main__":

@@ -454,7 +454,15 @@ def test_open_setting_pools_the_whole_file_into_one_cached_index(
     data = data_dir / "hotpotqa/train.jsonl"
     run_eval(
         EvalConfig(
-            data=str(data), out=str(tmp_path / "o1"), setting="open", strategies=[f"{MOD}:FirstWord"], limit=4, seed=0
+            data=str(data),
+            out=str(tmp_path / "o1"),
+            setting="open",
+            strategies=[f"{MOD}:FirstWord"],
+            limit=4,
+            seed=0,
+            # BM25 only: embedding the 3k pooled paragraphs would take minutes on a cold embedding cache;
+            # the default (hybrid) mode is tested on a small pool in test_eval_search_mode.py
+            search_mode="lexical",
         ),
         progress=False,
     )
@@ -473,7 +481,13 @@ def test_open_setting_pools_the_whole_file_into_one_cached_index(
     # a second run (other sample, other out dir) reuses the same index: built once, cached
     run_eval(
         EvalConfig(
-            data=str(data), out=str(tmp_path / "o2"), setting="open", strategies=[f"{MOD}:FirstWord"], limit=2, seed=5
+            data=str(data),
+            out=str(tmp_path / "o2"),
+            setting="open",
+            strategies=[f"{MOD}:FirstWord"],
+            limit=2,
+            seed=5,
+            search_mode="lexical",
         ),
         progress=False,
     )

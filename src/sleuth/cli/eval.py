@@ -65,6 +65,13 @@ def eval_cmd(
         "--corpus",
         help="Corpus file for the open setting (default: the dataset's own paragraphs, or its companion corpus file).",
     ),
+    search_mode: str = typer.Option(
+        None,
+        "--search-mode",
+        help="How the open setting searches: lexical (BM25), dense (vectors) or hybrid (both, fused). Default: "
+        "hybrid (the pool is embedded once, cached; a pool over 4M characters: lexical); a resumed run keeps its "
+        "mode; an --index its own default.",
+    ),
     gap: bool = typer.Option(False, "--gap", help="Also answer every decomposition hop (compositionality gap)."),
     opt: list[str] = typer.Option(
         [],
@@ -125,6 +132,7 @@ def eval_cmd(
         base_url=base_url,
         index=index,
         corpus=str(corpus) if corpus else None,
+        search_mode=search_mode,
         gap=gap,
         strategy_options=strategy_options,
         prices=prices,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sleuth.eval.corpus import RetrievalPlan
+from sleuth.eval.corpus import SEARCH_MODES, RetrievalPlan
 from sleuth.eval.datasets import Dataset
 from sleuth.strategies.registry import check_run_options, resolve_name, resolve_strategy_class
 
@@ -37,6 +37,9 @@ class EvalConfig:
     model: str | None = None
     base_url: str | None = None
     index: str | None = None  # an existing index dir / retriever spec for the open setting
+    # how the open setting searches: lexical | dense | hybrid (None: the resumed run's mode, else
+    # sleuth.eval.corpus.DEFAULT_SEARCH_MODE; a user's --index: its own default)
+    search_mode: str | None = None
     corpus: str | None = None  # a corpus file to pool instead of the dataset's own paragraphs
     gap: bool = False  # also run every decomposition hop (compositionality gap)
     strategy_options: dict[str, Any] = field(default_factory=dict)
@@ -89,6 +92,8 @@ def validate(cfg: EvalConfig) -> None:
         raise EvalError("--time-limit must be a positive duration")
     if cfg.setting is not None and cfg.setting not in SETTINGS:
         raise EvalError(f"--setting must be one of {', '.join(SETTINGS)}")
+    if cfg.search_mode is not None and cfg.search_mode not in SEARCH_MODES:
+        raise EvalError(f"--search-mode must be one of {', '.join(SEARCH_MODES)}")
     try:
         names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
         given = {"max_steps": cfg.max_steps, "max_tokens": cfg.max_tokens}

@@ -4,6 +4,10 @@
   dataset's companion corpus file, or ``--corpus``/``--index``).  Built once with
   the knowledge layer's index API and cached under
   ``$SLEUTH_CACHE_DIR/eval/indexes/<content hash>``, so reruns and resumes reuse it.
+  Searched in :data:`DEFAULT_SEARCH_MODE` unless ``--search-mode`` says otherwise
+  (``lexical``, ``dense`` or ``hybrid``; the last two embed the pool once, cached), or
+  lexically when the pool holds more than :data:`DENSE_DEFAULT_MAX_CHARS` characters (its
+  embedding would cost more than a tuning sitting); a resumed run keeps the mode it was started with.
 * ``distractor``: each question's own paragraphs (HotpotQA's 10, MuSiQue's 20)
   become a small per-question index, also cached by content hash.
 * ``closed``: no retrieval (MMLU, or a closed-book baseline).
@@ -26,7 +30,19 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.datasets import Dataset, Item, Paragraph
+from sleuth.search.base import SearchError
 from sleuth.search.lexical import LAYOUT
+
+SEARCH_MODES = ("lexical", "dense", "hybrid")
+#: how the open setting searches its pool by default: BM25 and vectors fused by RRF. Measured on the
+#: tuning files (benchmarks/bench_retrieval.py, docs/knowledge.md "Retrieval quality"): it finds more
+#: supporting titles in the top 5 than BM25 or vectors alone on hotpotqa/train and musique/train.
+DEFAULT_SEARCH_MODE = "hybrid"
+#: a bigger pool is searched lexically unless --search-mode says otherwise: embedding costs about
+#: 10k characters a second on 2 idle cores (all-MiniLM-L6-v2), so this is ~7 minutes once (cached);
+#: HotpotQA's pools (1.7M and 2.8M characters), MuSiQue's, StrategyQA's and RGB's are under it,
+#: TimeQA's 33k pooled paragraphs (11.8M) are not
+DENSE_DEFAULT_MAX_CHARS = 4_000_000
 
 
 class CorpusError(ValueError):
@@ -98,26 +114,32 @@ def _write_jsonl_atomic(path: Path, records: list[dict[str, Any]]) -> None:
 _BUILD_LOCK = threading.Lock()
 
 
-def build_index(inputs: list[Path], out: Path, fmt: str = "auto") -> None:
-    """Build an index at ``out`` from corpus files with the knowledge layer (atomic there)."""
+def build_index(inputs: list[Path], out: Path, fmt: str = "auto", *, dense: bool = False) -> None:
+    """Build an index at ``out`` from corpus files with the knowledge layer (atomic there);
+    ``dense``: also embed the passages (the embedder ``auto`` picks by language)."""
     from sleuth.search import Index
 
-    Index.build([str(p) for p in inputs], out, format=fmt, progress=False)
+    Index.build([str(p) for p in inputs], out, format=fmt, dense=dense, progress=False)
 
 
-def open_index(spec: str) -> Any:
+def open_index(spec: str, mode: str | None = None) -> Any:
+    """The retriever for ``spec``; ``mode`` (``lexical|dense|hybrid``) for embedded indexes, None: the index's own."""
     from sleuth.search import open_retriever
 
-    return open_retriever(spec)
+    return open_retriever(spec, mode=mode) if mode else open_retriever(spec)
 
 
-def ensure_index(records: list[dict[str, Any]] | None, inputs: list[Path] | None, key: str) -> Path:
-    """The cached index dir for ``key``, built on first use (from ``records`` or ``inputs``)."""
-    root = cache_root() / key
+def ensure_index(
+    records: list[dict[str, Any]] | None, inputs: list[Path] | None, key: str, *, dense: bool = False
+) -> Path:
+    """The cached index dir for ``key`` (with vectors when ``dense``), built on first use
+    (from ``records`` or ``inputs``)."""
+    root = cache_root() / (key + ("-dense" if dense else ""))
     index_dir = root / "index"
     done = root / "READY"
+    ready = f"ok {LAYOUT}" + (" dense" if dense else "") + "\n"
     with _BUILD_LOCK:
-        if done.exists() and index_dir.exists() and done.read_text(encoding="utf-8") == f"ok {LAYOUT}\n":
+        if done.exists() and index_dir.exists() and done.read_text(encoding="utf-8") == ready:
             return index_dir
         root.mkdir(parents=True, exist_ok=True)
         fmt = "auto"
@@ -125,8 +147,8 @@ def ensure_index(records: list[dict[str, Any]] | None, inputs: list[Path] | None
             corpus = root / "corpus.jsonl"
             _write_jsonl_atomic(corpus, records)
             inputs, fmt = [corpus], "generic"
-        build_index(list(inputs or []), index_dir, fmt)
-        done.write_text(f"ok {LAYOUT}\n", encoding="utf-8")
+        build_index(list(inputs or []), index_dir, fmt, dense=dense)
+        done.write_text(ready, encoding="utf-8")
     return index_dir
 
 
@@ -140,17 +162,21 @@ class RetrievalPlan:
     passages: int = 0
     user_index: str = ""  # --index given by the user (used as is)
     corpus_file: str = ""  # open: a corpus file indexed as is
+    # open: lexical | dense | hybrid ("": a user's --index searched in its own default mode)
+    mode: str = "lexical"
 
     @property
     def per_item(self) -> bool:
         return self.setting == "distractor"
 
     def describe(self) -> dict[str, Any]:
-        """What a resume must match (no machine-specific paths)."""
-        return {"setting": self.setting, "source": self.source, "key": self.key}
+        """What a resume must match (no machine-specific paths).  A lexical run is described as
+        runs were before the mode could be chosen, so those resume unchanged."""
+        d = {"setting": self.setting, "source": self.source, "key": self.key}
+        return {**d, "mode": self.mode} if self.mode not in ("lexical", "") else d
 
     def manifest(self) -> dict[str, Any]:
-        return {**self.describe(), "spec": self.spec, "passages": self.passages}
+        return {**self.describe(), "mode": self.mode or "index default", "spec": self.spec, "passages": self.passages}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,19 +188,26 @@ class RetrievalPlan:
     # -- driver side
     def prepare(self, console: Any = None) -> None:
         """Build (or find in the cache) the open-setting index before any task runs."""
-        if self.setting != "open" or self.spec:
+        if self.setting != "open":
+            return
+        if self.spec:  # a user's --index: opened now, so a mode it cannot serve is refused before any task
+            if self.mode:
+                _open_cached(self.spec, self.mode)
             return
         if console is not None:
             console.print(f"[dim]index: {self.source}[/]")
         self._records_for_open = getattr(self, "_records_for_open", None)
+        dense = self.mode in ("dense", "hybrid")
+        if console is not None and dense:
+            console.print(f"[dim]{self.mode} search: the pool is embedded once (cached for later runs)[/]")
         if self.corpus_file:
-            path = ensure_index(None, [Path(self.corpus_file)], self.key)
+            path = ensure_index(None, [Path(self.corpus_file)], self.key, dense=dense)
         else:
-            path = ensure_index(self._records_for_open, None, self.key)
+            path = ensure_index(self._records_for_open, None, self.key, dense=dense)
         self.spec = str(path)
         if not self.passages:
             try:
-                self.passages = int(_open_cached(self.spec).store.count_live())
+                self.passages = int(_open_cached(self.spec, self.mode).store.count_live())
             except AttributeError:  # a retriever without a passage store
                 pass
 
@@ -183,7 +216,7 @@ class RetrievalPlan:
         if self.setting == "closed":
             return None
         if self.setting == "open":
-            return _open_cached(self.spec)
+            return _open_cached(self.spec, self.mode)
         records = corpus_records(item.paragraphs)
         if not records:
             raise CorpusError(f"question {item.id} has no paragraphs of its own for the distractor setting")
@@ -191,23 +224,59 @@ class RetrievalPlan:
         return _open_cached(str(ensure_index(records, None, key)))
 
 
-_OPEN: dict[str, Any] = {}
+_OPEN: dict[tuple[str, str], Any] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def _open_cached(spec: str) -> Any:
+def _open_cached(spec: str, mode: str = "lexical") -> Any:
     with _OPEN_LOCK:
-        r = _OPEN.get(spec)
+        r = _OPEN.get((spec, mode))
         if r is None:
-            r = _OPEN[spec] = open_index(spec)
+            try:
+                r = _OPEN[(spec, mode)] = open_index(spec, mode or None)
+            except SearchError as e:  # e.g. a mode the index has no vectors for
+                raise CorpusError(str(e)) from e
         return r
 
 
-def plan_retrieval(dataset: Dataset, setting: str | None, *, index: str | None = None) -> RetrievalPlan:
-    """Decide what to index for ``setting`` (None: open when the dataset has a corpus, else closed)."""
+def search_mode(given: str | None, previous: dict[str, Any] | None) -> str | None:
+    """The open setting's search mode: ``given`` (``--search-mode``), else the mode of the run being
+    resumed (``previous``: its run.json ``settings``; a pooled run recorded without one searched
+    lexically), else None (:data:`DEFAULT_SEARCH_MODE`, or a user's ``--index`` in its own default)."""
+    if given:
+        return given
+    if previous and previous.get("setting") == "open":
+        idx = previous.get("index") or {}
+        if idx.get("mode"):
+            return str(idx["mode"])
+        return None if str(idx.get("source", "")).startswith("index ") else "lexical"
+    return None
+
+
+def default_mode(pool_chars: int) -> str:
+    """The open setting's mode when none is given, for a pool of ``pool_chars`` characters."""
+    return DEFAULT_SEARCH_MODE if pool_chars <= DENSE_DEFAULT_MAX_CHARS else "lexical"
+
+
+def _bytes(path: Path) -> int:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size
+
+
+def plan_retrieval(
+    dataset: Dataset, setting: str | None, *, index: str | None = None, mode: str | None = None
+) -> RetrievalPlan:
+    """Decide what to index for ``setting`` (None: open when the dataset has a corpus, else closed);
+    ``mode``: how the open setting searches (None: :func:`default_mode` of the pool's size; for a
+    user's ``--index``, the index's own default: hybrid where it has vectors)."""
+    if mode is not None and mode not in SEARCH_MODES:
+        raise CorpusError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
     has_paras = any(it.paragraphs for it in dataset.items)
     if setting is None:
         setting = "open" if (index or dataset.corpus_path or has_paras) else "closed"
+    if mode not in (None, "lexical") and setting != "open":
+        raise CorpusError(f"--search-mode {mode} applies to the open setting only (this run is {setting})")
     if setting == "closed":
         return RetrievalPlan("closed", source="none (closed book)")
     if setting == "distractor":
@@ -224,11 +293,16 @@ def plan_retrieval(dataset: Dataset, setting: str | None, *, index: str | None =
             spec=index,
             key=_file_sha(Path(index)) if Path(index).exists() else index,
             user_index=index,
+            mode=mode or "",
         )
     if dataset.corpus_path is not None:
         cp = dataset.corpus_path
         return RetrievalPlan(
-            "open", source=f"corpus file {cp.name}", key="f-" + _file_sha(cp)[:24], corpus_file=str(cp)
+            "open",
+            source=f"corpus file {cp.name}",
+            key="f-" + _file_sha(cp)[:24],
+            corpus_file=str(cp),
+            mode=mode or default_mode(_bytes(cp)),
         )
     if not has_paras:
         raise CorpusError(f"{dataset.name} has no paragraphs to index; give --corpus FILE or --index DIR")
@@ -242,6 +316,7 @@ def plan_retrieval(dataset: Dataset, setting: str | None, *, index: str | None =
         source=f"all {len(records)} paragraphs of {dataset.name} pooled",
         key="p-" + _hash_records(records)[:24],
         passages=len(records),
+        mode=mode or default_mode(sum(len(r["title"]) + len(r["text"]) for r in records)),
     )
     plan._records_for_open = records  # type: ignore[attr-defined]
     return plan

@@ -191,6 +191,17 @@ def _code_table(
     return out
 
 
+def _index_fact(idx: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """What the run searched and how: the source and, for the open setting, the search mode (runs
+    recorded before the mode could be chosen name none: they searched with BM25, their reports stay as made)."""
+    described = settings.get("index") if isinstance(settings.get("index"), dict) else {}
+    source = idx.get("source", described.get("source", "–"))
+    mode = idx.get("mode") or described.get("mode")
+    return (
+        f"{source}; {mode} search" if mode and idx.get("setting", described.get("setting")) == "open" else str(source)
+    )
+
+
 def render(
     records: Sequence[Mapping[str, Any]],
     manifest: Mapping[str, Any] | None,
@@ -218,7 +229,7 @@ def render(
         f"| data | `{data.get('path', '?')}` (sha256 `{str(data.get('sha256', ''))[:16]}…`, {data.get('questions', '?')} questions) |",
         f"| format / setting | {settings.get('format', '?')} / {settings.get('setting', '?')} |",
         f"| model | {settings.get('model', '?')}" + (f" (served as: {', '.join(models)})" if models else "") + " |",
-        f"| index | {idx.get('source', settings.get('index', {}).get('source', '–')) if isinstance(settings.get('index'), dict) else '–'} |",
+        f"| index | {_index_fact(idx, settings)} |",
         f"| seed / limit / k | {settings.get('seed')} / {settings.get('limit')} / {settings.get('k')} |",
         f"| results | {len(every)} records |",
         f"| progress | {prog.text()} |",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.eval.config import SETTINGS, EvalConfig, EvalError, validate
-from sleuth.eval.corpus import plan_retrieval
+from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
 from sleuth.eval.datasets import Dataset, load_dataset
 from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import sub_items
@@ -35,6 +35,7 @@ from sleuth.eval.rundir import (
     run_code_lang,
     stale_reason,
 )
+from sleuth.eval.store import read_manifest
 from sleuth.eval.tasks import Sitting, build_tasks
 from sleuth.eval.worker import COMPLETED_REASONS, FAILED, OK, SCHEMA, make_record, run_task, worker_config
 from sleuth.strategies.registry import resolve_strategy_class
@@ -101,7 +102,12 @@ def run_eval(
     dataset = load_dataset(cfg.data, cfg.format, cfg.corpus).sample(cfg.limit, cfg.seed)
     if cfg.gap and not any(sub_items(it) for it in dataset.items):
         raise EvalError(f"--gap needs decompositions with gold answers (MuSiQue); {dataset.name} has none")
-    plan = plan_retrieval(dataset, cfg.setting, index=cfg.index)
+    previous = read_manifest(cfg.out) if Path(cfg.out).is_dir() else None  # a resume keeps its search mode
+    mode = search_mode(cfg.search_mode, (previous or {}).get("settings"))
+    try:
+        plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=mode)
+    except CorpusError as e:
+        raise EvalError(str(e)) from e
     run = RunDir.create(cfg.out)
     manifest = new_manifest(cfg, dataset, plan)
     with run.lock():
@@ -115,7 +121,10 @@ def run_eval(
         resume = run.resume(tasks, code, retry_failed=cfg.retry_failed, redo_stale=cfg.redo_stale)
         if resume.stale and console is not None:
             console.print(resume.stale_message(run.path))
-        plan.prepare(console=console if progress else None)  # the open index is built once, before any worker
+        try:  # the open index is built once, before any worker
+            plan.prepare(console=console if progress else None)
+        except CorpusError as e:
+            raise EvalError(str(e)) from e
         manifest["index"] = plan.manifest()
         run.write_manifest(manifest)
         sitting = Sitting(cfg.time_limit, started)

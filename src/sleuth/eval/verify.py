@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.corpus import plan_retrieval
+from sleuth.eval.corpus import plan_retrieval, search_mode
 from sleuth.eval.datasets import load_dataset
 from sleuth.eval.runner import (
     EvalConfig,
@@ -107,6 +107,7 @@ def config_from_manifest(
         base_url=base_url,
         index=index,
         corpus=str(corpus) if corpus is not None else None,
+        search_mode=search_mode(None, s),
         gap=bool(s.get("gap")),
         strategy_options=dict(s.get("strategy_options") or {}),
         concurrency=1,
@@ -220,7 +221,7 @@ def verify_run(
     dataset = load_dataset(path, cfg.format, cfg.corpus).sample(cfg.limit, cfg.seed)
     if [it.id for it in dataset.items] != list((manifest.get("data") or {}).get("question_ids") or []):
         raise EvalError("the sample drawn now is not the run's sample (question ids differ)")
-    plan = plan_retrieval(dataset, cfg.setting, index=cfg.index)
+    plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=cfg.search_mode)
     want = (manifest.get("settings") or {}).get("index") or {}
     now = plan.describe()
     if (now.get("setting"), now.get("key")) != (want.get("setting"), want.get("key")):  # content, not paths
