@@ -148,11 +148,10 @@ def test_a_pure_refactor_keeps_the_fingerprint(plugins: Path) -> None:
             (r"\.steps\b", ".n_steps"),
             (r"(?m)^    steps: int = 0$", "    n_steps: int = 0"),
             (r"\bthreshold\b", "restate_at"),
-            (r"\bprev_answer\b", "earlier_answer"),
             (r"\bsim_q\b", "overlap"),
             (
-                r"return _Scaffold\(st, question, scaffold, len\(scaffold\), words, sep, restate_at, repeat_at, max_chars\)",
-                "# the model's part starts after the few-shot prompt\n        return _Scaffold(\n"
+                r"run = _Scaffold\(st, question, scaffold, len\(scaffold\), words, sep, restate_at, repeat_at, max_chars\)",
+                "# the model's part starts after the few-shot prompt\n        run = _Scaffold(\n"
                 "            st=st, question=question, prompt=scaffold, start=len(scaffold), words=words, sep=sep,\n"
                 "            restate_at=restate_at, repeat_at=repeat_at, max_chars=max_chars,\n        )",
             ),

@@ -462,7 +462,7 @@ def test_http_cancel_stops_the_run_and_the_server_goes_on(world, slow) -> None:
 
 @pytest.mark.model
 def test_ask_on_the_small_embedded_model(tiny_llm, data_dir, tmp_path) -> None:
-    """The real 135M model behind /mcp: a grounded answer with citations, one progress note per step."""
+    """The real 135M model behind /mcp: an answer, grounded citations, one progress note per step."""
     from sleuth.search import open_retriever
 
     wiki = open_retriever(data_dir / "quickstart" / "wiki_passages.jsonl", cache_dir=tmp_path)
@@ -473,7 +473,9 @@ def test_ask_on_the_small_embedded_model(tiny_llm, data_dir, tmp_path) -> None:
             args = {"question": "Who directed Jaws?", "k": 2, "options": {"max_tokens": 32}}
             res, steps = await ask_with_progress(c, args)
             assert res["finish_reason"] == "finished" and res["answer"], res
-            assert res["citations"] and res["citations"][0]["found_by"]
+            # grounded citations: only passages the answer rests on (the corpus has no Jaws passage, so
+            # the tiny model's answer usually rests on none); each one says which search found it
+            assert isinstance(res["citations"], list) and all(c["found_by"] for c in res["citations"])
             assert steps[0].startswith("start") and any(s.startswith("search: ") for s in steps)
 
     with running(app) as url:
