@@ -283,3 +283,36 @@ def test_ground_zh_by_characters() -> None:
     quote = closest_sentence("住宿 标准 一线城市", [doc])
     assert quote == "(差旅费用管理办法（2025版）) 第九条 住宿标准：一线城市每人每晚不超过600元，其他城市不超过400元。"
     assert closest_sentence("出国 头等舱", [doc]) is None  # covers too little of the query
+
+
+def test_ground_drops_a_restated_query_that_no_one_document_states() -> None:
+    """hotpotqa/train tuning run, "Which is a comedy film, The Million Dollar Duck or Don Quixote?": for
+    the query "comedy film Don Quixote" the model wrote "[1] Don Quixote is a comedy film." (three times);
+    the words are spread over two passages (the novel's and another comedy film's), none states it, and
+    the run answered "Don Quixote". A restatement one passage does hold is kept."""
+    found = [
+        Passage(
+            id="Don Quixote#0",
+            title="Don Quixote",
+            text="The Ingenious Nobleman Sir Quixote of La Mancha, or just Don Quixote, is a Spanish novel by "
+            "Miguel de Cervantes.",
+        ),
+        Passage(
+            id="Local Kung Fu 2#0", title="Local Kung Fu 2", text="Local Kung Fu 2 is a 2017 Hong Kong comedy film."
+        ),
+    ]
+    g = ground("[1] Don Quixote is a comedy film. [2] Don Quixote is a comedy film.", found, "comedy film Don Quixote")
+    assert g.text == "" and g.why == ["restates the query as a fact no one document states"] * 2
+    duck = [
+        Passage(id="d", title="The Million Dollar Duck", text="The Million Dollar Duck is a 1971 American comedy film.")
+    ]
+    kept = ground("[1] The Million Dollar Duck is a comedy film.", duck, "comedy film The Million Dollar Duck")
+    assert kept.text == "The Million Dollar Duck is a comedy film." and not kept.dropped
+    zh = [
+        Passage(id="a", title="堂吉诃德", text="《堂吉诃德》是西班牙作家塞万提斯的长篇小说。"),
+        Passage(id="b", title="本地功夫2", text="《本地功夫2》是2017年的香港喜剧电影。"),
+    ]
+    assert ground("[1] 堂吉诃德是喜剧电影。", zh, "喜剧电影 堂吉诃德").why == [  # Chinese: by characters
+        "restates the query as a fact no one document states"
+    ]
+    assert ground("[2] 本地功夫2是喜剧电影。", zh, "喜剧电影 本地功夫2").text == "本地功夫2是喜剧电影。"

@@ -11,7 +11,11 @@ sentence of the Reason-in-Documents output against the passages, deterministical
   search query; more than half of them missing from the passages makes the sentence
   unsupported (one extra place name is tolerated, a new person is not);
 * **words**: at least half of the sentence's content words (stop words removed) occur in
-  the passages.  For Chinese, content "words" are single characters, so this is a
+  the passages;
+* **restated query**: a sentence whose content words are all the query's own ("Don Quixote is
+  a comedy film." for the query "comedy film Don Quixote") adds nothing the search did not
+  assume, so it stands only when one passage holds every one of its words (the words rule
+  passes it whenever the query's words are spread over several passages).  For Chinese, content "words" are single characters, so this is a
   character overlap, and the name rule does not apply.
 
 A sentence that fails is dropped (it is kept in the trace).  When no sentence survives, or the
@@ -130,8 +134,15 @@ def _number_found(n: str, docs: str, doc_numbers: set[str]) -> bool:
     return 0 <= v <= 10 and _NUMBER_ZH[v] in docs
 
 
-def unsupported_reason(sentence: str, docs: str, doc_tokens: set[str], query: str = "") -> str | None:
-    """Why the documents do not support ``sentence`` (``None`` when they do)."""
+def unsupported_reason(
+    sentence: str,
+    docs: str,
+    doc_tokens: set[str],
+    query: str = "",
+    passage_tokens: Sequence[set[str]] | None = None,
+) -> str | None:
+    """Why the documents do not support ``sentence`` (``None`` when they do); ``passage_tokens``: each
+    passage's content words, for the restatement rule."""
     s = _THOUSANDS.sub("", strip_citations(sentence))
     doc_numbers = {m.lstrip("0") or "0" for m in _NUMBER.findall(docs)} | set(_NUMBER.findall(docs))
     doc_numbers |= set(_NUMBER.findall(_norm(query)))  # restating the query's own number is no new fact
@@ -147,6 +158,9 @@ def unsupported_reason(sentence: str, docs: str, doc_tokens: set[str], query: st
     words = content_tokens(s)
     if words and len(words - doc_tokens) * 2 > len(words):
         return "most words not in the documents"
+    one = max((len(words & t) for t in passage_tokens), default=0) if passage_tokens is not None else len(words)
+    if words and words <= query_tokens and one < len(words):
+        return "restates the query as a fact no one document states"
     return None
 
 
@@ -154,9 +168,10 @@ def ground(info: str, passages: Sequence[Passage], query: str = "") -> Grounded:
     """Keep the sentences of ``info`` that ``passages`` support (rules in the module docstring)."""
     docs = _norm(" ".join(f"{p.title} {p.section} {p.text}" for p in passages))
     doc_tokens = content_tokens(docs)
+    each = [content_tokens(_norm(f"{p.title} {p.section} {p.text}")) for p in passages]
     out = Grounded(text="")
     for sent, cited in cited_sentences(info):
-        why = unsupported_reason(sent, docs, doc_tokens, query)
+        why = unsupported_reason(sent, docs, doc_tokens, query, each)
         if why is None:
             out.kept.append(sent)
             out.cited += [n for n in cited if n not in out.cited]
