@@ -29,6 +29,12 @@ from sleuth.strategies.short_fit import fit_short
 
 
 def records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a results file, or of a run directory (its newest record per task)."""
+    if path.is_dir():
+        from sleuth.eval.store import read_records
+
+        yield from read_records(path)
+        return
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
@@ -47,10 +53,13 @@ def em_f1(pred: str, golds: list[str]) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="+", type=Path, help="results.jsonl[.gz] of eval runs")
+    ap.add_argument("files", nargs="+", type=Path, help="results.jsonl[.gz] files or run directories")
     ap.add_argument("--task", default="", help="only records of this task kind (main, sub)")
     ap.add_argument("--show", type=int, default=0, help="print this many changed answers")
     args = ap.parse_args()
+    missing = [str(p) for p in args.files if not p.exists()]
+    if missing:
+        ap.error("no such file or run directory: " + ", ".join(missing))
 
     sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0, 0])
     by_type: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0, 0])
