@@ -16,6 +16,7 @@ from sleuth.strategies.answer_type import (
     CHOICE,
     DATE,
     ENTITY,
+    LIST,
     NUMBER,
     PERSON,
     PLACE,
@@ -294,3 +295,43 @@ def test_a_comparison_that_asks_for_a_year_expects_a_year() -> None:
         "or Pike Place Market opened?"
     )
     assert answer_type(q) == AnswerType(DATE, detail="year")
+
+
+# rgb_zh tuning run (issue 31's Chinese check): with "一个名称或几个词" as the expected answer, RAG's reply to
+# "2022年金鹰奖最佳电视剧和最佳电视动画分别是什么？" shrank from "最佳电视剧：《觉醒年代》" to "《觉醒年代》" and
+# "小米13系列手机的发布时间和处理器？" got "小米13系列": questions that ask for several parts say so now.
+@pytest.mark.parametrize(
+    "question",
+    [
+        "2022年金鹰奖最佳电视剧和最佳电视动画分别是什么？",
+        "小米13系列手机的发布时间和处理器？",
+        "马英九访问大陆去了哪些城市",
+        "2022年澳网男单和女单冠军分别是谁？",
+        "《李茂扮太子》是什么类型的电影？它的导演是谁？",
+        "邓伦逃税多少钱，被罚了多少钱",
+        "上海和北京2023年新任市长是谁？",
+        "What were the capitals of France and Spain, respectively?",
+    ],
+)
+def test_a_question_asking_for_several_parts_expects_every_part(question: str) -> None:
+    t = answer_type(question)
+    assert t.detail == LIST and t.kind != CHOICE
+    assert "每一项" in t.expected("zh") and "every item" in t.expected("en")
+
+
+def test_single_answer_and_choice_questions_are_not_lists() -> None:
+    assert answer_type("张三和李四谁更高？").kind == CHOICE
+    assert answer_type("内部审计对差旅报销的抽查比例是多少？").detail != LIST  # policy_zh q6
+    assert answer_type("谁是北京冬残奥会中国体育代表团旗手").detail != LIST
+    assert answer_type("Who directed Jaws and Alien?").detail != LIST  # one person may have done both
+
+
+def test_every_part_of_a_list_answer_stays() -> None:
+    assert (
+        fit_short("邓伦逃税多少钱，被罚了多少钱", "邓伦逃税4765.82万元，被罚1.06亿元。")
+        == "邓伦逃税4765.82万元，被罚1.06亿元"
+    )
+    assert fit_short("马英九访问大陆去了哪些城市", "南京、武汉和上海") == "南京、武汉和上海"
+    assert (
+        fit_short("What were the capitals of France and Spain, respectively?", "Paris and Madrid") == "Paris and Madrid"
+    )

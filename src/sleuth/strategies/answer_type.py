@@ -19,13 +19,15 @@ DATE = "date"
 PLACE = "place"
 NUMBER = "number"
 ENTITY = "entity"
+LIST = "list"  # a detail: several parts are asked for
 
 
 @dataclass(frozen=True)
 class AnswerType:
     """``kind`` (one of the constants above), the options of a choice, and a finer ``detail``:
     ``year`` (a year is asked), ``country`` / ``city`` (which level of place), ``count``
-    ("how many": a bare number), or ``""``."""
+    ("how many": a bare number), ``list`` (the question asks for several parts: "分别", "哪些",
+    "发布时间和处理器", "respectively"; every part belongs in the answer), or ``""``."""
 
     kind: str
     options: tuple[str, ...] = ()
@@ -34,6 +36,12 @@ class AnswerType:
     def expected(self, lang: str = "en") -> str:
         """The expected answer in words, for the short-answer prompt."""
         zh = lang == "zh"
+        if self.detail == LIST:
+            return (
+                "问题问到的每一项（用顿号分隔，一项也不要漏）"
+                if zh
+                else "every item the question asks for, separated by commas"
+            )
         if self.kind == CHOICE and len(self.options) == 2:
             a, b = self.options
             return f"“{a}”或“{b}”之一" if zh else f'one of "{a}" or "{b}"'
@@ -177,10 +185,26 @@ _CITY_ZH = re.compile(r"哪个城市|哪座城市|什么城市")
 _PERSON_ZH = re.compile(r"谁|哪位|哪个人")
 
 
+#: several parts asked at once: "分别", "哪些", "各是", "有谁", or two things joined by 和/与/及 ("…的发布时间和处理器？",
+#: "上海和北京2023年新任市长是谁？"); a single-answer question told so still gets its one item
+_LIST_ZH = re.compile(
+    r"分别|哪些|各是|各自|有谁|[^，,？?。]{1,12}(?:和|与|及|以及)[^，,？?。]{1,12}"
+    r"|[？?].*\S.*[？?]?$|(多少|谁|哪|什么|何时)[^？?]{1,20}\1"  # two questions in one: "…是什么类型的电影？它的导演是谁？"
+)
+_EACH_ZH = re.compile(r"分别|各是|各自")
+_LIST_EN = re.compile(r"\brespectively\b", re.I)
+
+
 def _answer_type_zh(q: str) -> AnswerType:
+    t = _answer_type_zh_one(q)
+    return AnswerType(t.kind, t.options, LIST) if t.kind != CHOICE and _LIST_ZH.search(q) else t
+
+
+def _answer_type_zh_one(q: str) -> AnswerType:
     for pat in (_CHOICE_ZH, _BETWEEN_ZH):
         m = pat.search(q)
-        if m and (opts := _options((m.group(1), m.group(2)))):
+        # "A和B分别是谁" asks for both; "上海和北京…市长是谁" asks who is (是谁), not which of the two
+        if m and not _EACH_ZH.search(q) and (opts := _options((m.group(1), m.group(2)))) and not opts[1].endswith("是"):
             return AnswerType(CHOICE, opts)
     if _DATE_ZH.search(q):
         return AnswerType(DATE, detail="year" if _YEAR_ZH.search(q) else "")
@@ -204,4 +228,5 @@ def answer_type(question: str) -> AnswerType:
     q = _WS.sub(" ", (question or "")[:1000]).strip()
     if _HAN.search(q):
         return _answer_type_zh(q)
-    return _answer_type_en(q)
+    t = _answer_type_en(q)
+    return AnswerType(t.kind, t.options, LIST) if t.kind != CHOICE and _LIST_EN.search(q) else t

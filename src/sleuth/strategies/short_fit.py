@@ -25,6 +25,7 @@ from sleuth.strategies.answer_type import (
     CHOICE,
     DATE,
     ENTITY,
+    LIST,
     NUMBER,
     PERSON,
     PLACE,
@@ -283,7 +284,7 @@ _ZH_NUM = re.compile(
 def _fit_zh(short: str, t: AnswerType) -> str:
     """Chinese: the first sentence; for a number question the one number (with its unit) it states."""
     s = next((p for p in _ZH_SENT.split(short) if p.strip()), short).rstrip("。！； ").strip() or short
-    if t.kind == NUMBER:
+    if t.kind == NUMBER and t.detail != LIST:
         nums = _ZH_NUM.findall(s)
         if len(nums) == 1 and nums[0] != s:
             return nums[0].strip()
@@ -334,6 +335,8 @@ def fit_short(question: str, short: str, atype: AnswerType | None = None) -> str
         return _fit_zh(s, t)
     s = drop_parenthesis(first_sentence(s))
     s = trim_restatement(question, s)
+    if t.detail == LIST:  # several parts asked for: every one stays
+        return s
     if t.kind == NUMBER and t.detail == "count":
         s = only_number(s) or s
     elif t.kind == DATE and t.detail == "year":
