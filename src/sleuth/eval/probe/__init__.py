@@ -51,6 +51,8 @@ QUESTIONS: dict[str, tuple[tuple[str, Filters], ...]] = {
         # a change of how Chinese titles and sections weigh in ranking shows in the ids returned
         ("因公取消行程的退票费用应在多少天内提交报销？", Filters.make(equals={"version": "2025"})),
         ("年假每年有几天？", Filters.make(acl=["hr"], equals={"version": "2025"})),
+        # a question asking for several parts (answer_type's `list`: its $expected and short-answer fitting)
+        ("差旅费用的报销期限和退票费用的提交期限分别是多少天？", Filters.make(equals={"version": "2025"})),
         ("Zorblax沼泽鳗的最高速度是多少？", Filters()),
         ("汉萨同盟是谁创立的？", Filters.make(acl=["nobody"])),
     ),
