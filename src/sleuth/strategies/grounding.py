@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.search.base import Passage
-from sleuth.strategies.text import content_tokens
+from sleuth.strategies.text import CITE_MARK, content_tokens
 
 #: share of a claim's (or the short answer's) new words the first supporting passage must contain
 MIN_SUPPORT = 0.5
@@ -99,8 +99,6 @@ _SCAFFOLD = re.compile(
 )
 
 
-#: ``[1]``, ``[2, 3]``, ``【1】``: where the model points, not what it says
-_MARK = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
 #: a final answer that says there is no answer rests on no passage
 _ABSTAIN = re.compile(
     r"\b(?:unknown|not\s+(?:found|mentioned|stated|given|provided|available)|no\s+(?:information|answer|relevant)"
@@ -118,7 +116,7 @@ def _new_words(text: str, query: str) -> set[str]:
     """What ``text`` adds to ``query`` (its ``[n]`` marks and answer-format words left out); all
     its words when it only restates part of it; the query's words for a yes/no or a claim
     with no words (it rests on the passage that matches what was asked)."""
-    words = content_tokens(_SCAFFOLD.sub(" ", _MARK.sub(" ", text)))
+    words = content_tokens(_SCAFFOLD.sub(" ", CITE_MARK.sub(" ", text)))
     if is_yes_no(text) or not words:
         return content_tokens(query)
     return (words - content_tokens(query)) or words
@@ -215,4 +213,4 @@ def renumber(answer: str, claims: Sequence[Claim], citations: Sequence[Passage])
         keep = list(dict.fromkeys(position[k] for k in keys if k in position))
         return "[" + ", ".join(map(str, keep)) + "]" if keep else ""
 
-    return _MARK.sub(new, answer)
+    return CITE_MARK.sub(new, answer)

@@ -197,7 +197,8 @@ def normalize_query(q: str) -> str:
 
 # -- answers ---------------------------------------------------------------------
 
-_CITE = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
+#: a citation mark: ``[1]``, ``[2, 3]``, ``【1】``
+CITE_MARK = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
 _ANSWER_PREFIX = re.compile(
     r"^\s*(?:(?:short\s+|final\s+)?answer|so\s+the\s+(?:final\s+)?answer\s+is|the\s+answer\s+is|a|答案|简短答案|最终答案)\s*[:：]\s*",
     re.I,
@@ -207,7 +208,7 @@ _ANSWER_PREFIX = re.compile(
 def cited_numbers(text: str) -> list[int]:
     """Document numbers cited as [1], [2, 3], 【1】 in order of first mention."""
     seen: list[int] = []
-    for m in _CITE.finditer(text or ""):
+    for m in CITE_MARK.finditer(text or ""):
         for n in re.split(r"[,，、]", m.group(1)):
             v = int(n.strip())
             if v not in seen:
@@ -216,7 +217,7 @@ def cited_numbers(text: str) -> list[int]:
 
 
 def strip_citations(text: str) -> str:
-    return _WS.sub(" ", _CITE.sub("", text or "")).strip()
+    return _WS.sub(" ", CITE_MARK.sub("", text or "")).strip()
 
 
 def clean_short(text: str, max_chars: int = 200) -> str:
