@@ -86,3 +86,20 @@ def test_records_the_running_code_would_not_make_are_marked_older() -> None:
     current = render(recs[:3], man, running={"a": "old000000000"})
     assert "Older records" not in current and "| a | `old000000000`: 3 | `old000000000` | `old000000000` |" in current
     assert "running code" not in render(recs, man)  # without the running code's prints: no such claim
+
+
+def test_a_draft_is_paired_with_the_final_answer_of_its_own_records() -> None:
+    recs = [_rec("a", f"q{i}", s) for i, s in enumerate([1.0, 1.0, 0.0])] + [
+        _rec("b", f"q{i}", 0.0) for i in range(3)
+    ]
+    recs[0]["scores"]["draft_score"] = 0.0  # the final answer fixed the draft
+    recs[1]["scores"]["draft_score"] = 1.0  # both right
+    # q2 of "a" was made before drafts had a short answer: not counted
+    report = render(recs, _manifest(3))
+    assert "## Draft and final answer" in report
+    assert "| a | 2 | 3 | 0.500 | 1.000 | +0.500 [" in report
+    assert "| 1 | 0 | 1 |" in report
+    assert "| b |" not in report.split("## Draft and final answer")[1].split("##")[0]
+    for r in recs:
+        r["scores"].pop("draft_score", None)
+    assert "## Draft and final answer" not in render(recs, _manifest(3))

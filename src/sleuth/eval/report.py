@@ -112,6 +112,44 @@ def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) 
     return out
 
 
+def _draft_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+    """The final answer against the strategy's own draft (RAT), paired per question."""
+    by: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    total: Counter[str] = Counter()
+    for r in records:
+        if not is_composed(r):
+            continue
+        total[r["strategy"]] += 1
+        d = (r.get("scores") or {}).get("draft_score")
+        if d is not None:
+            by[r["strategy"]].append((float(d), primary_score(r)))
+    names = [s for s in in_order(by, order) if by[s]]
+    if not names:
+        return []
+    out = [
+        "",
+        "## Draft and final answer",
+        "",
+        "The answer a strategy wrote before it searched (RAT's chain-of-thought draft, its own short answer) "
+        "against its final answer on the same questions: primary score of each, and the final minus the draft "
+        f"with a 95% paired bootstrap CI ({BOOTSTRAP} resamples). Records made before drafts had a short answer "
+        "are not counted (*with a draft* of *questions*).",
+        "",
+        "| strategy | with a draft | questions | draft | final | final − draft [95% CI] | final better | worse | same |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in names:
+        pairs = by[s]
+        diff = [f - d for d, f in pairs]
+        m, lo, hi = bootstrap_ci(diff)
+        out.append(
+            f"| {s} | {len(pairs)} | {total[s]} | {_f(sum(d for d, _ in pairs) / len(pairs))} | "
+            f"{_f(sum(f for _, f in pairs) / len(pairs))} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+            f"{sum(x > 0 for x in diff)} | {sum(x < 0 for x in diff)} | {sum(x == 0 for x in diff)} |"
+        )
+    return out
+
+
 def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
     """Citation precision and recall against the gold supporting passages (only when the data has them)."""
     rows = citation_rows(records, order)
@@ -281,6 +319,7 @@ def render(
         for r in rows:
             lines.append(f"| {r['strategy']} | " + ", ".join(f"{k}: {v}" for k, v in r["reasons"].items()) + " |")
     lines += _paired_section(records, [r["strategy"] for r in rows])
+    lines += _draft_section(records, [r["strategy"] for r in rows])
     lines += _kind_table(records, [r["strategy"] for r in rows])
     gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}
     if any(gaps.values()):

@@ -59,17 +59,23 @@ def passage_header(p: Passage) -> str:
 
 
 def format_passages(
-    passages: Sequence[Passage], max_chars: int = 700, start: int = 1, budget: int | None = None
+    passages: Sequence[Passage],
+    max_chars: int = 700,
+    start: int = 1,
+    budget: int | None = None,
+    numbers: Sequence[int] | None = None,
 ) -> str:
     """Numbered, one passage per line: ``[1] (Title | section | version 2025) text``.
 
     ``budget`` caps the total characters (each passage gets an equal share,
     at least 160), so a long context never overflows a small model's window.
+    ``numbers`` gives each passage its own number (a run that numbers its sources
+    once); otherwise they count up from ``start``.
     """
     if budget and passages:
         max_chars = min(max_chars, max(160, budget // len(passages)))
     lines = []
-    for i, p in enumerate(passages, start):
+    for i, p in zip(numbers or range(start, start + len(passages)), passages, strict=True):
         head = passage_header(p)
         body = sanitize(p.text, max_chars)
         lines.append(f"[{i}] ({head}) {body}" if head else f"[{i}] {body}")
