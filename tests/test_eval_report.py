@@ -89,9 +89,7 @@ def test_records_the_running_code_would_not_make_are_marked_older() -> None:
 
 
 def test_a_draft_is_paired_with_the_final_answer_of_its_own_records() -> None:
-    recs = [_rec("a", f"q{i}", s) for i, s in enumerate([1.0, 1.0, 0.0])] + [
-        _rec("b", f"q{i}", 0.0) for i in range(3)
-    ]
+    recs = [_rec("a", f"q{i}", s) for i, s in enumerate([1.0, 1.0, 0.0])] + [_rec("b", f"q{i}", 0.0) for i in range(3)]
     recs[0]["scores"]["draft_score"] = 0.0  # the final answer fixed the draft
     recs[1]["scores"]["draft_score"] = 1.0  # both right
     # q2 of "a" was made before drafts had a short answer: not counted

@@ -341,3 +341,95 @@ def test_off_attribute_follow_ups() -> None:
 )
 def test_asks_nothing_new(new: str, old: str, repeat: bool) -> None:
     assert asks_nothing_new(new, old) is repeat
+
+
+# -- from the tuning slice (hotpotqa/train, `sleuth eval tune`, qwen2.5-1.5b) -----------------------
+MORE = {
+    "Hugh Grosvenor, 7th Duke of Westminster": "Hugh Richard Louis Grosvenor, 7th Duke of Westminster (born 29 "
+    "January 1991) is a British aristocrat, the son of Gerald Grosvenor, 6th Duke of Westminster. He is estimated "
+    "to be worth US$13 billion.",
+    "Gerald Grosvenor, 6th Duke of Westminster": "Gerald Cavendish Grosvenor, 6th Duke of Westminster (22 December "
+    "1951 - 9 August 2016) was a British landowner; he was succeeded by his son Hugh Grosvenor.",
+    "Ernst Messerschmid": "Ernst Willi Messerschmid (born 21 May 1945) is a German physicist and former astronaut.",
+    "Philippe Perrin": "Philippe Perrin (born 6 January 1963) is a French engineer and a former CNES astronaut.",
+}
+
+
+@pytest.fixture(scope="module")
+def more(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
+    path = tmp_path_factory.mktemp("more") / "docs.jsonl"
+    path.write_text(
+        "".join(json.dumps({"id": t, "title": t, "text": x, "acl": "all"}) + "\n" for t, x in MORE.items()),
+        encoding="utf-8",
+    )
+    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("more-idx"))
+
+
+def test_a_final_answer_of_the_wrong_kind_gives_way_to_the_last_hop(more: Retriever) -> None:
+    """Recorded: both hops were found ("$13 billion"), then the scaffold's final answer named the
+    bridge entity for a "how much" question; a final answer without a numeral cannot answer it."""
+    question = (
+        "Gerald Grosvenor, 6th Duke of Westminster was succeeded by the British aristocrat who is "
+        "estimated to be worth how much?"
+    )
+
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):  # extraction
+            asked = str(payload[-1]["content"]).rsplit("Question:", 1)[-1]
+            if "worth" in asked:
+                return "$13 billion"
+            return "Hugh Grosvenor, 7th Duke of Westminster succeeded Gerald Grosvenor, 6th Duke of Westminster."
+        mine = _model_part(payload, "en")
+        if mine.count("Intermediate answer:") == 0:
+            return " Yes.\nFollow up: Who succeeded Gerald Grosvenor, 6th Duke of Westminster?\n"
+        if mine.count("Intermediate answer:") == 1:
+            return "Follow up: How much is Hugh Grosvenor, 7th Duke of Westminster worth?\n"
+        return "So the final answer is: Hugh Grosvenor, 7th Duke of Westminster\n"
+
+    r, _ = _run(more, question, script)
+    assert r.short_answer == "$13 billion"
+    (note,) = [e.data for e in r.trace.of("note") if e.data.get("type") == "typed_answer"]
+    assert note["written"] == "Hugh Grosvenor, 7th Duke of Westminster" and note["expected"] == "number"
+
+    # a final answer of the right kind stands, and so does a name asked for by "who"
+    def kept(final: str):
+        def s(payload, params):
+            out = script(payload, params)
+            return f"So the final answer is: {final}\n" if out.startswith("So the final") else out
+
+        return s
+
+    assert _run(more, question, kept("US$13 billion"))[0].short_answer == "US$13 billion"
+    who = "Who succeeded Gerald Grosvenor, 6th Duke of Westminster, whose heir is worth how much?"
+    assert "typed_answer" not in [
+        e.data.get("type") for e in _run(more, who.replace("how much", "a lot"), script)[0].trace.of("note")
+    ]
+
+
+def test_an_option_question_ends_at_its_question_mark(more: Retriever) -> None:
+    """Recorded: the option call ran on into the prompt's next example ("How old is Philippe
+    Perrin? About Jaws: Which country is the film Jaws from?") and the whole line was searched."""
+    question = "Between two scientists Ernst Messerschmid and Philippe Perrin, who is older?"
+
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):
+            asked = str(payload[-1]["content"]).rsplit("Question:", 1)[-1]
+            return "born 21 May 1945" if "Messerschmid" in asked else "born 6 January 1963"
+        if payload.endswith("About Ernst Messerschmid:"):
+            return " How old is Ernst Messerschmid?"
+        if payload.endswith("About Philippe Perrin:"):
+            return " How old is Philippe Perrin? About Jaws: Which country is the film Jaws from?"
+        if payload.endswith("So the final answer is:"):
+            return " Ernst Messerschmid\n"
+        mine = _model_part(payload, "en")
+        return (
+            "So the final answer is: Ernst Messerschmid\n"
+            if "Intermediate" in mine
+            else (" Yes.\nFollow up: Who is Ernst Messerschmid?\n")
+        )
+
+    r, _ = _run(more, question, script)
+    queries = [e.data["query"] for e in r.trace.of("search")]
+    assert queries == ["How old is Ernst Messerschmid?", "How old is Philippe Perrin?"]
+    assert "Jaws" not in _scaffold(r)
+    assert r.short_answer == "Ernst Messerschmid"

@@ -335,3 +335,19 @@ def test_every_part_of_a_list_answer_stays() -> None:
     assert (
         fit_short("What were the capitals of France and Spain, respectively?", "Paris and Madrid") == "Paris and Madrid"
     )
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "holds"),
+    [
+        ("… estimated to be worth how much?", "Hugh Grosvenor, 7th Duke of Westminster", False),  # an ordinal
+        ("… estimated to be worth how much?", "US$13 billion", True),
+        ("When was the director of Jaws born?", "Steven Spielberg", False),
+        ("When was the director of Jaws born?", "December 18, 1946", True),
+        ("How many members does Radiohead have?", "five", True),
+        ("这家公司有多少名员工？", "三千人", True),
+        ("Who directed Jaws?", "Steven Spielberg", None),  # a name: not told from the surface
+    ],
+)
+def test_an_answer_of_the_kind_asked(question: str, text: str, holds: bool | None) -> None:
+    assert answer_type(question).holds(text) is holds

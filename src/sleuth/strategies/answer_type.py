@@ -33,6 +33,14 @@ class AnswerType:
     options: tuple[str, ...] = ()
     detail: str = ""
 
+    def holds(self, text: str) -> bool | None:
+        """Whether ``text`` can be an answer of this kind: for a number or a date, whether it has a
+        numeral (digits other than an ordinal's "7th", a number word, Chinese numerals); ``None`` for the kinds one cannot tell
+        from the surface (a name is a name)."""
+        if self.kind not in (NUMBER, DATE):
+            return None
+        return bool(_NUMERAL.search(text or ""))
+
     def expected(self, lang: str = "en") -> str:
         """The expected answer in words, for the short-answer prompt."""
         zh = lang == "zh"
@@ -61,6 +69,12 @@ class AnswerType:
             NUMBER: "a number",
         }.get(self.kind, "a name or a few words")
 
+
+_NUMERAL = re.compile(
+    r"\d+(?!\d|st\b|nd\b|rd\b|th\b)|[零一二三四五六七八九十百千万亿两]|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty"
+    r"|thirty|forty|fifty|hundred|thousand|million|billion|dozen)\b",
+    re.I,
+)
 
 # -- English ------------------------------------------------------------------------
 

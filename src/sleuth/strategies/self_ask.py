@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.search.base import SearchError
+from sleuth.strategies.answer_type import answer_type
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState, Strategy
 from sleuth.strategies.options import SelfAskOptions
 from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS
@@ -69,6 +70,13 @@ def _one_line(text: str, max_chars: int = 300) -> str:
         if ln:
             return sanitize(ln, max_chars)
     return ""
+
+
+def _first_question(line: str) -> str:
+    """The line up to its first question mark: a small model runs on past its question into the
+    next example ("How old is Philippe Perrin? About Jaws: Which country is the film Jaws from?")."""
+    m = re.match(r"(.*?[?？])", line)
+    return m.group(1) if m else line
 
 
 @dataclass
@@ -323,7 +331,7 @@ class SelfAsk(Strategy):
             if i:
                 prompt += "\n" + w["about"] + option + w["colon"]
             c = self.generate(st, prompt, step=f"option {run.steps}.{i + 1}", stop=["\n"], max_tokens=48)
-            question = _one_line(c.text, 300).strip("\"'“”「」 ")
+            question = _first_question(_one_line(c.text, 300)).strip("\"'“”「」 ")
             if not question or not names(question, option, cmp.options) or len(named(question, cmp.options)) > 1:
                 st.emit("note", type="option_fallback", option=option, completion=c.text[:200])
                 question = f"{option}: {run.question}" if not question else f"{option}: {question}"
@@ -385,6 +393,8 @@ class SelfAsk(Strategy):
         short = clean_short(final)
         if run.cmp and final:
             final, short = self._option_answer(run, final, short)
+        elif final:
+            final, short = self._typed_answer(run, final, short)
         st.result.answer = final
         st.result.short_answer = short
         st.result.finish_reason = run.finish
@@ -419,6 +429,18 @@ class SelfAsk(Strategy):
         hit = named(c.text, cmp.options)
         st.emit("note", type="option_chosen", answer=final[:300], chosen=hit[0] if hit else None)
         return (hit[0], hit[0]) if hit else (final, short)
+
+    @staticmethod
+    def _typed_answer(run: _Scaffold, final: str, short: str) -> tuple[str, str]:
+        """A final answer that cannot be what the question asks (no numeral for "how much" or
+        "when": the bridge entity, as "Hugh Grosvenor, 7th Duke of Westminster" for "… worth how
+        much?") gives way to the last intermediate answer when that one can ("$13 billion")."""
+        t = answer_type(run.question)
+        last = run.asked[-1][1] if run.asked else ""
+        if t.holds(final) is not False or not last or _UNKNOWN.match(last) or not t.holds(last):
+            return final, short
+        run.st.emit("note", type="typed_answer", expected=t.kind, written=final[:300], used=last[:300])
+        return last, clean_short(last)
 
     def _without_copied_notice(self, st: RunState, final: str | None) -> str | None:
         """A model that copies the intermediate answer after a repeat also copies the notice: cut it."""
