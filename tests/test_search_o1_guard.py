@@ -316,3 +316,71 @@ def test_ground_drops_a_restated_query_that_no_one_document_states() -> None:
         "restates the query as a fact no one document states"
     ]
     assert ground("[2] 本地功夫2是喜剧电影。", zh, "喜剧电影 本地功夫2").text == "本地功夫2是喜剧电影。"
+
+
+# -- an answer of the wrong kind (MuSiQue: "When was the astronomical clock built in the city where
+# Karel Purkyně died?" was answered "Prague" by RAG; Search-o1 boxed "South Korea" for "When was the
+# last time the Olympics were held in the country that released …?") ------------------------------
+PURKYNE = [
+    ("Karel Purkyně", "Karel Purkyně (15 March 1834 – 5 April 1868) was a Czech painter. He died in Prague."),
+    ("Prague astronomical clock", "The Prague astronomical clock is a medieval astronomical clock attached to the Old Town Hall in Prague. The clock mechanism was built in 1410."),
+]  # fmt: skip
+PURKYNE_Q = "When was the astronomical clock built in the city where Karel Purkyně died?"
+
+
+@pytest.fixture(scope="module")
+def purkyne(tmp_path_factory: pytest.TempPathFactory):
+    path = tmp_path_factory.mktemp("purkyne") / "docs.jsonl"
+    rows = [{"id": t, "title": t, "text": x, "acl": "all"} for t, x in PURKYNE]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("purkyne-idx"))
+
+
+def _purkyne_turns(last: str) -> list[str]:
+    return [
+        " First, I need to find where Karel Purkyně died. <|begin_search_query|> Karel Purkyně death place ",
+        "Karel Purkyně died in Prague.\nFinal answer: \\boxed{Prague} ",
+        "<|begin_search_query|> Prague astronomical clock built ",
+        last,
+    ]
+
+
+def test_an_answer_of_the_wrong_kind_is_sent_back_once(purkyne) -> None:
+    prompts: list[str] = []
+    script = scripted(
+        _purkyne_turns("The clock mechanism was built in 1410.\nFinal answer: \\boxed{1410} "),
+        ["Karel Purkyně died in Prague.", "The clock mechanism was built in 1410."],
+        final="unused",
+        prompts=prompts,
+    )
+    s = get_strategy("search-o1", ScriptedLLM(script), purkyne, k=1, max_steps=4, lang="en")
+    r = s.run(PURKYNE_Q, filters=SCOPE)
+    assert r.finish_reason == FINISHED and r.short_answer == "1410" and r.searches == 2
+    (note,) = [e.data for e in r.trace.of("note") if e.data.get("type") == "kind_guard"]
+    assert note["answer"] == "Prague" and note["expected"] == "date"
+    # the third turn reads the notice right after its boxed answer
+    assert prompts[2].endswith(
+        '\\boxed{Prague} \nThe question asks for a date or a year, and "Prague" is not one. '
+        "Find what is still missing: search for it, then give the final answer.\n"
+    )
+
+
+def test_the_second_answer_of_the_wrong_kind_stands(purkyne) -> None:
+    script = scripted(
+        _purkyne_turns("Final answer: \\boxed{Prague} "),
+        ["Karel Purkyně died in Prague.", "The clock mechanism was built in 1410."],
+        final="unused",
+    )
+    r = get_strategy("search-o1", ScriptedLLM(script), purkyne, k=1, max_steps=4, lang="en").run(
+        PURKYNE_Q, filters=SCOPE
+    )
+    assert r.short_answer == "Prague" and r.finish_reason == FINISHED
+    assert [e.data.get("type") for e in r.trace.of("note")].count("kind_guard") == 1
+
+
+def test_no_search_left_means_no_steering(purkyne) -> None:
+    script = scripted(_purkyne_turns("unused")[:2], ["Karel Purkyně died in Prague."], final="unused")
+    r = get_strategy("search-o1", ScriptedLLM(script), purkyne, k=1, max_steps=1, lang="en").run(
+        PURKYNE_Q, filters=SCOPE
+    )
+    assert r.short_answer == "Prague" and "kind_guard" not in [e.data.get("type") for e in r.trace.of("note")]

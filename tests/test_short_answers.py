@@ -346,6 +346,8 @@ def test_every_part_of_a_list_answer_stays() -> None:
         ("When was the director of Jaws born?", "December 18, 1946", True),
         ("How many members does Radiohead have?", "five", True),
         ("这家公司有多少名员工？", "三千人", True),
+        ("The album was scheduled for release in what month?", "September", True),  # a month is a date
+        ("When did the Admiral Twin open?", "Mayor of Tulsa", False),
         ("Who directed Jaws?", "Steven Spielberg", None),  # a name: not told from the surface
     ],
 )

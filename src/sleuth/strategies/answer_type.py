@@ -35,11 +35,11 @@ class AnswerType:
 
     def holds(self, text: str) -> bool | None:
         """Whether ``text`` can be an answer of this kind: for a number or a date, whether it has a
-        numeral (digits other than an ordinal's "7th", a number word, Chinese numerals); ``None`` for the kinds one cannot tell
+        numeral (digits other than an ordinal's "7th", a number word, Chinese numerals) or, for a date, a month; ``None`` for the kinds one cannot tell
         from the surface (a name is a name)."""
         if self.kind not in (NUMBER, DATE):
             return None
-        return bool(_NUMERAL.search(text or ""))
+        return bool(_NUMERAL.search(text or "") or (self.kind == DATE and _MONTH.search(text or "")))
 
     def expected(self, lang: str = "en") -> str:
         """The expected answer in words, for the short-answer prompt."""
@@ -73,6 +73,12 @@ class AnswerType:
 _NUMERAL = re.compile(
     r"\d+(?!\d|st\b|nd\b|rd\b|th\b)|[零一二三四五六七八九十百千万亿两]|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty"
     r"|thirty|forty|fifty|hundred|thousand|million|billion|dozen)\b",
+    re.I,
+)
+
+_MONTH = re.compile(
+    r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\b|[春夏秋冬]季|月",
     re.I,
 )
 

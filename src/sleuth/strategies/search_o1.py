@@ -21,6 +21,9 @@ The repeat guard steers: a query that repeats an earlier one (same content words
 a Jaccard overlap of at least 0.8) is not searched again; its earlier result is inserted
 again with an instruction to search for something different or to answer.  A completion
 that already gave a ``\\boxed{}`` answer and then repeats a query ends with that answer.
+A boxed answer that cannot be what the question asks (no numeral for "when" or "how many")
+is sent back once with a notice saying what is asked (``search_o1_kind.txt``) while searches
+are left.
 After ``max_refusals`` repeated queries the answer is forced (finish reason
 ``repeat_limit``); over the search limit the notice says so and the answer is forced
 after ``max_refusals`` refusals (``step_limit``).
@@ -38,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sleuth.search.base import Filters, Passage, SearchError
+from sleuth.strategies.answer_type import answer_type
 from sleuth.strategies.base import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Listener, Result, RunState, Strategy
 from sleuth.strategies.batch import StepBatch
 from sleuth.strategies.options import SearchO1Options
@@ -74,6 +78,7 @@ class O1Run:
     results: dict[str, str] = field(default_factory=dict)  # each query searched -> the result inserted for it
     pending: str | None = None  # a query waiting for search
     refused: int = 0  # queries answered with a notice instead of a search (repeats, over the limit)
+    kind_steered: bool = False  # an answer of the wrong kind was sent back once
     done: bool = False
 
     @property
@@ -137,7 +142,8 @@ class SearchO1(Strategy):
             return
         run.prompt += step.consumed
         if step.answer is not None:
-            self.set_answer(run, step.answer, FINISHED)
+            if not self._answer_of_wrong_kind(run, step.answer):
+                self.set_answer(run, step.answer, FINISHED)
             return
         if c.finish_reason == "length" and c.text.strip():
             return  # still reasoning: next turn continues the same text
@@ -220,6 +226,24 @@ class SearchO1(Strategy):
             )
             return True
         return False
+
+    def _answer_of_wrong_kind(self, run: O1Run, answer: str) -> bool:
+        """Steer, once, an answer that cannot be what the question asks (no numeral for "when"
+        or "how many": a bridge entity, "\\boxed{Prague}" for "When was the clock in the city
+        where … died built?"): a notice says what is asked and the reasoning goes on, with the
+        searches left.  ``False`` (the answer stands) when it fits, was steered already, or no
+        search or turn is left."""
+        st = run.st
+        t = answer_type(st.result.question)
+        if run.kind_steered or t.holds(answer) is not False:
+            return False
+        if run.searches >= self.max_searches or run.turns >= self.max_turns:
+            return False
+        run.kind_steered = True
+        notice = self.prompt(st, "search_o1_kind", answer=sanitize(answer, 200))
+        st.emit("note", type="kind_guard", answer=answer[:300], expected=t.kind, message=notice)
+        run.prompt += f"\n{notice}\n"
+        return True
 
     def _take_query(self, run: O1Run, query: str, answered: str | None = None) -> None:
         """Queue the query for search, or answer it with a notice (search limit, repeated query).
