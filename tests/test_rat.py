@@ -128,3 +128,7 @@ def test_sources_number_each_passage_once() -> None:
     assert s.prefer_new([a, c, b], 2) == [c, a]
     assert s.add([c, a]) == [3, 1]
     assert [p.id for p in s.passages] == ["a", "b", "c"]
+    # the final pass: the cited ones first, then the earliest, shown in number order
+    assert s.chosen([3], 2) == ([a, c], [1, 3])
+    assert s.chosen([9, 2], 1) == ([b], [2])  # a number no passage has is ignored
+    assert s.chosen([], 5) == ([a, b, c], [1, 2, 3])

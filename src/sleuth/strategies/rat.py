@@ -11,9 +11,10 @@
    step showed.  The revision replaces the prefix; its unified diff goes into
    the trace (``revision`` event).  A step whose LLM call or search fails or
    times out is skipped (recorded) and the unrevised paragraph is kept.
-4. A final pass writes the answer from the revised notes *and* every passage the
+4. A final pass writes the answer from the revised notes *and* the passages the
    revisions saw (numbered once, in order of first use, as the revisions cite
-   them) and gives a short answer.  The paper stops at step 3; the last pass is
+   them; those the notes cite first, as many as the context budget gives about
+   500 characters each, at least ``k``) and gives a short answer.  The paper stops at step 3; the last pass is
    Sleuth's, because a 1.5B model's revisions often shrink the prefix to one
    sentence and drop what an earlier step found (docs/strategies.md, "RAT").
 """
@@ -31,6 +32,9 @@ from sleuth.strategies.options import RATOptions
 from sleuth.strategies.parsing import parse_cot, parse_long_answer, parse_query, parse_revision, split_paragraphs
 from sleuth.strategies.short_fit import fit_short
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
+
+#: the final pass shows as many passages as the budget gives this many characters each (at least ``k``)
+FINAL_CHARS_PER_PASSAGE = 500
 
 
 def unified_diff(old: str, new: str) -> str:
@@ -54,6 +58,14 @@ class Sources:
                 self.passages.append(p)
                 self._number[p.id] = len(self.passages)
         return [self._number[p.id] for p in passages]
+
+    def chosen(self, cited: Sequence[int], limit: int) -> tuple[list[Passage], list[int]]:
+        """At most ``limit`` passages and their numbers, in number order: the ones ``cited`` first
+        (numbers the notes' ``[n]`` marks give), then the rest in order of first use."""
+        order = [n for n in dict.fromkeys(cited) if 0 < n <= len(self.passages)]
+        order += [n for n in range(1, len(self.passages) + 1) if n not in order]
+        keep = sorted(order[: max(1, limit)])
+        return [self.passages[n - 1] for n in keep], keep
 
     def prefer_new(self, found: Sequence[Passage], n: int) -> list[Passage]:
         """The first ``n`` passages of ``found`` no earlier step showed, topped up with shown ones."""
@@ -124,7 +136,9 @@ class RAT(Strategy):
         return new
 
     def _final(self, question: str, st: RunState, notes: str, sources: Sources) -> None:
-        docs = format_passages(sources.passages, budget=self.context_chars(st))
+        budget = self.context_chars(st)
+        shown, numbers = sources.chosen(cited_numbers(notes), max(self.k, budget // FINAL_CHARS_PER_PASSAGE))
+        docs = format_passages(shown, numbers=numbers, budget=budget)
         fc = self.ask(
             st,
             self.prompt(st, "rat_final", question=question, draft=notes, documents=docs),
