@@ -128,6 +128,16 @@ def test_paired_differences_against_the_baseline() -> None:
         and "| self-ask | 30 | +1.000 [+1.000, +1.000] | 30 | 0 | 0 |" in report
     )
     assert "Fewer than 20 paired" not in report
+    assert "| processed prompt tokens × rag | seconds × rag |" in report
+    assert "| self-ask | 30 | +1.000 [+1.000, +1.000] | 30 | 0 | 0 | – | – |" in report  # rag spent nothing here
+    # what a strategy spent on the paired questions, as a multiple of the baseline's
+    for r in recs:
+        cost = {"rag": (700, 24.0), "self-ask": (1400, 36.0)}.get(r["strategy"], (100, 3.0))
+        r["scores"]["processed_prompt_tokens"], r["scores"]["seconds"] = cost
+    by = {r["strategy"]: r for r in paired_differences(recs, ["direct", "cot", "rag", "self-ask"])[1]}
+    assert by["self-ask"]["tokens_ratio"] == 2.0 and by["self-ask"]["seconds_ratio"] == 1.5
+    report = render(recs, {"settings": {"strategies": ["direct", "cot", "rag", "self-ask"]}})
+    assert "| self-ask | 30 | +1.000 [+1.000, +1.000] | 30 | 0 | 0 | 2.00× | 1.50× |" in report
     small = render(recs[:8], {"settings": {"strategies": ["direct", "cot", "rag", "self-ask"]}})
     assert "Fewer than 20 paired questions" in small
 

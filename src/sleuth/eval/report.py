@@ -92,8 +92,9 @@ def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) 
         f"## Paired differences against {baseline}",
         "",
         f"Primary score minus {baseline}'s on the same questions: mean with a 95% paired bootstrap CI "
-        f"({BOOTSTRAP} resamples), and the questions each side won. An interval that excludes 0 is a "
-        "difference this sample supports; one that includes 0 is not."
+        f"({BOOTSTRAP} resamples), the questions each side won, and what the strategy spent on those "
+        f"questions as a multiple of {baseline}'s (processed prompt tokens and seconds: what a gain cost). "
+        "An interval that excludes 0 is a difference this sample supports; one that includes 0 is not."
         + (
             " **Fewer than 20 paired questions: the percentile bootstrap understates the uncertainty "
             "at this size; read these rows as description, not evidence.**"
@@ -101,15 +102,21 @@ def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) 
             else ""
         ),
         "",
-        f"| strategy | questions | difference [95% CI] | better than {baseline} | worse | same |",
-        "|---|---|---|---|---|---|",
+        f"| strategy | questions | difference [95% CI] | better than {baseline} | worse | same "
+        f"| processed prompt tokens × {baseline} | seconds × {baseline} |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         m, lo, hi = r["diff"]
         out.append(
-            f"| {r['strategy']} | {r['n']} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['wins']} | {r['losses']} | {r['ties']} |"
+            f"| {r['strategy']} | {r['n']} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['wins']} | {r['losses']} | {r['ties']} "
+            f"| {_times(r['tokens_ratio'])} | {_times(r['seconds_ratio'])} |"
         )
     return out
+
+
+def _times(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}×"
 
 
 def _draft_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:

@@ -195,14 +195,21 @@ def paired_differences(
     """Each strategy against a baseline on the questions both answered (composed questions only).
 
     The difference of primary scores per question, its mean with a 95 % paired bootstrap CI,
-    and how many questions each side won.  Pairing removes the question-to-question variance
+    and how many questions each side won, with what the strategy spent on those questions
+    against the baseline (``tokens_ratio``: processed prompt tokens, ``seconds_ratio``).  Pairing removes the question-to-question variance
     that makes the per-strategy intervals overlap, so it is the fairer test of "is A better
     than B on this data".  Baseline: ``rag`` when present, else the first strategy.
     """
     scores: dict[str, dict[str, float]] = defaultdict(dict)
+    costs: dict[str, dict[str, tuple[float, float]]] = defaultdict(dict)
     for r in records:
         if is_composed(r):
             scores[r["strategy"]][str(r["qid"])] = primary_score(r)
+            sc = r.get("scores") or {}
+            costs[r["strategy"]][str(r["qid"])] = (
+                float(sc.get("processed_prompt_tokens") or 0),
+                float(sc.get("seconds") or 0),
+            )
     names = in_order(scores, order)
     if baseline is None:
         baseline = "rag" if "rag" in scores else (names[0] if names else None)
@@ -226,6 +233,14 @@ def paired_differences(
                 "wins": sum(x > 0 for x in d),
                 "losses": sum(x < 0 for x in d),
                 "ties": sum(x == 0 for x in d),
+                "tokens_ratio": _ratio(costs[s], costs[baseline], common, 0),
+                "seconds_ratio": _ratio(costs[s], costs[baseline], common, 1),
             }
         )
     return baseline, rows
+
+
+def _ratio(a: Mapping[str, tuple[float, float]], b: Mapping[str, tuple[float, float]], qids: Sequence[str], i: int):
+    """Sum of cost ``i`` of ``a`` over ``qids`` divided by ``b``'s (``None`` when ``b`` spent nothing)."""
+    den = sum(b[q][i] for q in qids if q in b)
+    return sum(a[q][i] for q in qids if q in a) / den if den else None
