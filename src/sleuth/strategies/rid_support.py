@@ -33,10 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sleuth.search.base import Passage
-from sleuth.strategies.text import cited_numbers, content_tokens, strip_citations
+from sleuth.strategies.text import CITE_MARK, cited_numbers, content_tokens, strip_citations
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=\S)|(?<=[。！？；])")
-_LEAD_CITE = re.compile(r"([\[【]\s*\d{1,3}(?:\s*[,，、]\s*\d{1,3})*\s*[\]】])\s*")
+_LEAD_CITE = re.compile(rf"({CITE_MARK.pattern})\s*")  # group 1: the whole mark
 _NUMBER = re.compile(r"\d+")
 _SPACE_PUNCT = re.compile(r"\s+([.,;:!?。，；：！？])")
 _NAME = re.compile(r"\b[A-Z][\w'\-]*")
