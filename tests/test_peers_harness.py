@@ -141,3 +141,16 @@ def test_scoring_and_report_from_hand_made_lines(tmp_path: Path) -> None:
     assert "| peer-self-ask | sleuth-self-ask | 2 | -0.667" in text and "0 / 2 / 0" in text
     assert "- peer-broken: could not install" in text and "- peer-own-retriever: offline" in text
     assert "`python -m benchmarks.peers.run --limit 2`" in text and "peer 1.0" in text
+
+
+def test_a_line_cut_short_by_a_kill_is_run_again_and_never_swallows_the_next(tmp_path: Path) -> None:
+    from benchmarks.peers.adapters.common import append_line, done_ids
+
+    out = tmp_path / "answers.jsonl"
+    append_line(out, {"qid": "a", "answer": "x"})
+    with out.open("a", encoding="utf-8") as f:
+        f.write('{"qid": "b", "answ')  # killed in the middle of a write
+    assert done_ids(out) == {"a"}  # b runs again
+    append_line(out, {"qid": "b", "answer": "y"})
+    assert [r["qid"] for r in read_lines(out)] == ["a", "b"]
+    assert done_ids(out) == {"a", "b"}

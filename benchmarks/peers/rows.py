@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.peers.adapters.common import append_line, done_ids
 from benchmarks.peers.proxy import CountingProxy
 from benchmarks.peers.questions import Benchmark
 from benchmarks.peers.venvs import PEERS
@@ -59,12 +60,6 @@ UNRUNNABLE: dict[str, str] = {
 _SLEUTH_FAILURE = {"step_limit": "step_limit", "parse_error": "parse_error", "loop": "loop"}
 
 
-def _done(out: Path) -> set[str]:
-    if not out.exists():
-        return set()
-    return {str(json.loads(x)["qid"]) for x in out.read_text(encoding="utf-8").splitlines() if x.strip()}
-
-
 def run_sleuth_row(row: Row, bench: Benchmark, proxy: CountingProxy, model: str, k: int, out: Path) -> None:
     """Sleuth's strategy through Sleuth's own eval worker, on the proxy (as a remote OpenAI-compatible server)."""
     from sleuth.eval.worker import run_task
@@ -88,7 +83,7 @@ def run_sleuth_row(row: Row, bench: Benchmark, proxy: CountingProxy, model: str,
         },
         "retrieval": bench.plan.to_dict(),
     }
-    seen = _done(out)
+    seen = done_ids(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     for item in bench.dataset.items:
         if item.id in seen:
@@ -110,8 +105,7 @@ def run_sleuth_row(row: Row, bench: Benchmark, proxy: CountingProxy, model: str,
             "seconds": round(seconds, 3),
             **{key: after[key] - before[key] for key in ("llm_calls", "prompt_tokens", "processed_prompt_tokens")},
         }
-        with open(out, "a", encoding="utf-8") as f:
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        append_line(out, line)
         print(f"{row.name} {item.id}: {line['short_answer'] or line['answer'][:80]!r} {failure}", flush=True)
 
 

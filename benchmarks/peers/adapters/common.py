@@ -68,6 +68,17 @@ def done_ids(out: Path) -> set[str]:
     return ids
 
 
+def append_line(path: Path, rec: dict[str, Any]) -> None:
+    """Append one JSON line; a last line a kill cut short (no newline at its end) is closed first,
+    so that it never swallows this one (it stays unreadable and its question runs again)."""
+    with open(path, "a+b") as f:
+        if f.seek(0, 2):
+            f.seek(-1, 2)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
 def run_questions(
     args: argparse.Namespace, answer: Callable[[str], str], classify: Callable[[BaseException], str] | None = None
 ) -> None:
@@ -93,6 +104,5 @@ def run_questions(
         after = counters(args.llm)
         for key in ("llm_calls", "prompt_tokens", "processed_prompt_tokens"):
             rec[key] = after[key] - before[key]
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        append_line(args.out, rec)
         print(f"{args.row} {q['qid']}: {rec['answer'][:80]!r} {rec['failure']}", flush=True)
