@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.eval.fingerprint import COMBINED, _owner, behaviour, code_fingerprint, code_lang, templates_for
-from sleuth.eval.probe import BATCH, CORPUS, LANGS, QUESTIONS
+from sleuth.eval.probe import BATCH, BATCH_ONLY, CORPUS, LANGS, QUESTIONS
 from sleuth.strategies.lang import detect_lang
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "sleuth" / "strategies"
@@ -61,6 +61,7 @@ def test_the_probe_suite_is_split_by_language() -> None:
     for lang in LANGS:
         assert QUESTIONS[lang] and {detect_lang(q) for q, _ in QUESTIONS[lang]} == {lang}
         assert all(0 <= i < len(QUESTIONS[lang]) for i in BATCH[lang])
+        assert all(detect_lang(q) == lang for q in BATCH_ONLY[lang])
         passages = CORPUS[lang].read_text(encoding="utf-8").splitlines()
         assert passages and all(bool(cjk.search(p)) == (lang == "zh") for p in passages), lang
 
@@ -115,13 +116,34 @@ def test_the_probe_walks_the_strategies_main_branches(lang: str) -> None:
     assert {"follow_up", "search", "intermediate_answer"} <= kinds["self-ask"]
     assert {"search", "reason_in_documents"} <= kinds["search-o1"]
     batch = probes["search-o1"]["batch"]
-    assert batch is not None and len(batch["results"]) == 3 and batch["requests"]  # run_batch was probed
+    # run_batch was probed, with the batch-only questions
+    assert batch is not None and len(batch["results"]) == len(BATCH[lang]) + len(BATCH_ONLY[lang]) and batch["requests"]
     assert probes["rag"]["batch"] is None
     rag = probes["rag"]["runs"]
     assert any(r["searches"] and r["searches"][0]["ids"] for r in rag)
     assert any(r["searches"] and not r["searches"][0]["ids"] for r in rag)  # the filtered-out question
     assert all(r["requests"] for r in rag) and all(r["requests"][0]["path"].endswith("/chat/completions") for r in rag)
     assert [r["question"] for r in rag] == [q for q, _ in QUESTIONS[lang]]  # that language's questions only
+
+
+def test_a_repeat_guard_that_takes_one_character_for_a_copy_is_another_behaviour(plugins: Path) -> None:
+    """rgb_zh: "北京 冬残奥会 开幕日期" after "北京 冬奥会 开幕日期" was refused as a repeat (character
+    overlap 0.9); the batch-only Chinese probe question walks that pair, so the old rule is seen."""
+    (plugins / "charwise_o1.py").write_text(
+        "from sleuth.strategies.search_o1 import NEAR_DUPLICATE, SearchO1\n"
+        "from sleuth.strategies.text import normalize_query, similarity\n\n\n"
+        "class Charwise(SearchO1):\n"
+        "    def _earlier(self, run, query):\n"
+        "        key = normalize_query(query)\n"
+        "        same = next((q for q in run.results if normalize_query(q) == key), None)\n"
+        "        if same is not None:\n"
+        "            return same\n"
+        "        best = max(run.results, key=lambda q: similarity(key, q), default=None)\n"
+        "        return best if best is not None and similarity(key, best) >= NEAR_DUPLICATE else None\n",
+        encoding="utf-8",
+    )
+    assert code_fingerprint("charwise_o1:Charwise", "zh") != code_fingerprint("search-o1", "zh")
+    assert code_fingerprint("charwise_o1:Charwise", "en") == code_fingerprint("search-o1", "en")
 
 
 def test_a_pure_refactor_keeps_the_fingerprint(plugins: Path) -> None:

@@ -384,3 +384,53 @@ def test_no_search_left_means_no_steering(purkyne) -> None:
         PURKYNE_Q, filters=SCOPE
     )
     assert r.short_answer == "Prague" and "kind_guard" not in [e.data.get("type") for e in r.trace.of("note")]
+
+
+# -- rgb_zh (qwen2.5-1.5b): "北京冬奥会和冬残奥会的开幕日期分别是什么时候?" searched the first part, then its
+# second query "北京 冬残奥会 开幕日期" was refused as a repeat of "北京 冬奥会 开幕日期" (one character
+# more: overlap 0.9 by characters), and the answer kept one part of two -----------------------------
+OLYMPICS = [
+    ("北京冬奥会", "2022年北京冬季奥运会开幕式于北京当地时间2022年2月4日举行，闭幕式于2月20日举行。"),
+    ("北京冬残奥会", "2022年北京冬季残疾人奥林匹克运动会于2022年3月4日开幕，3月13日闭幕。"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def olympics(tmp_path_factory: pytest.TempPathFactory):
+    path = tmp_path_factory.mktemp("olympics") / "docs.jsonl"
+    rows = [{"id": t, "title": t, "text": x, "acl": "all"} for t, x in OLYMPICS]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("olympics-idx"))
+
+
+def test_a_query_one_character_apart_is_a_new_query_zh(olympics) -> None:
+    script = scripted(
+        [
+            "我需要查找北京冬奥会和冬残奥会的开幕日期。<|begin_search_query|> 北京 冬奥会 开幕日期 ",
+            "<|begin_search_query|> 北京 冬残奥会 开幕日期 ",
+            "最终答案：\\boxed{2022年2月4日、2022年3月4日} ",
+        ],
+        ["北京冬奥会开幕式于2022年2月4日举行。", "北京冬残奥会于2022年3月4日开幕。"],
+        final="unused",
+    )
+    s = get_strategy("search-o1", ScriptedLLM(script), olympics, k=1, max_steps=4, lang="zh")
+    r = s.run("北京冬奥会和冬残奥会的开幕日期分别是什么时候？", filters=SCOPE)
+    assert [e.data["query"] for e in r.trace.of("search")] == ["北京 冬奥会 开幕日期", "北京 冬残奥会 开幕日期"]
+    assert "repeated_query" not in [e.data.get("type") for e in r.trace.of("note")]
+    assert r.answer == "2022年2月4日、2022年3月4日"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "near"),
+    [
+        ("北京 冬奥会 开幕日期", "北京 冬残奥会 开幕日期", False),  # one character more: another entity
+        ("差旅 报销 期限", "报销 差旅 期限", True),  # the same words
+        ("Landsman Kill New York State Route 308", "Landsman Kill New York State Route 308 location", True),
+        ("Katrina Bowden movie", "Katrina Bowden Sean Anders movie", False),
+    ],
+)
+def test_near_duplicate_queries(a: str, b: str, near: bool) -> None:
+    from sleuth.strategies.search_o1 import NEAR_DUPLICATE
+    from sleuth.strategies.text import query_similarity
+
+    assert (query_similarity(a, b) >= NEAR_DUPLICATE) is near

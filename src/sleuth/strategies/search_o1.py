@@ -54,7 +54,7 @@ from sleuth.strategies.parsing import (
     parse_search_o1,
 )
 from sleuth.strategies.rid_support import closest_sentence, ground
-from sleuth.strategies.text import clean_short, format_passages, normalize_query, sanitize, similarity, tail
+from sleuth.strategies.text import clean_short, format_passages, normalize_query, query_similarity, sanitize, tail
 
 STOPS = [END_QUERY, BEGIN_RESULT, "\nQuestion:", "\n问题："]
 _NOTHING = re.compile(
@@ -250,8 +250,7 @@ class SearchO1(Strategy):
 
         ``answered``: a ``\\boxed{}`` answer the same completion gave before the query.
         """
-        key = normalize_query(query)
-        earlier = self._earlier(run, key)
+        earlier = self._earlier(run, query)
         if earlier is not None:
             self._repeated(run, query, earlier, answered)
             return
@@ -263,13 +262,16 @@ class SearchO1(Strategy):
         run.pending = query
         run.st.emit("follow_up", question=query, step=run.turns, type="search_query")
 
-    def _earlier(self, run: O1Run, key: str) -> str | None:
-        """The earlier query that ``key`` repeats: the same content words, or a near duplicate."""
+    def _earlier(self, run: O1Run, query: str) -> str | None:
+        """The earlier query that ``query`` repeats: the same content words, or a near duplicate
+        (:func:`~sleuth.strategies.text.query_similarity`: Chinese compared by character bigrams,
+        so "北京 冬残奥会 开幕日期" after "北京 冬奥会 开幕日期" is a new query)."""
+        key = normalize_query(query)
         same = next((q for q in run.results if normalize_query(q) == key), None)
         if same is not None:
             return same
-        best = max(run.results, key=lambda q: similarity(key, q), default=None)
-        return best if best is not None and similarity(key, best) >= NEAR_DUPLICATE else None
+        best = max(run.results, key=lambda q: query_similarity(query, q), default=None)
+        return best if best is not None and query_similarity(query, best) >= NEAR_DUPLICATE else None
 
     def _repeated(self, run: O1Run, query: str, earlier: str, answered: str | None) -> None:
         """Steer a repeated query: its earlier result again and a push to something new; force after N."""

@@ -171,6 +171,25 @@ def similarity(a: str, b: str) -> float:
     return len(ta & tb) / len(ta | tb)
 
 
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+
+def query_tokens(text: str) -> set[str]:
+    """Content words, with Chinese read as character bigrams: one character more or less
+    ("冬奥会" / "冬残奥会") is a different query, not a near copy of it."""
+    t = unicodedata.normalize("NFKC", text or "").lower()
+    out = {w for w in _WORD.findall(_CJK_RUN.sub(" ", t)) if w not in _STOP}
+    for run in _CJK_RUN.findall(t):
+        out.update({run} if len(run) == 1 else {run[i : i + 2] for i in range(len(run) - 1)})
+    return out
+
+
+def query_similarity(a: str, b: str) -> float:
+    """Jaccard overlap of :func:`query_tokens` (0..1): how close two search queries are."""
+    ta, tb = query_tokens(a), query_tokens(b)
+    return len(ta & tb) / len(ta | tb) if ta and tb else float(ta == tb)
+
+
 def is_repeat(a: str, b: str, threshold: float = 0.9) -> bool:
     """Whether ``a`` asks nothing that ``b`` did not (or the other way round).
 

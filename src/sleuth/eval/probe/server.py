@@ -8,7 +8,8 @@ the body picks one of the canned replies below, which carry every strategy's
 scaffold words in English and Chinese, so a probe run walks the strategies'
 main branches (follow-ups, final answers, search queries, revisions, step-back
 questions, missing answer lines).  A prompt that holds :data:`GIVE_UP_MARK` is
-always answered with :data:`GIVE_UP` (the model gives up).  Like a real server it
+always answered with :data:`GIVE_UP` (the model gives up); one holding :data:`NEAR_QUERY_MARK`
+walks a scripted pair of near search queries (:func:`near_queries`).  Like a real server it
 cuts the reply at the first stop string and at ``max_tokens`` words.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,6 +25,22 @@ from typing import Any
 #: a word of the probe question the model cannot answer
 GIVE_UP_MARK = "Zorblax"
 GIVE_UP = "I do not know; I cannot answer this question."
+
+#: a word of the batch-only probe question whose two searches differ by one character
+#: ("冬奥会" / "冬残奥会"): its reasoning turns are scripted by :func:`near_queries`, so the probe
+#: sees whether Search-o1's repeat guard takes the second search for a copy of the first
+NEAR_QUERY_MARK = "冬残奥会"
+_NEAR_QUERIES = ("北京 冬奥会 开幕日期", "北京 冬残奥会 开幕日期")
+
+
+def near_queries(prompt: str) -> str:
+    """The reasoning turn of the near-queries question: the first query, then the second, then the answer."""
+    asked = [bool(re.search(re.escape(q) + r"\s*<\|end_search_query\|>", prompt)) for q in _NEAR_QUERIES]
+    if asked[1]:
+        return "最终答案：\\boxed{2022年2月4日、2022年3月4日}"
+    q = _NEAR_QUERIES[1] if asked[0] else _NEAR_QUERIES[0]
+    return f"我需要查一下。<|begin_search_query|>{q}<|end_search_query|>"
+
 
 #: replies to raw completions (Self-Ask and Search-o1 continue an append-only prompt), as
 #: (tag, reply): a reply is a candidate when its tag occurs in the request (or is empty)
@@ -73,6 +91,8 @@ def reply_for(path: str, body: dict[str, Any]) -> str:
         replies = COMPLETION_REPLIES
     if GIVE_UP_MARK in text:
         return GIVE_UP
+    if NEAR_QUERY_MARK in text and replies is COMPLETION_REPLIES:
+        return near_queries(text)
     candidates = [r for tag, r in replies if tag in text]
     digest = hashlib.sha256(canonical({"path": path, "body": body}).encode("utf-8")).digest()
     return candidates[int.from_bytes(digest[:4], "big") % len(candidates)]
