@@ -194,3 +194,12 @@ def test_empty_extraction_keeps_a_span() -> None:
     llm = ScriptedLLM(["Step one.\nParis is the capital [1].", ""])
     cot = get_strategy("cot", llm, None).run("What is the capital of France?")
     assert cot.short_answer == "Paris"
+
+
+@pytest.mark.parametrize("name", ["cot", "rag", "rat_draft", "rat_final"])
+def test_chinese_answer_lines_leave_no_placeholder_to_copy(name: str) -> None:
+    """policy_zh / sleuth ask: with "所以答案是：<简短答案>，简短答案是“是”或“否”" in the prompt the 1.5B model
+    wrote only "是" (RAG 3 of 8 must-mention, RAT a one-word draft); the sentences come first now."""
+    text = load(name, "zh").template
+    assert "<简短答案>" not in text and "$expected" in text
+    assert text.index("先") < text.index("最后另起一行")
