@@ -433,3 +433,76 @@ def test_an_option_question_ends_at_its_question_mark(more: Retriever) -> None:
     assert queries == ["How old is Ernst Messerschmid?", "How old is Philippe Perrin?"]
     assert "Jaws" not in _scaffold(r)
     assert r.short_answer == "Ernst Messerschmid"
+
+
+# -- rgb_zh (qwen2.5-1.5b): a question asking several parts was restated whole, searched once, and
+# the final answer named one part ("2022年和2023年春节档首日票房冠军" -> "《流浪地球2》和《满江红》") ----------
+BOX_OFFICE = {
+    "2022年春节档": "2022年春节档首日，《长津湖之水门桥》以4.36亿元票房位列首日票房冠军。",
+    "2023年春节档": "2023年春节档首日，《流浪地球2》以4.67亿元票房位列首日票房冠军，《满江红》次之。",
+}
+MULTI_Q = "2022年和2023年春节档首日票房冠军"
+
+
+@pytest.fixture(scope="module")
+def box_office(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
+    path = tmp_path_factory.mktemp("box") / "docs.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"id": t, "title": t, "text": x, "acl": "all"}, ensure_ascii=False) + "\n"
+            for t, x in BOX_OFFICE.items()
+        ),
+        encoding="utf-8",
+    )
+    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("box-idx"))
+
+
+def _multi_script(parts_reply: str):
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):
+            content = str(payload[-1]["content"])
+            if "每行一个" in content:  # the parts prompt
+                return parts_reply
+            asked = content.rsplit("问题：", 1)[-1]
+            return "《长津湖之水门桥》" if "2022" in asked and "2023" not in asked else "《流浪地球2》"
+        mine = _model_part(payload, "zh")
+        if "中间答案" not in mine:
+            return "是。\n追问：2022年和2023年春节档首日票房冠军是谁？\n"
+        return "所以最终答案是：《流浪地球2》\n"
+
+    return script
+
+
+def test_a_restated_question_of_several_parts_is_asked_part_by_part(box_office: Retriever) -> None:
+    parts = "1. 2022年春节档首日票房冠军是哪部电影？\n2. 2023年春节档首日票房冠军是哪部电影？"
+    r, _ = _run(box_office, MULTI_Q, _multi_script(parts), lang="zh")
+    assert [e.data["query"] for e in r.trace.of("search")] == [
+        "2022年春节档首日票房冠军是哪部电影？",
+        "2023年春节档首日票房冠军是哪部电影？",
+    ]
+    scaffold = _scaffold(r)
+    assert "追问：2022年春节档首日票房冠军是哪部电影？\n中间答案：《长津湖之水门桥》" in scaffold
+    assert "是谁" not in scaffold  # the restatement never enters the scaffold
+    # the final answer named one part; the other part's answer is added after it
+    assert r.answer == "《流浪地球2》；《长津湖之水门桥》"
+    notes = [e.data.get("type") for e in r.trace.of("note")]
+    assert "per_part" in notes and "parts_joined" in notes and "decompose" not in notes
+
+
+def test_parts_the_model_does_not_list_leave_the_restatement_as_it_is(box_office: Retriever) -> None:
+    r, _ = _run(box_office, MULTI_Q, _multi_script("2022年和2023年春节档首日票房冠军是谁？"), lang="zh")
+    assert [e.data["query"] for e in r.trace.of("search")] == ["2022年和2023年春节档首日票房冠军是谁？"]
+    assert "parts_declined" in [e.data.get("type") for e in r.trace.of("note")]
+    assert r.answer == "《流浪地球2》"
+
+
+def test_parse_parts() -> None:
+    from sleuth.strategies.self_ask_questions import parse_parts
+
+    q = "Who won the 2019 and the 2020 Booker Prize, respectively?"
+    text = "1. Who won the 2019 Booker Prize? (fiction)\n2) Who won the 2020 Booker Prize?\n3. Who won the 2019 and the 2020 Booker Prize, respectively?"
+    assert parse_parts(text, q) == ["Who won the 2019 Booker Prize?", "Who won the 2020 Booker Prize?"]
+    assert parse_parts("1. Who won the 2019 Booker Prize?", q) == []  # one part is no decomposition
+    assert parse_parts("- 甲是谁？\n- 乙是谁？\n- 丙是谁？\n- 丁是谁？\n- 戊是谁？", "甲乙丙丁戊分别是谁？") == [
+        "甲是谁？", "乙是谁？", "丙是谁？", "丁是谁？"
+    ]  # fmt: skip

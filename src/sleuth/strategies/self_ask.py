@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.search.base import SearchError
-from sleuth.strategies.answer_type import answer_type
+from sleuth.strategies.answer_type import LIST, answer_type
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState, Strategy
 from sleuth.strategies.options import SelfAskOptions
 from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS
@@ -53,6 +53,7 @@ from sleuth.strategies.self_ask_questions import (
     named,
     names,
     off_attribute,
+    parse_parts,
 )
 from sleuth.strategies.text import clean_short, format_passages, most_similar, sanitize, similarity
 
@@ -98,6 +99,9 @@ class _Scaffold:
     repeats: int = 0
     restated: int = 0  # follow-ups answered that restate the question
     nudged: bool = False  # asked once for one more follow-up instead of an undecomposed final answer
+    multi: bool = False  # the question asks for several parts (answer_type's ``list``)
+    parts_tried: bool = False  # the model was asked once for one question per part
+    part_answers: list[str] = field(default_factory=list)  # the intermediate answers of those questions
     pending: str = ""  # the completion's text up to the follow-up line, not yet in the prompt
     steps: int = 0
     final: str | None = None
@@ -127,6 +131,8 @@ class SelfAsk(Strategy):
                 if not self._ask_per_option(run, follow_up):  # 3'. one follow-up per option instead
                     break  # every option has been asked about: on to the final answer
                 continue
+            if self._restates_parts(run, follow_up) and self._ask_per_part(run, follow_up):
+                continue  # 3''. one follow-up per part asked instead
             self._open_followup(run)
             repeat = self._repeat_of(run, follow_up)
             if repeat is None:
@@ -148,6 +154,7 @@ class SelfAsk(Strategy):
         prompt = self.prompt(st, "self_ask", question=question)
         run = _Scaffold(st, question, prompt, len(prompt), words, sep, threshold, repeat_at, max_chars)
         run.cmp = find_comparison(question)
+        run.multi = run.cmp is None and answer_type(question).detail == LIST
         if run.cmp:
             st.emit(
                 "note", type="comparison", options=list(run.cmp.options), choice=run.cmp.choice, yes_no=run.cmp.yes_no
@@ -210,7 +217,7 @@ class SelfAsk(Strategy):
     def _undecomposed(self, run: _Scaffold) -> bool:
         """The model gives its final answer, but every follow-up so far restated the question:
         nothing was decomposed (the run so far is one search for the whole question)."""
-        done = run.nudged or run.cmp is not None or run.steps >= self.max_steps
+        done = run.nudged or run.cmp is not None or run.multi or run.steps >= self.max_steps
         return not done and bool(run.asked) and run.restated == len(run.asked)
 
     def _decompose_more(self, run: _Scaffold, final: str) -> SelfAskStep | None:
@@ -308,9 +315,7 @@ class SelfAsk(Strategy):
         todo = [o for o in cmp.options if o not in run.covered]
         flags = self._restatement(run, follow_up)
         st.emit("follow_up", question=follow_up, step=run.steps, off_attribute=True, replaced_by=todo, **flags)
-        prefix = run.pending.rsplit("\n", 1)[0] if "\n" in run.pending.strip("\n") else ""
-        run.prompt += prefix.rstrip() + ("\n" if prefix.strip() else "")
-        run.pending = ""
+        self._drop_pending_followup(run)
         if not todo:
             st.emit("note", type="options_covered", message="every option was asked about; forcing the final answer")
             return False
@@ -319,6 +324,51 @@ class SelfAsk(Strategy):
             run.prompt += run.words["follow"] + run.sep + question + "\n" + run.words["intermediate"]
             self._answer_followup(run, question, per_option=option)
         return True
+
+    @staticmethod
+    def _drop_pending_followup(run: _Scaffold) -> None:
+        """Keep the completion's text before its follow-up line; the follow-up itself is replaced."""
+        prefix = run.pending.rsplit("\n", 1)[0] if "\n" in run.pending.strip("\n") else ""
+        run.prompt += prefix.rstrip() + ("\n" if prefix.strip() else "")
+        run.pending = ""
+
+    # -- 3''. questions asking several parts: one follow-up per part ----------------------------
+    def _restates_parts(self, run: _Scaffold, follow_up: str) -> bool:
+        """The first restatement of a question that asks several parts."""
+        return run.multi and not run.parts_tried and bool(self._restatement(run, follow_up))
+
+    def _ask_per_part(self, run: _Scaffold, follow_up: str) -> bool:
+        """A first follow-up that restates a question asking several parts ("2022年和2023年春节档
+        票房冠军分别是哪部电影？") is replaced, once, by one follow-up per part, which the model lists
+        (``self_ask_parts.txt``); each is answered as usual.  ``False`` (the restatement is asked
+        as it is) when the model lists fewer than two parts."""
+        st = run.st
+        run.parts_tried = True
+        c = self.ask(
+            st, self.prompt(st, "self_ask_parts", question=run.question), step=f"parts {run.steps}", max_tokens=160
+        )
+        parts = parse_parts(c.text, run.question)
+        if not parts:
+            st.emit("note", type="parts_declined", completion=c.text[:300], message="no parts listed; asked as it is")
+            return False
+        flags = self._restatement(run, follow_up)
+        st.emit("follow_up", question=follow_up, step=run.steps, replaced_by=parts, **flags)
+        st.emit("note", type="per_part", parts=parts, message="follow-up restates a question of several parts")
+        self._drop_pending_followup(run)
+        for i, question in enumerate(parts, 1):
+            run.prompt += run.words["follow"] + run.sep + question + "\n" + run.words["intermediate"]
+            self._answer_followup(run, question, per_part=i)
+            run.part_answers.append(run.asked[-1][1])
+        return True
+
+    def _all_parts(self, run: _Scaffold, final: str) -> str:
+        """The final answer of a question of several parts, with every part's answer it left out
+        ("喜剧" after the parts "喜剧" and "包贝尔") added after it."""
+        missing = [a for a in run.part_answers if a and not _UNKNOWN.match(a) and clean_short(a) not in final]
+        if not missing:
+            return final
+        run.st.emit("note", type="parts_joined", written=final[:300], added=missing)
+        return ("；" if run.st.result.lang == "zh" else "; ").join([final, *missing]) if final else "; ".join(missing)
 
     def _option_questions(self, run: _Scaffold, todo: list[str]) -> list[str]:
         """For each option, the model's follow-up asking the compared attribute of it alone;
@@ -393,6 +443,9 @@ class SelfAsk(Strategy):
         short = clean_short(final)
         if run.cmp and final:
             final, short = self._option_answer(run, final, short)
+        elif run.part_answers:
+            final = self._all_parts(run, final)
+            short = clean_short(final)
         elif final:
             final, short = self._typed_answer(run, final, short)
         st.result.answer = final

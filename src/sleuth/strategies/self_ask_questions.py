@@ -224,3 +224,25 @@ def off_attribute(follow_up: str, cmp: Comparison, asked_before: int) -> bool:
     if asked_before:
         return False
     return cmp.choice or not hit
+
+
+# -- questions asking several parts ("…分别是…", "the A and the B of …, respectively") ---------------
+_PART_LINE = re.compile(r"^\s*(?:\d{1,2}\s*[.、)）:：]|[-*•])\s*(?P<q>.+?)\s*$")
+_MAX_PARTS = 4
+
+
+def parse_parts(text: str, question: str) -> list[str]:
+    """The one-part questions a model listed for a multi-part ``question`` ("1. …" / "- …" lines),
+    each cut at its question mark; none when fewer than two differ from the question itself."""
+    parts: list[str] = []
+    for line in (text or "").splitlines():
+        m = _PART_LINE.match(line)
+        if not m:
+            continue
+        q = m.group("q").strip("\"'“”「」 ")
+        cut = re.match(r"(.*?[?？])", q)
+        q = cut.group(1) if cut else q
+        if q and q not in parts and content_tokens(q) != content_tokens(question):
+            parts.append(q)
+    return parts[:_MAX_PARTS] if len(parts) >= 2 else []
+
