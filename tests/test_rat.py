@@ -132,3 +132,17 @@ def test_sources_number_each_passage_once() -> None:
     assert s.chosen([3], 2) == ([a, c], [1, 3])
     assert s.chosen([9, 2], 1) == ([b], [2])  # a number no passage has is ignored
     assert s.chosen([], 5) == ([a, b, c], [1, 2, 3])
+
+
+def test_a_run_whose_searches_find_nothing_says_so_to_the_final_pass(tmp_path) -> None:
+    """Every search of the run comes back empty (the scope hides the corpus): the revisions are
+    skipped, and the final pass is told there are no documents rather than shown an empty list."""
+    from sleuth.search.base import Filters
+
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"id": "x", "title": "X", "text": "x", "acl": "hr"}) + "\n")
+    index = open_retriever(str(tmp_path / "docs.jsonl"), cache_dir=tmp_path / "idx")
+    llm = ScriptedLLM([REPLIES[0], FIRST_QUERY, FIRST_QUERY, "Hugh Ross.\nShort answer: Hugh Ross"])
+    r = get_strategy("rat", llm, index, k=3).run(QUESTION, filters=Filters.parse(["acl=finance"]))
+    assert [e.data.get("reason") for e in r.trace.of("revision")] == ["no passages", "no passages"]
+    assert "(no documents found)" in str(llm.calls[-1].payload)
+    assert r.short_answer == "Hugh Ross" and not r.citations

@@ -138,7 +138,7 @@ class RAT(Strategy):
     def _final(self, question: str, st: RunState, notes: str, sources: Sources) -> None:
         budget = self.context_chars(st)
         shown, numbers = sources.chosen(cited_numbers(notes), max(self.k, budget // FINAL_CHARS_PER_PASSAGE))
-        docs = format_passages(shown, numbers=numbers, budget=budget)
+        docs = format_passages(shown, numbers=numbers, budget=budget) if shown else "(no documents found)"
         fc = self.ask(
             st,
             self.prompt(st, "rat_final", question=question, draft=notes, documents=docs),
