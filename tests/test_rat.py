@@ -146,3 +146,13 @@ def test_a_run_whose_searches_find_nothing_says_so_to_the_final_pass(tmp_path) -
     assert [e.data.get("reason") for e in r.trace.of("revision")] == ["no passages", "no passages"]
     assert "(no documents found)" in str(llm.calls[-1].payload)
     assert r.short_answer == "Hugh Ross" and not r.citations
+
+
+def test_the_cli_shows_the_drafts_own_answer(creation_index) -> None:
+    from rich.console import Console
+
+    from sleuth.cli.ask import StepPrinter
+
+    out = Console(record=True, width=200)
+    get_strategy("rat", ScriptedLLM(REPLIES), creation_index, k=3).run(QUESTION, listeners=[StepPrinter(out)])
+    assert "draft 2 paragraphs · its answer: Hugh Ross" in out.export_text()

@@ -135,7 +135,8 @@ class StepPrinter:
             top = ", ".join(f"{x['id']}<{'+'.join(x['found_by'])}>" for x in d["ranking"] if x.get("in_context"))
             p(f"{t} [cyan]rerank[/] context: {escape(top)}")
         elif ev.kind == "draft":
-            p(f"{t} [bold magenta]draft[/] {len(d.get('paragraphs', []))} paragraphs")
+            short = f" · its answer: {escape(_clip(str(d['short_answer']), 120))}" if d.get("short_answer") else ""
+            p(f"{t} [bold magenta]draft[/] {len(d.get('paragraphs', []))} paragraphs{short}")
             if self.verbose:
                 p("[dim]" + escape(_clip(d.get("text", ""), 600)) + "[/]")
         elif ev.kind == "revision":

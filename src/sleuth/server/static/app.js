@@ -190,6 +190,7 @@ function addStep(col, ev) {
     case "draft":
       col.draft = d.text || d.draft || "";
       body.append(el("details", {}, el("summary", { text: clip(col.draft, 120) }), el("p", { class: "pre", text: col.draft })));
+      if (d.short_answer) body.append(el("span", { class: "tag", text: "draft answer: " + clip(d.short_answer, 120) }));
       break;
     case "revision":
       body.append(renderRevision(col, d));
