@@ -330,10 +330,15 @@ PURKYNE_Q = "When was the astronomical clock built in the city where Karel Purky
 
 @pytest.fixture(scope="module")
 def purkyne(tmp_path_factory: pytest.TempPathFactory):
-    path = tmp_path_factory.mktemp("purkyne") / "docs.jsonl"
-    rows = [{"id": t, "title": t, "text": x, "acl": "all"} for t, x in PURKYNE]
+    return _titled_index(tmp_path_factory, "purkyne", PURKYNE)
+
+
+def _titled_index(tmp_path_factory: pytest.TempPathFactory, name: str, docs: list[tuple[str, str]]):
+    """A real index of (title, text) passages, each id its title, all under ``acl=all``."""
+    path = tmp_path_factory.mktemp(name) / "docs.jsonl"
+    rows = [{"id": t, "title": t, "text": x, "acl": "all"} for t, x in docs]
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("purkyne-idx"))
+    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp(f"{name}-idx"))
 
 
 def _purkyne_turns(last: str) -> list[str]:
@@ -397,10 +402,7 @@ OLYMPICS = [
 
 @pytest.fixture(scope="module")
 def olympics(tmp_path_factory: pytest.TempPathFactory):
-    path = tmp_path_factory.mktemp("olympics") / "docs.jsonl"
-    rows = [{"id": t, "title": t, "text": x, "acl": "all"} for t, x in OLYMPICS]
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("olympics-idx"))
+    return _titled_index(tmp_path_factory, "olympics", OLYMPICS)
 
 
 def test_a_query_one_character_apart_is_a_new_query_zh(olympics) -> None:

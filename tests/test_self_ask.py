@@ -49,11 +49,15 @@ PASSAGES = {
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
-    path = tmp_path_factory.mktemp("corpus") / "docs.jsonl"
-    with path.open("w", encoding="utf-8") as f:
-        for title, text in PASSAGES.items():
-            f.write(json.dumps({"id": title, "title": title, "text": text, "acl": "all"}, ensure_ascii=False) + "\n")
-    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("idx"))
+    return _titled_index(tmp_path_factory, "corpus", PASSAGES)
+
+
+def _titled_index(tmp_path_factory: pytest.TempPathFactory, name: str, docs: dict[str, str]) -> Retriever:
+    """A real index of {title: text} passages, each id its title, all under ``acl=all``."""
+    path = tmp_path_factory.mktemp(name) / "docs.jsonl"
+    rows = [{"id": t, "title": t, "text": x, "acl": "all"} for t, x in docs.items()]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp(f"{name}-idx"))
 
 
 def _model_part(prompt: str, lang: str) -> str:
@@ -357,12 +361,7 @@ MORE = {
 
 @pytest.fixture(scope="module")
 def more(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
-    path = tmp_path_factory.mktemp("more") / "docs.jsonl"
-    path.write_text(
-        "".join(json.dumps({"id": t, "title": t, "text": x, "acl": "all"}) + "\n" for t, x in MORE.items()),
-        encoding="utf-8",
-    )
-    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("more-idx"))
+    return _titled_index(tmp_path_factory, "more", MORE)
 
 
 def test_a_final_answer_of_the_wrong_kind_gives_way_to_the_last_hop(more: Retriever) -> None:
@@ -446,15 +445,7 @@ MULTI_Q = "2022年和2023年春节档首日票房冠军"
 
 @pytest.fixture(scope="module")
 def box_office(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
-    path = tmp_path_factory.mktemp("box") / "docs.jsonl"
-    path.write_text(
-        "".join(
-            json.dumps({"id": t, "title": t, "text": x, "acl": "all"}, ensure_ascii=False) + "\n"
-            for t, x in BOX_OFFICE.items()
-        ),
-        encoding="utf-8",
-    )
-    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("box-idx"))
+    return _titled_index(tmp_path_factory, "box", BOX_OFFICE)
 
 
 def _multi_script(parts_reply: str):
