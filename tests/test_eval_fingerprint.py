@@ -146,6 +146,15 @@ def test_a_repeat_guard_that_takes_one_character_for_a_copy_is_another_behaviour
     assert code_fingerprint("charwise_o1:Charwise", "en") == code_fingerprint("search-o1", "en")
 
 
+def test_the_english_batch_probe_reaches_the_restated_query_rule() -> None:
+    """Reason-in-Documents writes "Don Quixote is a comedy film." for the query "comedy film Don
+    Quixote", the words spread over two probe passages: the rule drops it, so only the comedy
+    film's passage is cited; a change to the rule changes what the probe records."""
+    batch = behaviour("search-o1", "en")["probe"]["batch"]
+    last = batch["results"][-1]
+    assert last["answer"] == "The Million Dollar Duck" and last["citations"] == ["duck#0"]
+
+
 def test_a_pure_refactor_keeps_the_fingerprint(plugins: Path) -> None:
     # renamed local variables and fields, reformatted calls and added comments: the same behaviour
     _copy(

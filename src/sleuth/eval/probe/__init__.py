@@ -60,8 +60,12 @@ QUESTIONS: dict[str, tuple[tuple[str, Filters], ...]] = {
 #: per language, the questions of a batch run (where the strategy has ``run_batch``)
 BATCH: dict[str, tuple[int, ...]] = {"en": (0, 1, 3), "zh": (0, 2, 3)}
 #: per language, questions asked only in the batch run, so that only batch strategies (Search-o1) meet
-#: them: two searches one character apart (server.NEAR_QUERY_MARK), a second part, not a repeat
-BATCH_ONLY: dict[str, tuple[str, ...]] = {"en": (), "zh": ("北京冬奥会和冬残奥会的开幕日期分别是什么时候？",)}
+#: them: two searches one character apart (server.NEAR_QUERY_MARK), a second part, not a repeat;
+#: facts that only restate the query, their words spread over two passages (server.RESTATE_MARK)
+BATCH_ONLY: dict[str, tuple[str, ...]] = {
+    "en": ("Which is a comedy film, The Million Dollar Duck or Don Quixote?",),  # server.RESTATE_MARK
+    "zh": ("北京冬奥会和冬残奥会的开幕日期分别是什么时候？",),  # server.NEAR_QUERY_MARK
+}
 
 
 class RecordingRetriever:

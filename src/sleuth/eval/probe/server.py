@@ -9,7 +9,8 @@ scaffold words in English and Chinese, so a probe run walks the strategies'
 main branches (follow-ups, final answers, search queries, revisions, step-back
 questions, missing answer lines).  A prompt that holds :data:`GIVE_UP_MARK` is
 always answered with :data:`GIVE_UP` (the model gives up); one holding :data:`NEAR_QUERY_MARK`
-walks a scripted pair of near search queries (:func:`near_queries`).  Like a real server it
+walks a scripted pair of near search queries (:func:`near_queries`), one holding
+:data:`RESTATE_MARK` a search whose facts restate the query (:func:`restated_query`).  Like a real server it
 cuts the reply at the first stop string and at ``max_tokens`` words.
 """
 
@@ -40,6 +41,20 @@ def near_queries(prompt: str) -> str:
         return "最终答案：\\boxed{2022年2月4日、2022年3月4日}"
     q = _NEAR_QUERIES[1] if asked[0] else _NEAR_QUERIES[0]
     return f"我需要查一下。<|begin_search_query|>{q}<|end_search_query|>"
+
+
+#: the batch-only English probe question whose Reason-in-Documents restates its query
+#: ("Don Quixote is a comedy film." for "comedy film Don Quixote", the words spread over two
+#: passages): the probe sees whether the grounding check's restated-query rule drops it
+RESTATE_MARK = "The Million Dollar Duck or Don Quixote"
+RESTATE_QUERY = "comedy film Don Quixote"
+
+
+def restated_query(prompt: str) -> str:
+    """The reasoning turn of the restated-query question: its one query, then the answer."""
+    if re.search(re.escape(RESTATE_QUERY) + r"\s*<\|end_search_query\|>", prompt):
+        return "Final answer: \\boxed{The Million Dollar Duck}"
+    return f"Let me check which one is a comedy. <|begin_search_query|>{RESTATE_QUERY}<|end_search_query|>"
 
 
 #: replies to raw completions (Self-Ask and Search-o1 continue an append-only prompt), as
@@ -93,6 +108,10 @@ def reply_for(path: str, body: dict[str, Any]) -> str:
         return GIVE_UP
     if NEAR_QUERY_MARK in text and replies is COMPLETION_REPLIES:
         return near_queries(text)
+    if RESTATE_MARK in text and replies is COMPLETION_REPLIES:
+        return restated_query(text)
+    if RESTATE_QUERY in text and replies is CHAT_REPLIES:  # its Reason-in-Documents call
+        return "Don Quixote is a comedy film. [1] The Million Dollar Duck is a 1971 American comedy film. [2]"
     candidates = [r for tag, r in replies if tag in text]
     digest = hashlib.sha256(canonical({"path": path, "body": body}).encode("utf-8")).digest()
     return candidates[int.from_bytes(digest[:4], "big") % len(candidates)]
