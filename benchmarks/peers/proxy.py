@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
+from benchmarks.peers.local_http import LocalService
 
 from sleuth.llm.wire import usage_from
 
@@ -46,10 +47,13 @@ def usage_of(body: bytes, content_type: str) -> tuple[int, int]:
     return best
 
 
-class CountingProxy:
+class CountingProxy(LocalService):
     """Forwards every request to ``upstream`` and counts completions and their prompt tokens."""
 
+    what = "proxy"
+
     def __init__(self, upstream: str, timeout: float = 900.0) -> None:
+        super().__init__()
         self.upstream = upstream.rstrip("/")
         self.calls = 0
         self.errors = 0
@@ -57,12 +61,6 @@ class CountingProxy:
         self.processed_prompt_tokens = 0
         self._lock = threading.Lock()
         self._client = httpx.Client(timeout=timeout)
-        self._httpd: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "proxy not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def counters(self) -> dict[str, int]:
         with self._lock:
@@ -83,7 +81,7 @@ class CountingProxy:
             self.prompt_tokens += prompt
             self.processed_prompt_tokens += processed
 
-    def start(self) -> CountingProxy:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -122,20 +120,8 @@ class CountingProxy:
             def do_POST(self) -> None:
                 self._forward("POST")
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        return self
+        return Handler
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
+        super().stop()
         self._client.close()
-
-    def __enter__(self) -> CountingProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -10,26 +10,25 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from benchmarks.peers.local_http import LocalService
 
 __all__ = ["SearchEndpoint"]
 
 
-class SearchEndpoint:
+class SearchEndpoint(LocalService):
     """Serves ``retrievers`` (name -> anything with ``search(query, k)`` returning Passages)."""
 
+    what = "search endpoint"
+
     def __init__(self, retrievers: dict[str, Any]) -> None:
+        super().__init__()
         self.retrievers = retrievers
         self.searches: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "search endpoint not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def answer(self, name: str, query: str, k: int) -> dict[str, Any]:
         retriever = self.retrievers[name]
@@ -38,7 +37,7 @@ class SearchEndpoint:
             passages = retriever.search(query, k=k)
         return {"passages": [{"id": p.id, "title": p.title, "text": p.text, "score": float(p.score)} for p in passages]}
 
-    def start(self) -> SearchEndpoint:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -73,19 +72,4 @@ class SearchEndpoint:
                     return
                 self._reply(200, endpoint.answer(segs[1], query, k))
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> SearchEndpoint:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return Handler
