@@ -28,7 +28,8 @@ from sleuth.strategies.parsing import (
     parse_step_back,
     split_paragraphs,
 )
-from sleuth.strategies.self_ask import _one_line
+from sleuth.strategies.self_ask import _first_question, _one_line
+from sleuth.strategies.self_ask_questions import parse_parts
 from sleuth.strategies.text import cited_numbers, clean_short
 
 from .conftest import ALL_STRATEGIES, fast_client
@@ -70,6 +71,8 @@ SHAPES: dict[str, str] = {
     "final information flood": "Final Information:" * 500 + "<|begin_search_result|>",
     "long paragraphs": "\n\n".join(["word " * 300] * 40),
     "sentence flood": "A. " * 20_000,
+    "numbered flood": "".join(f"{i % 100}. " + " " * 3000 + "x\n" for i in range(30)),
+    "bullet without end": "- " + "\t " * 30_000 + "?",
 }
 assert len(SHAPES) >= 20
 
@@ -78,8 +81,15 @@ PARSERS: dict[str, list[tuple[str, Callable[[str], Any]]]] = {
     "direct": [("clean_short", clean_short)],
     "cot": [("parse_cot", parse_cot), ("clean_short", clean_short)],
     "rag": [("parse_cot", parse_cot), ("cited_numbers", cited_numbers), ("clean_short", clean_short)],
-    "self-ask": [("parse_self_ask", parse_self_ask), ("parse_final_line", parse_final_line), ("_one_line", _one_line)],
+    "self-ask": [
+        ("parse_self_ask", parse_self_ask),
+        ("parse_final_line", parse_final_line),
+        ("_one_line", _one_line),
+        ("_first_question", lambda t: _first_question(_one_line(t))),
+        ("parse_parts", lambda t: parse_parts(t, QUESTION)),
+    ],
     "rat": [
+        ("parse_cot", parse_cot),
         ("split_paragraphs", lambda t: split_paragraphs(t, 4)),
         ("parse_query", parse_query),
         ("parse_revision", lambda t: parse_revision(t, "the previous draft")),

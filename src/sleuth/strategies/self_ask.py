@@ -76,7 +76,7 @@ def _one_line(text: str, max_chars: int = 300) -> str:
 def _first_question(line: str) -> str:
     """The line up to its first question mark: a small model runs on past its question into the
     next example ("How old is Philippe Perrin? About Jaws: Which country is the film Jaws from?")."""
-    m = re.match(r"(.*?[?？])", line)
+    m = re.match(r"([^?？]*[?？])", line)
     return m.group(1) if m else line
 
 

@@ -227,7 +227,7 @@ def off_attribute(follow_up: str, cmp: Comparison, asked_before: int) -> bool:
 
 
 # -- questions asking several parts ("…分别是…", "the A and the B of …, respectively") ---------------
-_PART_LINE = re.compile(r"^\s*(?:\d{1,2}\s*[.、)）:：]|[-*•])\s*(?P<q>.+?)\s*$")
+_PART_LINE = re.compile(r"^\s*(?:\d{1,2}\s*[.、)）:：]|[-*•])\s*(?P<q>\S.*)")
 _MAX_PARTS = 4
 
 
@@ -235,14 +235,13 @@ def parse_parts(text: str, question: str) -> list[str]:
     """The one-part questions a model listed for a multi-part ``question`` ("1. …" / "- …" lines),
     each cut at its question mark; none when fewer than two differ from the question itself."""
     parts: list[str] = []
-    for line in (text or "").splitlines():
+    for line in (text or "")[: _MAX_CHARS * 4].splitlines():
         m = _PART_LINE.match(line)
         if not m:
             continue
-        q = m.group("q").strip("\"'“”「」 ")
-        cut = re.match(r"(.*?[?？])", q)
+        q = m.group("q").strip("\"'“”「」 \t")[:_MAX_CHARS]
+        cut = re.match(r"([^?？]*[?？])", q)
         q = cut.group(1) if cut else q
         if q and q not in parts and content_tokens(q) != content_tokens(question):
             parts.append(q)
     return parts[:_MAX_PARTS] if len(parts) >= 2 else []
-
