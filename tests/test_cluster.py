@@ -134,6 +134,8 @@ def _tables(report: str) -> dict[str, list[str]]:
             cells = [c.strip() for c in line.strip("|").split("|")]
             if name == "Cost per question":
                 cells = cells[:4] + cells[5:6] + cells[7:]  # drop processed prompt tokens, seconds
+            elif name.startswith("Paired differences"):
+                cells = cells[:6]  # drop the processed-prompt-token and seconds multiples
             sections.setdefault(name, []).append(" | ".join(cells))
     return sections
 
