@@ -29,7 +29,8 @@ the loop always ends.
 
 Comparisons (:mod:`~sleuth.strategies.self_ask_questions`): a follow-up that skips the
 decomposition is replaced by one follow-up per option, and the final answer is an option
-(or yes/no).  A final answer after follow-ups that all restated the question gets, once,
+(or yes/no).  A question of several parts ("…分别是…") whose first follow-up restates it gets
+one follow-up per part instead (the model lists them), and its final answer names every part found.  A final answer after follow-ups that all restated the question gets, once,
 one more follow-up first.  docs/strategies.md has the traces behind each guard.
 """
 
@@ -368,7 +369,7 @@ class SelfAsk(Strategy):
         if not missing:
             return final
         run.st.emit("note", type="parts_joined", written=final[:300], added=missing)
-        return ("；" if run.st.result.lang == "zh" else "; ").join([final, *missing]) if final else "; ".join(missing)
+        return ("；" if run.st.result.lang == "zh" else "; ").join([final, *missing] if final else missing)
 
     def _option_questions(self, run: _Scaffold, todo: list[str]) -> list[str]:
         """For each option, the model's follow-up asking the compared attribute of it alone;
