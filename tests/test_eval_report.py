@@ -101,3 +101,17 @@ def test_a_draft_is_paired_with_the_final_answer_of_its_own_records() -> None:
     for r in recs:
         r["scores"].pop("draft_score", None)
     assert "## Draft and final answer" not in render(recs, _manifest(3))
+
+
+def test_answers_of_several_parts_get_their_own_table() -> None:
+    recs = [_rec("a", f"q{i}", s) for i, s in enumerate([1.0, 0.0])] + [_rec("b", f"q{i}", 0.0) for i in range(2)]
+    for r, rate, recall in zip(recs, [1.0, 0.5, 0.0, 0.5], [1.0, 1.0, 0.5, None], strict=True):
+        r["scores"].update(parts=r["scores"]["score"], part_rate=rate, **({"part_recall": recall} if recall else {}))
+    report = render(recs, _manifest(2))
+    assert "## Answer parts" in report
+    assert "| a | 2 | 0.500 | 0.750 | 1.000 |" in report
+    assert "| b | 2 | 0.000 | 0.250 | 0.500 |" in report
+    for r in recs:
+        for k in ("parts", "part_rate", "part_recall"):
+            r["scores"].pop(k, None)
+    assert "## Answer parts" not in render(recs, _manifest(2))

@@ -157,6 +157,42 @@ def _draft_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -
     return out
 
 
+def _parts_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+    """Questions whose answer has several parts (RGB): every part, the share of parts, and the
+    share of parts with a supporting passage among those the strategy saw."""
+    by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        sc = r.get("scores") or {}
+        if is_composed(r) and "part_rate" in sc:
+            by[r["strategy"]].append(sc)
+    names = [s for s in in_order(by, order) if by[s]]
+    if not names:
+        return []
+    out = [
+        "",
+        "## Answer parts",
+        "",
+        "For answers of several parts (RGB): *all parts* is the primary score (the reply mentions every "
+        "part), *part rate* the share of parts it mentions, *part recall* the share of parts with a "
+        "supporting passage among all the passages the strategy's searches returned.",
+        "",
+        "| strategy | questions | all parts | part rate | part recall |",
+        "|---|---|---|---|---|",
+    ]
+
+    def mean(xs: Sequence[float]) -> float:
+        return sum(xs) / len(xs) if xs else float("nan")
+
+    for s in names:
+        rows = by[s]
+        recall = [float(x["part_recall"]) for x in rows if "part_recall" in x]
+        out.append(
+            f"| {s} | {len(rows)} | {_f(mean([float(x.get('parts', 0)) for x in rows]))} | "
+            f"{_f(mean([float(x['part_rate']) for x in rows]))} | {_f(mean(recall))} |"
+        )
+    return out
+
+
 def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
     """Citation precision and recall against the gold supporting passages (only when the data has them)."""
     rows = citation_rows(records, order)
@@ -308,6 +344,7 @@ def render(
                 f"{_f(r['cover_em'])} | {_f(r['acc'])} | {_f(r['mention'])} | {_f(r['recall_title'])} | "
                 f"{_f(r['recall_id'])} | {r['failed']} |"
             )
+        lines += _parts_section(records, [r["strategy"] for r in rows])
         lines += _citation_section(records, [r["strategy"] for r in rows])
         lines += [
             "",
