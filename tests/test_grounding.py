@@ -252,7 +252,8 @@ def test_step_back_and_rat_runs_read_back_the_same(index) -> None:
         "rat",
         ScriptedLLM(
             [
-                "The Cotai Arena is at The Venetian Macao.\n\nThe Venetian Macao is owned by Las Vegas Sands.",
+                "The Cotai Arena is at The Venetian Macao.\n\nThe Venetian Macao is owned by Las Vegas Sands.\n"
+                "So the answer is: Las Vegas Sands",
                 "Cotai Arena premises",
                 "The Cotai Arena is on the premises of The Venetian Macao [1].",
                 "The Venetian Macao owner",

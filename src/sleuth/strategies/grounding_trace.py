@@ -75,6 +75,8 @@ def claims_from_trace(strategy: str, result: Mapping[str, Any]) -> list[Claim]:
             d = ev.get("data") or {}
             if ev.get("kind") == "revision" and not d.get("skipped"):
                 used += _found(searched, d.get("passages") or [])
+        if any(e.get("kind") == "draft" and "short_answer" in (e.get("data") or {}) for e in events):
+            used = list({p.id: p for p in used}.values())  # since stop 36 each passage has one number, by first use
         if used and any(e.get("kind") == "llm" and (e.get("data") or {}).get("step") == "final" for e in events):
             claims.append(Claim(answer, used, question, cited_numbers(answer)))
     return claims

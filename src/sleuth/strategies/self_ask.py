@@ -42,12 +42,12 @@ from typing import Any
 
 from sleuth.search.base import SearchError
 from sleuth.strategies.answer_type import LIST, answer_type
-from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState, Strategy
+from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState
 from sleuth.strategies.options import SelfAskOptions
 from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS
 from sleuth.strategies.parsing import SelfAskStep, parse_final_line, parse_self_ask
+from sleuth.strategies.self_ask_final import UNKNOWN, FinalAnswer
 from sleuth.strategies.self_ask_questions import (
-    YES_NO,
     Comparison,
     asks_nothing_new,
     find_comparison,
@@ -57,12 +57,6 @@ from sleuth.strategies.self_ask_questions import (
     parse_parts,
 )
 from sleuth.strategies.text import clean_short, format_passages, most_similar, sanitize, similarity
-
-_UNKNOWN = re.compile(
-    r"^\W*(?:unknown|not\s+(?:found|mentioned|stated|given)|(?:the\s+)?documents?\s+(?:do(?:es)?\s+not|don't)"
-    r"|no\s+(?:information|answer)|i\s+(?:do\s+not|don't)\s+know|未知|文档中没有|没有找到|无法回答|不知道)",
-    re.I,
-)
 
 
 def _one_line(text: str, max_chars: int = 300) -> str:
@@ -109,7 +103,7 @@ class _Scaffold:
     finish: str = FINISHED
 
 
-class SelfAsk(Strategy):
+class SelfAsk(FinalAnswer):
     """Self-Ask with search, completion mode, append-only prompt.
 
     Options: :class:`~sleuth.strategies.options.SelfAskOptions` (``restate_threshold``,
@@ -283,7 +277,7 @@ class SelfAsk(Strategy):
             max_tokens=self.opts.extract_max_tokens,
         )
         answer = _one_line(c.text)
-        if not answer or _UNKNOWN.match(answer):
+        if not answer or UNKNOWN.match(answer):
             return None, "the passages do not answer it"
         st.cite(passages, claim=answer, query=follow_up)
         st.emit(
@@ -361,15 +355,6 @@ class SelfAsk(Strategy):
             self._answer_followup(run, question, per_part=i)
             run.part_answers.append(run.asked[-1][1])
         return True
-
-    def _all_parts(self, run: _Scaffold, final: str) -> str:
-        """The final answer of a question of several parts, with every part's answer it left out
-        ("喜剧" after the parts "喜剧" and "包贝尔") added after it."""
-        missing = [a for a in run.part_answers if a and not _UNKNOWN.match(a) and clean_short(a) not in final]
-        if not missing:
-            return final
-        run.st.emit("note", type="parts_joined", written=final[:300], added=missing)
-        return ("；" if run.st.result.lang == "zh" else "; ").join([final, *missing] if final else missing)
 
     def _option_questions(self, run: _Scaffold, todo: list[str]) -> list[str]:
         """For each option, the model's follow-up asking the compared attribute of it alone;
@@ -452,53 +437,3 @@ class SelfAsk(Strategy):
         st.result.answer = final
         st.result.short_answer = short
         st.result.finish_reason = run.finish
-
-    def _option_answer(self, run: _Scaffold, final: str, short: str) -> tuple[str, str]:
-        """A comparison's answer is one of what it offers: yes or no for "Are A and B both ...",
-        else, when the question names options ("A or B"), the option the final answer names
-        first, or, when it names none, the option one short call chooses from the facts found
-        (``self_ask_choose.txt``).  The answer and short answer it gives (``final``, ``short``)."""
-        st, cmp = run.st, run.cmp
-        assert cmp is not None
-        if cmp.yes_no:
-            m = YES_NO.match(final)
-            if m and clean_short(final) != m.group("v"):
-                st.emit("note", type="yes_no_answer", answer=final[:300], short=m.group("v"))
-            return (final, m.group("v")) if m else (final, short)
-        if not cmp.choice:
-            return final, short
-        hit = named(final, cmp.options)
-        if hit:
-            if short != hit[0]:
-                st.emit("note", type="option_answer", answer=final[:300], short=hit[0])
-            return final, hit[0]
-        facts = "\n".join(f"{q} {a}" for q, a in run.asked) or run.words["unknown"]
-        options = run.words["or"].join(cmp.options)
-        c = self.ask(
-            st,
-            self.prompt(st, "self_ask_choose", question=run.question, facts=facts, options=options),
-            step="choose option",
-            max_tokens=24,
-        )
-        hit = named(c.text, cmp.options)
-        st.emit("note", type="option_chosen", answer=final[:300], chosen=hit[0] if hit else None)
-        return (hit[0], hit[0]) if hit else (final, short)
-
-    @staticmethod
-    def _typed_answer(run: _Scaffold, final: str, short: str) -> tuple[str, str]:
-        """A final answer that cannot be what the question asks (no numeral for "how much" or
-        "when": the bridge entity, as "Hugh Grosvenor, 7th Duke of Westminster" for "… worth how
-        much?") gives way to the last intermediate answer when that one can ("$13 billion")."""
-        t = answer_type(run.question)
-        last = run.asked[-1][1] if run.asked else ""
-        if t.holds(final) is not False or not last or _UNKNOWN.match(last) or not t.holds(last):
-            return final, short
-        run.st.emit("note", type="typed_answer", expected=t.kind, written=final[:300], used=last[:300])
-        return last, clean_short(last)
-
-    def _without_copied_notice(self, st: RunState, final: str | None) -> str | None:
-        """A model that copies the intermediate answer after a repeat also copies the notice: cut it."""
-        notice = self.prompt(st, "self_ask_repeat", answer="").strip()[:12]
-        if final and notice and notice in final:
-            final = final[: final.index(notice)].strip() or final
-        return final
