@@ -150,8 +150,8 @@ def _draft_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -
         diff = [f - d for d, f in pairs]
         m, lo, hi = bootstrap_ci(diff)
         out.append(
-            f"| {s} | {len(pairs)} | {total[s]} | {_f(sum(d for d, _ in pairs) / len(pairs))} | "
-            f"{_f(sum(f for _, f in pairs) / len(pairs))} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+            f"| {s} | {len(pairs)} | {total[s]} | {_f(mean_or_nan([d for d, _ in pairs]))} | "
+            f"{_f(mean_or_nan([f for _, f in pairs]))} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
             f"{sum(x > 0 for x in diff)} | {sum(x < 0 for x in diff)} | {sum(x == 0 for x in diff)} |"
         )
     return out
@@ -180,15 +180,12 @@ def _parts_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -
         "|---|---|---|---|---|",
     ]
 
-    def mean(xs: Sequence[float]) -> float:
-        return sum(xs) / len(xs) if xs else float("nan")
-
     for s in names:
         rows = by[s]
         recall = [float(x["part_recall"]) for x in rows if "part_recall" in x]
         out.append(
-            f"| {s} | {len(rows)} | {_f(mean([float(x.get('parts', 0)) for x in rows]))} | "
-            f"{_f(mean([float(x['part_rate']) for x in rows]))} | {_f(mean(recall))} |"
+            f"| {s} | {len(rows)} | {_f(mean_or_nan([float(x.get('parts', 0)) for x in rows]))} | "
+            f"{_f(mean_or_nan([float(x['part_rate']) for x in rows]))} | {_f(mean_or_nan(recall))} |"
         )
     return out
 
