@@ -28,8 +28,8 @@ from sleuth.strategies.parsing import (
     parse_step_back,
     split_paragraphs,
 )
-from sleuth.strategies.self_ask import _first_question, _one_line
-from sleuth.strategies.self_ask_questions import parse_parts
+from sleuth.strategies.self_ask import _one_line
+from sleuth.strategies.self_ask_questions import first_question, parse_parts
 from sleuth.strategies.text import cited_numbers, clean_short
 
 from .conftest import ALL_STRATEGIES, fast_client
@@ -85,7 +85,7 @@ PARSERS: dict[str, list[tuple[str, Callable[[str], Any]]]] = {
         ("parse_self_ask", parse_self_ask),
         ("parse_final_line", parse_final_line),
         ("_one_line", _one_line),
-        ("_first_question", lambda t: _first_question(_one_line(t))),
+        ("first_question", lambda t: first_question(_one_line(t))),
         ("parse_parts", lambda t: parse_parts(t, QUESTION)),
     ],
     "rat": [

@@ -51,6 +51,7 @@ from sleuth.strategies.self_ask_questions import (
     Comparison,
     asks_nothing_new,
     find_comparison,
+    first_question,
     named,
     names,
     off_attribute,
@@ -66,13 +67,6 @@ def _one_line(text: str, max_chars: int = 300) -> str:
         if ln:
             return sanitize(ln, max_chars)
     return ""
-
-
-def _first_question(line: str) -> str:
-    """The line up to its first question mark: a small model runs on past its question into the
-    next example ("How old is Philippe Perrin? About Jaws: Which country is the film Jaws from?")."""
-    m = re.match(r"([^?？]*[?？])", line)
-    return m.group(1) if m else line
 
 
 @dataclass
@@ -367,7 +361,7 @@ class SelfAsk(FinalAnswer):
             if i:
                 prompt += "\n" + w["about"] + option + w["colon"]
             c = self.generate(st, prompt, step=f"option {run.steps}.{i + 1}", stop=["\n"], max_tokens=48)
-            question = _first_question(_one_line(c.text, 300)).strip("\"'“”「」 ")
+            question = first_question(_one_line(c.text, 300)).strip("\"'“”「」 ")
             if not question or not names(question, option, cmp.options) or len(named(question, cmp.options)) > 1:
                 st.emit("note", type="option_fallback", option=option, completion=c.text[:200])
                 question = f"{option}: {run.question}" if not question else f"{option}: {question}"

@@ -227,6 +227,13 @@ def off_attribute(follow_up: str, cmp: Comparison, asked_before: int) -> bool:
 
 
 # -- questions asking several parts ("…分别是…", "the A and the B of …, respectively") ---------------
+def first_question(line: str) -> str:
+    """The line up to its first question mark: a small model runs on past its question into the
+    next example ("How old is Philippe Perrin? About Jaws: Which country is the film Jaws from?")."""
+    m = re.match(r"([^?？]*[?？])", line)
+    return m.group(1) if m else line
+
+
 _PART_LINE = re.compile(r"^\s*(?:\d{1,2}\s*[.、)）:：]|[-*•])\s*(?P<q>\S.*)")
 _MAX_PARTS = 4
 
@@ -240,8 +247,7 @@ def parse_parts(text: str, question: str) -> list[str]:
         if not m:
             continue
         q = m.group("q").strip("\"'“”「」 \t")[:_MAX_CHARS]
-        cut = re.match(r"([^?？]*[?？])", q)
-        q = cut.group(1) if cut else q
+        q = first_question(q)
         if q and q not in parts and content_tokens(q) != content_tokens(question):
             parts.append(q)
     return parts[:_MAX_PARTS] if len(parts) >= 2 else []

@@ -171,7 +171,7 @@ def similarity(a: str, b: str) -> float:
     return len(ta & tb) / len(ta | tb)
 
 
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_CJK_RUN = re.compile(_CJK.pattern + "+")
 
 
 def query_tokens(text: str) -> set[str]:
