@@ -73,6 +73,7 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "extract_k": 3,
             "extract_max_tokens": 64,
             "max_prompt_chars": 7000,
+            "final_read": True,
         },
         "rat": {"n_passages": 3},
         "step-back": {"k_original": 5, "k_stepback": 5, "k_context": 10, "rrf_k": 60, "documents": "auto"},

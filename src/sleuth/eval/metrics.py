@@ -338,13 +338,14 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
     s["primary"] = primary_metric(item)
     s["score"] = s.get(s["primary"], 0.0)
     draft = draft_reply(result)
-    if draft is not None:  # RAT's draft, scored as the answer would be: its revisions' gain is paired
+    if draft is not None:  # scored as the answer would be: the last pass's gain is paired
         s["draft_score"] = score(item, draft).get(s["primary"], 0.0)
     return s
 
 
 def draft_reply(result: Mapping[str, Any]) -> dict[str, str] | None:
-    """The draft a strategy answered before retrieval (RAT's ``draft`` event), when it has a short answer."""
+    """The draft a strategy answered before its last pass (a ``draft`` event: RAT's before retrieval,
+    Self-Ask's scaffold answer before its final reading), when it has a short answer."""
     for ev in result.get("trace") or []:
         if ev.get("kind") == "draft":
             data = ev.get("data") or {}

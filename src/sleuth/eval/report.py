@@ -120,7 +120,8 @@ def _times(x: float | None) -> str:
 
 
 def _draft_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
-    """The final answer against the strategy's own draft (RAT), paired per question."""
+    """The final answer against the strategy's own draft (RAT's; Self-Ask's scaffold answer
+    when it reads the documents again), paired per question."""
     by: dict[str, list[tuple[float, float]]] = defaultdict(list)
     total: Counter[str] = Counter()
     for r in records:
@@ -137,8 +138,9 @@ def _draft_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -
         "",
         "## Draft and final answer",
         "",
-        "The answer a strategy wrote before it searched (RAT's chain-of-thought draft, its own short answer) "
-        "against its final answer on the same questions: primary score of each, and the final minus the draft "
+        "The answer a strategy wrote before its last pass (RAT's chain-of-thought draft before it searched; "
+        "Self-Ask's scaffold answer before its final reading pass) against its final answer on the same "
+        "questions: primary score of each, and the final minus the draft "
         f"with a 95% paired bootstrap CI ({BOOTSTRAP} resamples). Records made before drafts had a short answer "
         "are not counted (*with a draft* of *questions*).",
         "",

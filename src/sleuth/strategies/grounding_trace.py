@@ -15,7 +15,7 @@ from typing import Any
 
 from sleuth.search.base import Passage
 from sleuth.strategies.grounding import Claim, Grounding, ground
-from sleuth.strategies.parsing import parse_long_answer
+from sleuth.strategies.parsing import parse_cot, parse_long_answer
 from sleuth.strategies.step_back import _CANNOT
 from sleuth.strategies.text import cited_numbers
 
@@ -79,7 +79,26 @@ def claims_from_trace(strategy: str, result: Mapping[str, Any]) -> list[Claim]:
             used = list({p.id: p for p in used}.values())  # since stop 36 each passage has one number, by first use
         if used and any(e.get("kind") == "llm" and (e.get("data") or {}).get("step") == "final" for e in events):
             claims.append(Claim(answer, used, question, cited_numbers(answer)))
+    elif strategy == "self-ask":
+        claims = _read_claim(events, searched, question) or claims  # a reading replaces the hops' claims
     return claims
+
+
+def _read_claim(events: Sequence[Event], searched: Mapping[str, Passage], question: str) -> list[Claim]:
+    """Self-Ask's final reading pass (``final_read``), unless it found no answer."""
+    notes = {(e.get("data") or {}).get("type"): e.get("data") or {} for e in events if e.get("kind") == "note"}
+    if "final_read" not in notes or "read_abstained" in notes:
+        return []
+    reply = next(
+        (
+            str(d.get("completion") or "")
+            for e in events
+            if e.get("kind") == "llm" and (d := e.get("data") or {}).get("step") == "read"
+        ),
+        "",
+    )
+    body = parse_cot(reply)[0]
+    return [Claim(body, _found(searched, notes["final_read"].get("shown") or []), question, cited_numbers(body))]
 
 
 def reground(strategy: str, result: Mapping[str, Any]) -> Grounding:

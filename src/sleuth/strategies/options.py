@@ -158,6 +158,11 @@ class SelfAskOptions(StrategyOptions):
     max_prompt_chars: int = option(
         7000, "scaffold size at which the final answer is forced (fits a 2048-token window)", minimum=1
     )
+    final_read: bool = option(
+        True,
+        "a final reading pass: answer once more, RAG's way, from the question's own search and the "
+        "follow-ups' passages (`false`: the scaffold's answer, as the paper)",
+    )
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ The algorithm, as in the paper's ``self-ask_plus_search_engine`` loop:
 4. if it says ``So the final answer is: X``: done
 5. at the step limit (or when the model stops making progress) append
    ``So the final answer is:`` and let the model complete that one line.
+6. (Sleuth's addition, option ``final_read``; ``false`` is the paper's method) search the
+   question itself and answer once more from those passages and the follow-ups'
+   (:meth:`~sleuth.strategies.self_ask_final.FinalAnswer._read_final`); the scaffold's
+   answer is kept as the run's draft.
 
 The prompt is append-only: every call extends the previous prompt, so the
 server's prompt cache reuses everything already evaluated.
@@ -40,7 +44,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sleuth.search.base import SearchError
+from sleuth.search.base import Passage, SearchError
 from sleuth.strategies.answer_type import LIST, answer_type
 from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState
 from sleuth.strategies.options import SelfAskOptions
@@ -91,6 +95,7 @@ class _Scaffold:
     multi: bool = False  # the question asks for several parts (answer_type's ``list``)
     parts_tried: bool = False  # the model was asked once for one question per part
     part_answers: list[str] = field(default_factory=list)  # the intermediate answers of those questions
+    found: list[list[Passage]] = field(default_factory=list)  # each searched follow-up's passages, by rank
     pending: str = ""  # the completion's text up to the follow-up line, not yet in the prompt
     steps: int = 0
     final: str | None = None
@@ -242,7 +247,7 @@ class SelfAsk(FinalAnswer):
         run.restated += bool(flags)
         if run.cmp:
             run.covered.update(named(follow_up, run.cmp.options))
-        answer, why = self._answer_by_search(st, follow_up, run.steps)
+        answer, why = self._answer_by_search(run, follow_up)
         if answer is None:
             answer = self._answer_by_model(run, follow_up, why)
         run.prompt += run.sep + answer + "\n"
@@ -250,8 +255,9 @@ class SelfAsk(FinalAnswer):
         if flags:
             st.emit("note", type="restated_question", message="follow-up restates the question; searched it once")
 
-    def _answer_by_search(self, st: RunState, follow_up: str, step: int) -> tuple[str | None, str]:
+    def _answer_by_search(self, run: _Scaffold, follow_up: str) -> tuple[str | None, str]:
         """The passages' answer (the claim its citations are grounded in), or ``None`` and why not."""
+        st, step = run.st, run.steps
         if self.retriever is None:
             return None, "no retriever"
         try:
@@ -261,6 +267,7 @@ class SelfAsk(FinalAnswer):
             return None, f"search failed: {e}"
         if not passages:
             return None, "search found nothing"
+        run.found.append(passages)
         # the concise answer is read from the top passages only
         top = passages[: self.opts.extract_k]
         docs = format_passages(top, budget=self.context_chars(st))
@@ -419,15 +426,9 @@ class SelfAsk(FinalAnswer):
     def _conclude(self, run: _Scaffold) -> None:
         st = run.st
         st.emit("note", type="scaffold", text=run.prompt[run.start :][-4000:])
-        final = self._without_copied_notice(st, run.final) or ""
-        short = clean_short(final)
-        if run.cmp and final:
-            final, short = self._option_answer(run, final, short)
-        elif run.part_answers:
-            final = self._all_parts(run, final)
-            short = clean_short(final)
-        elif final:
-            final, short = self._typed_answer(run, final, short)
+        final, short = self._shaped(run, self._without_copied_notice(st, run.final) or "")
+        if self.opts.final_read and self.retriever is not None:
+            final, short = self._read_final(run, final, short)  # 6. Sleuth's final reading pass
         st.result.answer = final
         st.result.short_answer = short
         st.result.finish_reason = run.finish

@@ -1,0 +1,179 @@
+"""Self-Ask's final reading pass (option ``final_read``), on the scripted model and a real index.
+
+The scaffold's replies are qwen2.5-1.5b's on the HotpotQA question about the Curaçao prison
+(the hybrid re-make, self-ask, 2026-12-03): both follow-ups asked about the prison's names,
+the second was asked twice, and the final answer to "on what date?" was "Bon Futuro prison",
+an intermediate answer.  The search for the question itself finds the passage that dates the
+dissolution (RAG's record on that question answered "10 October 2010"); the reading pass
+reads that passage with the follow-ups' passages, and the scaffold's answer is kept as the
+draft.  The passages are the question's own paragraphs, cut to their first sentences.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import zip_longest
+
+import pytest
+
+from sleuth.llm.base import GenParams, Message
+from sleuth.llm.scripted import ScriptedLLM
+from sleuth.search import open_retriever
+from sleuth.search.base import Filters, Retriever
+from sleuth.strategies import Result, get_strategy
+from sleuth.strategies.grounding_trace import reground
+from sleuth.strategies.options import OptionsError
+
+SCOPE = Filters.parse(["acl=all"])
+PRISON = "Curaçao Centre for Correction and Detention"
+DISSOLUTION = "Dissolution of the Netherlands Antilles"
+PASSAGES = {
+    PRISON: 'Curaçao Centre for Correction and Detention (Papiamento: "Sentro di Detenshon i Korekshon Kòrsou", '
+    "SDKK) is the only prison on the Caribbean island of Curaçao. Since the construction of the prison in 1960 "
+    "the prison has also been known as the Koraal Specht-prison, after the name of the neighbourhood it is "
+    "located in. After renovations it was renamed Bon Futuro prison. On the day the Netherlands Antilles "
+    "was dissolved it changed its name to Sentro di Detenshon i Korekshon Kòrsou.",
+    DISSOLUTION: "The Netherlands Antilles was an autonomous Caribbean country within the Kingdom of the "
+    "Netherlands. It was dissolved on 10 October 2010.",
+    "Curaçao Football Federation": "Curaçao Football Federation is the football association of Curaçao. It is "
+    "the legal successor of the Netherlands Antillean Football Union, which ended with the dissolution of the "
+    "Netherlands Antilles in 2010.",
+    "Himno di Kòrsou": "The Anthem of Curaçao (Papiamentu: Himno di Kòrsou) is the national anthem of Curaçao.",
+}
+QUESTION = (
+    "The Curaçao Centre for Correction and Detention changed its name to Sentro di Detenshon i Korekshon Kòrsou "
+    "at this event which saw the dissolution of a Caribbean country on what date?"
+)
+FOLLOW_UPS = [
+    " Yes.\nFollow up: What was the name of the Curaçao Centre for Correction and Detention before it changed?\n",
+    "Follow up: What was the name of the Curaçao Centre for Correction and Detention after it changed?\n",
+    "So the final answer is: Bon Futuro prison\n",
+]
+READ = (
+    "The prison changed its name when the Netherlands Antilles was dissolved, on 10 October 2010 [2][1].\n"
+    "So the answer is: 10 October 2010"
+)
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
+    path = tmp_path_factory.mktemp("curacao") / "docs.jsonl"
+    rows = [{"id": t, "title": t, "text": x, "acl": "all"} for t, x in PASSAGES.items()]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("curacao-idx"))
+
+
+def _script(read_reply: str, reads: list[str]):
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):
+            content = str(payload[-1]["content"])
+            if content.startswith("Answer the question using only the documents below"):  # the reading pass
+                reads.append(content)
+                return read_reply
+            asked = content.rsplit("Question:", 1)[-1]
+            if "before" in asked:
+                return "It was known as the Koraal Specht-prison, after the neighbourhood it was located in."
+            return "Bon Futuro prison"
+        mine = payload.rsplit("Are follow up questions needed here:", 1)[-1]
+        return FOLLOW_UPS[mine.count("Intermediate answer:")]
+
+    return script
+
+
+def _run(retriever: Retriever, read: bool = True, read_reply: str = READ) -> tuple[Result, list[str]]:
+    reads: list[str] = []
+    llm = ScriptedLLM(_script(read_reply, reads))
+    strategy = get_strategy("self-ask", llm, retriever, k=2, final_read=read)
+    return strategy.run(QUESTION, filters=SCOPE), reads
+
+
+def test_the_reading_pass_answers_from_the_questions_own_passages_and_keeps_the_scaffolds_as_draft(
+    retriever: Retriever,
+) -> None:
+    r, reads = _run(retriever)
+    routes = [e.data["route"] for e in r.trace.of("search")]
+    assert routes == ["follow_up", "follow_up", "original"]  # the question's own search comes last
+    assert len(reads) == 1
+    # the question's passages first (the dissolution's date), then the follow-ups' not yet shown
+    shown = next(e.data["shown"] for e in r.trace.of("note") if e.data.get("type") == "final_read")
+    own = [p["id"] for p in r.trace.of("search")[-1].data["passages"]]
+    assert shown[: len(own)] == own and f"{DISSOLUTION}#0" in own
+    assert len(shown) == len(set(shown)) == 3  # the follow-ups' passages not found again, after them
+    assert reads[0].index("dissolved on 10 October 2010") < reads[0].index("Question:")
+    draft = r.trace.of("draft")[0].data
+    assert draft["short_answer"] == "Bon Futuro prison" and draft["stage"] == "scaffold"
+    assert r.short_answer == "10 October 2010"
+    assert r.answer.startswith("The prison changed its name") and "So the answer is" not in r.answer
+    assert [c.doc_id for c in r.citations][:2] == [DISSOLUTION, PRISON]  # in the order the answer uses them
+
+
+def test_a_reading_that_finds_no_answer_leaves_the_scaffolds_answer(retriever: Retriever) -> None:
+    r, _ = _run(retriever, True, "The documents do not say.\nSo the answer is: The documents do not say")
+    assert r.short_answer == "Bon Futuro prison"
+    assert "read_abstained" in [e.data.get("type") for e in r.trace.of("note")]
+
+
+def test_off_is_the_papers_method_one_search_per_follow_up_and_no_draft(retriever: Retriever) -> None:
+    r, reads = _run(retriever, False)
+    assert reads == [] and r.trace.of("draft") == [] and r.searches == 2
+    assert r.short_answer == "Bon Futuro prison"
+
+
+def test_a_recorded_reading_grounds_the_same_citations_offline(retriever: Retriever) -> None:
+    r, _ = _run(retriever)
+    ids = [c.id for c in r.citations]
+    assert ids and [c.id for c in reground("self-ask", r.to_dict()).citations] == ids
+
+
+def test_a_reading_option_that_is_not_a_boolean_is_refused() -> None:
+    with pytest.raises(OptionsError, match="final_read"):
+        get_strategy("self-ask", ScriptedLLM(["x"]), None, final_read="always")
+
+
+BOX_OFFICE = {
+    "2022年春节档": "2022年春节档首日，《长津湖之水门桥》以4.36亿元票房位列首日票房冠军。",
+    "长津湖之水门桥": "《长津湖之水门桥》是2022年上映的战争片，由徐克执导。",
+    "2021年春节档": "2021年春节档首日票房冠军是《唐人街探案3》，首日票房超过10亿元。",
+    "2019年春节档": "2019年春节档首日，《疯狂的外星人》和《流浪地球》票房领先。",
+    "春节档观影人次": "春节档首日观影人次创下新高，多部影片票房过亿。",
+    "春节档排片": "影院春节档排片以喜剧和科幻片为主，首日票房冠军往往获得更多排片。",
+    "贺岁片": "贺岁片是在春节档上映的电影，票房冠军常被媒体报道。",
+    "档期": "中国电影的主要档期包括春节档、暑期档和国庆档，春节档首日票房最受关注。",
+}
+ZH_QUESTION = "2022年春节档首日票房冠军影片的导演是谁？"
+ZH_FOLLOW_UPS = [
+    "是。\n追问：2022年春节档首日票房冠军是哪部电影？\n",
+    "追问：《长津湖之水门桥》的导演是谁？\n",
+    "所以最终答案是：《长津湖之水门桥》\n",
+]
+
+
+def test_a_chinese_reading_keeps_places_for_the_follow_ups_passages(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Chinese prompts carry 2000 characters of documents: six passages of 300 characters, four of
+    them the question's own, then each follow-up's best that the question's search did not rank there."""
+    path = tmp_path_factory.mktemp("box") / "docs.jsonl"
+    rows = [{"id": t, "title": t, "text": x, "acl": "all"} for t, x in BOX_OFFICE.items()]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    retriever = open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("box-idx"))
+
+    def script(payload: str | list[Message], params: GenParams) -> str:
+        if isinstance(payload, list):
+            content = str(payload[-1]["content"])
+            if content.startswith("请只根据下面的文档回答问题"):
+                return "2022年春节档首日票房冠军是《长津湖之水门桥》，由徐克执导[6]。\n所以答案是：徐克"
+            return "《长津湖之水门桥》" if "2022" in content.rsplit("问题：", 1)[-1] else "徐克"
+        return ZH_FOLLOW_UPS[payload.rsplit("需要追问吗：", 1)[-1].count("中间答案")]
+
+    r = get_strategy("self-ask", ScriptedLLM(script), retriever, final_read=True).run(ZH_QUESTION, filters=SCOPE)
+    searches = r.trace.of("search")
+    own = [p["id"] for p in searches[-1].data["passages"]]
+    hops = [[p["id"] for p in e.data["passages"]] for e in searches[:-1]]
+    shown = next(e.data["shown"] for e in r.trace.of("note") if e.data.get("type") == "final_read")
+    assert len(own) == 5 and len(shown) == 6 and shown[:4] == own[:4]
+    # then the follow-ups' by rank, each follow-up's best first: the director's page (the second
+    # follow-up's best), which the question's search did not rank in its first four, comes first
+    by_rank = [p for rank in zip_longest(*hops) for p in rank if p]
+    assert shown[4:] == [p for p in dict.fromkeys(by_rank) if p not in own[:4]][:2]
+    assert shown[4] == hops[1][0] == "长津湖之水门桥#0" and shown[4] not in own[:4]
+    assert r.trace.of("draft")[0].data["short_answer"] == "《长津湖之水门桥》"  # the bridge entity
+    assert r.short_answer == "徐克" and [c.doc_id for c in r.citations] == ["长津湖之水门桥"]
