@@ -177,3 +177,15 @@ def test_a_chinese_reading_keeps_places_for_the_follow_ups_passages(tmp_path_fac
     assert shown[4] == hops[1][0] == "长津湖之水门桥#0" and shown[4] not in own[:4]
     assert r.trace.of("draft")[0].data["short_answer"] == "《长津湖之水门桥》"  # the bridge entity
     assert r.short_answer == "徐克" and [c.doc_id for c in r.citations] == ["长津湖之水门桥"]
+
+
+def test_the_cli_shows_the_scaffolds_answer_before_the_reading(retriever: Retriever) -> None:
+    from rich.console import Console
+
+    from sleuth.cli.ask import StepPrinter
+
+    out = Console(record=True, width=200)
+    llm = ScriptedLLM(_script(READ, []))
+    get_strategy("self-ask", llm, retriever, k=2).run(QUESTION, filters=SCOPE, listeners=[StepPrinter(out)])
+    text = out.export_text()
+    assert "scaffold's answer Bon Futuro prison" in text and "paragraphs" not in text

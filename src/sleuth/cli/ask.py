@@ -134,6 +134,8 @@ class StepPrinter:
         elif ev.kind == "rerank":
             top = ", ".join(f"{x['id']}<{'+'.join(x['found_by'])}>" for x in d["ranking"] if x.get("in_context"))
             p(f"{t} [cyan]rerank[/] context: {escape(top)}")
+        elif ev.kind == "draft" and d.get("stage") == "scaffold":  # Self-Ask, before its final reading pass
+            p(f"{t} [bold magenta]scaffold's answer[/] {escape(_clip(str(d.get('short_answer') or ''), 120))}")
         elif ev.kind == "draft":
             short = f" · its answer: {escape(_clip(str(d['short_answer']), 120))}" if d.get("short_answer") else ""
             p(f"{t} [bold magenta]draft[/] {len(d.get('paragraphs', []))} paragraphs{short}")
