@@ -89,7 +89,13 @@ class FinalAnswer(Strategy):
         c = self.ask(st, self.prompt(st, "rag", question=run.question, documents=docs), step="read")
         read = short_answer(self, st, run.question, c.text, last_resort=clean_short)
         body = parse_cot(c.text)[0]
-        st.emit("note", type="final_read", shown=[p.id for p in passages], read=read[:300])
+        st.emit(
+            "note",
+            type="final_read",
+            message=f"answered again from {len(passages)} passages (the question's own search, then the follow-ups')",
+            shown=[p.id for p in passages],
+            read=read[:300],
+        )
         if not read or UNKNOWN.match(read):
             st.emit("note", type="read_abstained", message="the reading found no answer; the scaffold's answer stands")
             return final, short
