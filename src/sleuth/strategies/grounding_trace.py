@@ -30,13 +30,19 @@ def _found(searched: Mapping[str, Passage], ids: Sequence[str]) -> list[Passage]
     return [searched[i] for i in ids if i in searched]
 
 
-def _replied(events: Sequence[Event], step: str, recorded: str) -> str:
-    """The answer as the model wrote it (the result's answer has its marks renumbered)."""
+def _completion(events: Sequence[Event], step: str) -> str | None:
+    """The model's reply at the last LLM call of ``step`` (``None`` when there is none)."""
     for ev in reversed(events):
         d = ev.get("data") or {}
         if ev.get("kind") == "llm" and d.get("step") == step:
-            return parse_long_answer(str(d.get("completion") or ""))[0].strip() or recorded
-    return recorded
+            return str(d.get("completion") or "")
+    return None
+
+
+def _replied(events: Sequence[Event], step: str, recorded: str) -> str:
+    """The answer as the model wrote it (the result's answer has its marks renumbered)."""
+    reply = _completion(events, step)
+    return recorded if reply is None else parse_long_answer(reply)[0].strip() or recorded
 
 
 def claims_from_trace(strategy: str, result: Mapping[str, Any]) -> list[Claim]:
@@ -89,15 +95,7 @@ def _read_claim(events: Sequence[Event], searched: Mapping[str, Passage], questi
     notes = {(e.get("data") or {}).get("type"): e.get("data") or {} for e in events if e.get("kind") == "note"}
     if "final_read" not in notes or "read_abstained" in notes:
         return []
-    reply = next(
-        (
-            str(d.get("completion") or "")
-            for e in events
-            if e.get("kind") == "llm" and (d := e.get("data") or {}).get("step") == "read"
-        ),
-        "",
-    )
-    body = parse_cot(reply)[0]
+    body = parse_cot(_completion(events, "read") or "")[0]
     return [Claim(body, _found(searched, notes["final_read"].get("shown") or []), question, cited_numbers(body))]
 
 
