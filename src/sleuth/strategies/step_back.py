@@ -101,6 +101,11 @@ class StepBack(Strategy):
     opts: StepBackOptions
 
     def solve(self, question: str, st: RunState) -> None:
+        abstract, context, form = self.evidence(question, st)
+        self.reason(question, st, abstract, context, form)
+
+    def evidence(self, question: str, st: RunState) -> tuple[str, list[Passage], str]:
+        """Steps 1-5: the step-back question, the reranked context and the documents' form."""
         k_orig, k_back, k_ctx = self.opts.k_original, self.opts.k_stepback, self.opts.k_context
         original = self.retrieve(st, question, k=k_orig, route="original")
         form, n_rule_like = document_form(original, self.opts.documents)
@@ -144,6 +149,11 @@ class StepBack(Strategy):
         )
         if not context:
             st.emit("note", type="no_passages", message="neither route found a passage within the caller's scope")
+        return abstract, context, form
+
+    def reason(self, question: str, st: RunState, abstract: str, context: list[Passage], form: str) -> None:
+        """Step 6: reason from the context in the documents' form."""
+        suffix = "_rules" if form == RULES else ""
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
         template = f"step_back_answer{suffix}"
         ac = self.ask(
