@@ -183,7 +183,7 @@ class StepBackOptions(StrategyOptions):
     k_original: int = option(None, "passages retrieved for the original question", minimum=1, derived="`k`")
     k_stepback: int = option(None, "passages retrieved for the step-back question", minimum=1, derived="`k`")
     k_context: int = option(
-        None, "passages shown to the model after reranking", minimum=1, derived="`k_original + k_stepback`"
+        None, "passages shown to the model after reranking", minimum=1, derived="`k_original`"
     )
     rrf_k: int = option(60, "the constant of reciprocal-rank fusion", minimum=0)
     documents: str = option(
@@ -200,7 +200,7 @@ class StepBackOptions(StrategyOptions):
         if self.k_stepback is None:
             self._set("k_stepback", self.k)
         if self.k_context is None:
-            self._set("k_context", self.k_original + self.k_stepback)
+            self._set("k_context", self.k_original)  # as many as RAG shows, reranked over both routes
 
 
 @dataclass(frozen=True)
