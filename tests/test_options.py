@@ -76,7 +76,7 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "final_read": True,
         },
         "rat": {"n_passages": 3},
-        "step-back": {"k_original": 5, "k_stepback": 5, "k_context": 5, "rrf_k": 60, "documents": "auto"},
+        "step-back": {"k_original": 5, "k_stepback": 5, "k_context": None, "rrf_k": 60, "documents": "auto"},
         "search-o1": {
             "max_searches": 6,
             "max_turns": 9,
@@ -101,8 +101,9 @@ def test_derived_defaults_follow_the_options_they_come_from() -> None:
     assert SearchO1Options(max_steps=2, max_searches=4).max_turns == 7
     assert SearchO1Options(max_turns=3).max_turns == 3
     sb = StepBackOptions(k=4, k_original=2)
-    assert (sb.k_original, sb.k_stepback, sb.k_context) == (2, 4, 2)
-    assert StepBackOptions(k_context=3).k_context == 3
+    assert (sb.k_original, sb.k_stepback, sb.k_context) == (2, 4, None)
+    assert (sb.context_size(rules=False), sb.context_size(rules=True)) == (2, 6)
+    assert StepBackOptions(k_context=3).context_size(rules=True) == 3
     assert StrategyOptions().context_budget("en") == 4000 and StrategyOptions().context_budget("zh") == 2000
     assert StrategyOptions(context_chars=600).context_budget("en") == 600
     assert get_strategy("rat", None, max_tokens=None).max_tokens == 400  # None: the strategy's default

@@ -371,3 +371,35 @@ def test_a_copied_instruction_is_no_answer() -> None:
         for name in ("step_back_answer", "step_back_answer_rules"):
             text = load(name, lang).template
             assert "依据专门条款" not in text and "“" + "根据现有可查阅的材料无法回答" not in text
+
+
+def _in_context(r) -> list[str]:
+    return [x["id"] for x in r.trace.of("rerank")[0].data["ranking"] if x["in_context"]]
+
+
+def test_general_documents_show_as_many_passages_as_rag(tmp_path: Path) -> None:
+    """Wikipedia-like passages: the reranked context is ``k_original`` passages (RAG's count), not both
+    quotas; 40 HotpotQA-train questions: +0.028 F1 at half the prompt tokens (docs/strategies.md)."""
+    idx = _wiki_index(tmp_path, LYCORIS_DOCS)
+    r = get_strategy("step-back", ScriptedLLM([LYCORIS_STEP_BACK, LYCORIS_ANSWER]), idx, k=2, lang="en").run(LYCORIS_Q)
+    assert r.trace.of("step_back")[0].data["form"] == "general"
+    pool = r.trace.of("rerank")[0].data["ranking"]
+    assert len(pool) > 2 and len(_in_context(r)) == 2
+    wide = get_strategy(
+        "step-back", ScriptedLLM([LYCORIS_STEP_BACK, LYCORIS_ANSWER]), idx, k=2, lang="en", k_context=4
+    ).run(LYCORIS_Q)
+    assert len(_in_context(wide)) == min(4, len(wide.trace.of("rerank")[0].data["ranking"]))
+
+
+def test_rules_keep_both_quotas_so_the_step_back_rule_stays(data_dir: Path, tmp_path: Path) -> None:
+    """policy_zh q8: rules show both quotas (the general rule comes from the step-back route). With
+    RAG's five passages the real run dropped two step-back passages and took the submission-deadline
+    rule as its general rule, losing the 600-yuan clause it had named with all seven."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    llm = ScriptedLLM(["差旅住宿费用的报销标准和超标处理规定是什么？", "结论：不能全额报销。\n简短答案：不能"])
+    r = get_strategy("step-back", llm, idx).run(qs["q8"]["question"], filters=_scope(qs["q8"]))
+    assert r.trace.of("step_back")[0].data["form"] == "rules"
+    ctx, pool = _in_context(r), r.trace.of("rerank")[0].data["ranking"]
+    assert len(ctx) == min(10, len(pool)) and len(ctx) > 5  # more than k_original
+    assert "trv-2025-04#0" in ctx  # the evidence (第九条 住宿标准)

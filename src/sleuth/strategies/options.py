@@ -182,8 +182,11 @@ class StepBackOptions(StrategyOptions):
 
     k_original: int = option(None, "passages retrieved for the original question", minimum=1, derived="`k`")
     k_stepback: int = option(None, "passages retrieved for the step-back question", minimum=1, derived="`k`")
-    k_context: int = option(
-        None, "passages shown to the model after reranking", minimum=1, derived="`k_original`"
+    k_context: int | None = option(
+        None,
+        "passages shown to the model after reranking",
+        minimum=1,
+        derived="`k_original`; `k_original + k_stepback` when the documents are rules",
     )
     rrf_k: int = option(60, "the constant of reciprocal-rank fusion", minimum=0)
     documents: str = option(
@@ -199,8 +202,14 @@ class StepBackOptions(StrategyOptions):
             self._set("k_original", self.k)
         if self.k_stepback is None:
             self._set("k_stepback", self.k)
-        if self.k_context is None:
-            self._set("k_context", self.k_original)  # as many as RAG shows, reranked over both routes
+
+    def context_size(self, rules: bool) -> int:
+        """Passages shown to the model: ``k_context`` when given; else as many as RAG shows
+        (``k_original``), or both quotas when the documents are rules (the general rule comes
+        from the step-back route and the specific clause from the question's)."""
+        if self.k_context is not None:
+            return self.k_context
+        return self.k_original + self.k_stepback if rules else self.k_original
 
 
 @dataclass(frozen=True)

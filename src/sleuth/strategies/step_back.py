@@ -106,9 +106,10 @@ class StepBack(Strategy):
 
     def evidence(self, question: str, st: RunState) -> tuple[str, list[Passage], str]:
         """Steps 1-5: the step-back question, the reranked context and the documents' form."""
-        k_orig, k_back, k_ctx = self.opts.k_original, self.opts.k_stepback, self.opts.k_context
+        k_orig, k_back = self.opts.k_original, self.opts.k_stepback
         original = self.retrieve(st, question, k=k_orig, route="original")
         form, n_rule_like = document_form(original, self.opts.documents)
+        k_ctx = self.opts.context_size(form == RULES)
         suffix = "_rules" if form == RULES else ""
         c = self.ask(
             st, self.prompt(st, f"step_back_question{suffix}", question=question), step="step back", max_tokens=64
