@@ -18,7 +18,9 @@
 5. Rerank with reciprocal-rank fusion over four rankings of the pool: the
    two retrieval lists and the pool scored by token overlap with each of
    the two questions; the best passage of each route is always kept, so
-   the general rule cannot be pushed out by literal matches.
+   the general rule cannot be pushed out by literal matches.  The context is
+   ``k_context`` passages: by default as many as RAG shows (``k_original``),
+   both quotas for rules (:meth:`StepBackOptions.context_size`).
 6. Reasoning, in the documents' form: background (what the documents say
    about the step-back question), evidence, answer; or for rules, the general
    rule, the specific clause (or that there is none), the conclusion.  Only an
