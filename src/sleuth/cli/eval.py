@@ -87,6 +87,12 @@ def eval_cmd(
         "--redo-stale",
         help="On resume, run again the stale records: made by other code, or for a differently worded question.",
     ),
+    only: str = typer.Option(
+        None,
+        "--only",
+        help="Run only these of --strategies in this sitting (comma-separated); the run, its manifest and its "
+        "report keep all of them, and the same command without --only runs the rest.",
+    ),
     isolate: bool = typer.Option(
         True,
         "--isolate/--no-isolate",
@@ -140,6 +146,7 @@ def eval_cmd(
         executor=executor,
         retry_failed=retry_failed,
         redo_stale=redo_stale,
+        only=[s.strip() for s in only.split(",") if s.strip()] if only is not None else None,
         isolate=isolate,
         llm_cache=not no_llm_cache,
         time_limit=parse_duration(time_limit) if time_limit is not None else None,

@@ -48,6 +48,9 @@ class EvalConfig:
     executor: str = "local"
     retry_failed: bool = False
     redo_stale: bool = False  # rerun stale records: other code (sleuth.eval.fingerprint) or reworded question
+    # run only these of the run's strategies in this sitting (the run, its manifest and its report
+    # keep all of ``strategies``; a later sitting without ``only`` runs the rest): None runs all
+    only: list[str] | None = None
     # wipe the embedded server's KV cache before each task, so an answer does not depend on
     # the tasks before it (None: yes when one task runs at a time; see isolated_tasks())
     isolate: bool | None = None
@@ -104,3 +107,21 @@ def validate(cfg: EvalConfig) -> None:
     if len(set(names)) != len(names):
         raise EvalError("a strategy is listed twice in --strategies")
     cfg.strategies = names
+    if cfg.only is not None:
+        cfg.only = _only(cfg.only, names)
+
+
+def _only(only: list[str], strategies: list[str]) -> list[str]:
+    """``only`` by the names of ``strategies`` (aliases resolved), each one of them."""
+    if not only:
+        raise EvalError("--only names no strategy; give some of --strategies, or leave --only out")
+    names = []
+    for s in only:
+        try:
+            name = s if ":" in s else resolve_name(s)
+        except ValueError as e:
+            raise EvalError(f"--only: {e}") from e
+        if name not in strategies:
+            raise EvalError(f"--only names {s!r}, which is not one of --strategies ({', '.join(strategies)})")
+        names.append(name)
+    return names

@@ -18,6 +18,7 @@ from typing import Any
 
 from sleuth.eval.diagnose import answer_form_section, diagnosis_section
 from sleuth.eval.gap import compositionality_gap
+from sleuth.eval.leading import leading_section
 from sleuth.eval.metrics import PRIMARY
 from sleuth.eval.plots import PLOTS, write_plots
 from sleuth.eval.store import RESULTS, in_order, is_composed, primary_score, read_manifest, read_records, results_files
@@ -362,6 +363,7 @@ def render(
         for r in rows:
             lines.append(f"| {r['strategy']} | " + ", ".join(f"{k}: {v}" for k, v in r["reasons"].items()) + " |")
     lines += _paired_section(records, [r["strategy"] for r in rows])
+    lines += leading_section(every, prog, order)
     lines += _draft_section(records, [r["strategy"] for r in rows])
     lines += _kind_table(records, [r["strategy"] for r in rows])
     gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}

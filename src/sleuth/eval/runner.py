@@ -114,6 +114,8 @@ def run_eval(
         manifest = run.begin(manifest)
         tasks = build_tasks(dataset, cfg.strategies, cfg.gap)
         manifest["tasks"] = len(tasks)  # the report's progress line and comparable set read these two
+        if cfg.only is not None:  # this sitting runs some strategies; the run keeps them all
+            tasks = [t for t in tasks if t[0] in cfg.only]
         if cfg.gap:
             manifest["hops"] = {it.id: len(sub_items(it)) for it in dataset.items}
         manifest["code_lang"] = lang = run_code_lang(cfg, tasks)  # records are fingerprinted in their language

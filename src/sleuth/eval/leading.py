@@ -1,0 +1,88 @@
+"""The strategies ahead of the rest: a report section for runs whose strategies have finished
+different numbers of questions.
+
+A run's tables compare the questions *every* strategy has finished (:func:`sleuth.eval.summary.progress`).
+When sittings run only some strategies (``sleuth eval --only``), those strategies get far ahead, and
+the common set says nothing about how far they got.  This section shows them on the questions they
+have all finished: their scores, their cost, and the paired differences against the baseline when
+it is among them.  A question still in flight (a strategy or two ahead by one question) does not
+make a group: it takes :data:`AHEAD` questions beyond the common set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sleuth.eval.store import in_order, is_composed
+from sleuth.eval.summary import Progress, paired_differences, summarise
+
+AHEAD = 5  # questions beyond the common set before a group of strategies gets its own section
+
+
+def leading_group(
+    records: Sequence[Mapping[str, Any]], prog: Progress, order: Sequence[str]
+) -> tuple[list[str], frozenset[str]]:
+    """The strategies at least :data:`AHEAD` questions ahead of the common set and the questions they
+    have all finished; ``([], frozenset())`` when fewer than two strategies are that far ahead, when
+    they share no more questions than that, or in a ``--gap`` run (whose hops make their own set)."""
+    answered: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        if not is_composed(r):
+            return [], frozenset()
+        answered[str(r["strategy"])].add(str(r["qid"]))
+    floor = len(prog.complete) + AHEAD
+    group = [s for s in in_order(answered, order) if len(answered[s]) >= floor]
+    if len(group) < 2 or len(group) == len(prog.strategies):
+        return [], frozenset()
+    shared = frozenset(set.intersection(*(answered[s] for s in group)))
+    if len(shared) < floor:
+        return [], frozenset()
+    return group, shared
+
+
+def _f(x: float | None, nd: int = 3) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def leading_section(records: Sequence[Mapping[str, Any]], prog: Progress, order: Sequence[str]) -> list[str]:
+    """The section's Markdown lines (none when no group is ahead; see :func:`leading_group`)."""
+    group, shared = leading_group(records, prog, order)
+    if not group:
+        return []
+    behind = {s: 0 for s in prog.strategies if s not in group}
+    for r in records:
+        if r["strategy"] in behind:
+            behind[r["strategy"]] += 1
+    mine = [r for r in records if r["strategy"] in group and str(r["qid"]) in shared]
+    rows = summarise(mine, order)
+    baseline, diffs = paired_differences(mine, group)
+    out = [
+        "",
+        f"## Ahead of the rest: {len(group)} strategies on {len(shared)} questions",
+        "",
+        f"The tables above compare the {len(prog.complete)} questions every strategy has finished; "
+        + ", ".join(f"{s} has finished {n}" for s, n in behind.items())
+        + f". These strategies have all finished {len(shared)}: their scores and cost on those questions"
+        + (f", and each one's paired difference against {baseline} (95% paired bootstrap CI)." if diffs else "."),
+        "",
+        f"| strategy | n | score [95% CI] | EM | F1 | processed prompt tokens | seconds | difference against {baseline} "
+        "[95% CI] | better | worse | same |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    by_name = {d["strategy"]: d for d in diffs}
+    for r in rows:
+        m, lo, hi = r["score"]
+        d = by_name.get(r["strategy"])
+        paired = (
+            f"{d['diff'][0]:+.3f} [{d['diff'][1]:+.3f}, {d['diff'][2]:+.3f}] | {d['wins']} | {d['losses']} | {d['ties']}"
+            if d
+            else "– | – | – | –"
+        )
+        out.append(
+            f"| {r['strategy']} | {r['n']} | {_f(m)} [{_f(lo)}, {_f(hi)}] | {_f(r['em'])} | {_f(r['f1'])} | "
+            f"{_f(r['processed_prompt_tokens'], 1)} | {_f(r['seconds'], 2)} | {paired} |"
+        )
+    return out
