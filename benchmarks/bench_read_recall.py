@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_citations import items_of, records
 from sleuth.eval.metrics import recall
 from sleuth.eval.store import is_composed
-from sleuth.strategies.self_ask_final import interleave
+from sleuth.strategies.reading import interleave
 
 Found = list[dict[str, Any]]
 

@@ -224,6 +224,33 @@ def test_a_changed_default_option_changes_the_fingerprint(plugins: Path) -> None
     assert code_fingerprint("same_rag:Sub") == code_fingerprint("rag")
 
 
+def test_an_opt_in_option_at_its_neutral_value_leaves_the_fingerprint(plugins: Path) -> None:
+    """Adding an option whose default is the behaviour before it (``neutral``) makes no record stale;
+    switching it on is another behaviour; a new option without ``neutral`` counts as a default."""
+    opt_in = 'extra: bool = option(False, "an opt-in addition", neutral=False)'
+    _options_plugin(plugins, "opt_in_rag", "rag", "RAG", "RAGOptions", opt_in)
+    (plugins / "opt_in_rag.py").write_text(
+        "from sleuth.strategies.options import option\n" + (plugins / "opt_in_rag.py").read_text(), encoding="utf-8"
+    )
+    assert code_fingerprint("opt_in_rag:Sub") == code_fingerprint("rag")
+    _options_plugin(plugins, "opt_on_rag", "rag", "RAG", "RAGOptions", opt_in.replace("option(False", "option(True"))
+    (plugins / "opt_on_rag.py").write_text(
+        "from sleuth.strategies.options import option\n" + (plugins / "opt_on_rag.py").read_text(), encoding="utf-8"
+    )
+    assert code_fingerprint("opt_on_rag:Sub") != code_fingerprint("rag")
+    _options_plugin(plugins, "plain_rag", "rag", "RAG", "RAGOptions", "extra: bool = False")
+    assert code_fingerprint("plain_rag:Sub") != code_fingerprint("rag")
+    # Search-o1's final reading pass is such an option: off, the paper's method and its fingerprint
+    from sleuth.eval.probe import defaults
+    from sleuth.llm.scripted import ScriptedLLM
+    from sleuth.strategies import get_strategy
+
+    off = defaults(get_strategy("search-o1", ScriptedLLM(["x"]), None, final_read=False))
+    on = defaults(get_strategy("search-o1", ScriptedLLM(["x"]), None, final_read=True))
+    assert "final_read" not in off["typed"] and "final_read" not in off["options"]
+    assert on["typed"]["final_read"] is True and on["options"] == {"final_read": True}
+
+
 def test_a_changed_request_parameter_changes_the_fingerprint(plugins: Path) -> None:
     # RAG's short-answer call lives in answers.py: copies of both, RAG importing the copy
     _copy(plugins, "answers", "same_answers", [(r"max_tokens=32\b", "max_tokens=32")])

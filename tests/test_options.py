@@ -85,6 +85,7 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "max_prompt_chars": 6000,
             "max_refusals": 2,
             "batch_window_s": 0.05,
+            "final_read": False,
         },
     }
     assert set(own) == set(STRATEGIES)

@@ -38,7 +38,9 @@ digits):
   (``prompts/<lang>/short_answer.txt``);
 * what no language owns: its default options (``k``, ``max_steps``, ``max_tokens``,
   ``lang``, the options given, and every field of its typed options, so a changed default
-  counts even where the probe never reaches it).
+  counts even where the probe never reaches it); an opt-in option at its ``neutral`` value
+  (:func:`sleuth.strategies.options.option`: the behaviour before the option existed) is left
+  out, so adding one makes no record stale, and switching it on is another behaviour.
 
 Not hashed: timings, object reprs, ids and the trace's field layout.  Not covered: code
 paths the probe does not walk (e.g. a changed comparison against an option's threshold

@@ -85,13 +85,13 @@ def claims_from_trace(strategy: str, result: Mapping[str, Any]) -> list[Claim]:
             used = list({p.id: p for p in used}.values())  # since stop 36 each passage has one number, by first use
         if used and any(e.get("kind") == "llm" and (e.get("data") or {}).get("step") == "final" for e in events):
             claims.append(Claim(answer, used, question, cited_numbers(answer)))
-    elif strategy == "self-ask":
+    elif strategy in ("self-ask", "search-o1"):
         claims = _read_claim(events, searched, question) or claims  # a reading replaces the hops' claims
     return claims
 
 
 def _read_claim(events: Sequence[Event], searched: Mapping[str, Passage], question: str) -> list[Claim]:
-    """Self-Ask's final reading pass (``final_read``), unless it found no answer."""
+    """The final reading pass of Self-Ask or Search-o1 (``final_read``), unless it found no answer."""
     notes = {(e.get("data") or {}).get("type"): e.get("data") or {} for e in events if e.get("kind") == "note"}
     if "final_read" not in notes or "read_abstained" in notes:
         return []

@@ -22,7 +22,7 @@ import json
 import math
 import types
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
 
@@ -44,9 +44,17 @@ def option(
     maximum: float | None = None,
     choices: tuple[str, ...] = (),
     derived: str = "",
+    neutral: Any = MISSING,
 ) -> Any:
-    """A documented option field; ``derived`` says what a ``None`` default becomes."""
+    """A documented option field; ``derived`` says what a ``None`` default becomes.
+
+    ``neutral``: the value at which the strategy behaves as it did before the option existed
+    (an opt-in addition's "off").  At that value the option is left out of the strategy's code
+    fingerprint (:func:`sleuth.eval.probe.defaults`), so adding an opt-in option does not make
+    the records of the code before it stale; any other value is fingerprinted."""
     meta = {"help": help, "min": minimum, "max": maximum, "choices": choices, "derived": derived}
+    if neutral is not MISSING:
+        meta["neutral"] = neutral
     return field(default=default, metadata=meta)
 
 
@@ -229,6 +237,12 @@ class SearchO1Options(StrategyOptions):
     )
     batch_window_s: float = option(
         0.05, "batch mode: the longest a query waits to share a search batch (seconds)", minimum=0.0
+    )
+    final_read: bool = option(
+        False,
+        "a final reading pass: answer once more, RAG's way, from the question's own search and the "
+        "passages the reasoning's searches found (`false`: the reasoning's answer, as the paper)",
+        neutral=False,
     )
 
     def __post_init__(self) -> None:

@@ -16,6 +16,10 @@ The algorithm, one question:
    limit, when the prompt is full, after ``max_refusals`` refused queries or when the
    model stops without either, it is forced by appending "... the final answer is
    \\boxed{".
+5. (Sleuth's addition, option ``final_read``; ``false`` is the paper's method) answer once
+   more from the question's own search and the passages the reasoning's searches found
+   (:func:`~sleuth.strategies.reading.read_again`, as Self-Ask's final reading pass); the
+   reasoning's answer is kept as the run's draft.
 
 The repeat guard steers: a query that repeats an earlier one (same content words, or
 a Jaccard overlap of at least 0.8) is not searched again; its earlier result is inserted
@@ -53,6 +57,7 @@ from sleuth.strategies.parsing import (
     parse_reason_in_documents,
     parse_search_o1,
 )
+from sleuth.strategies.reading import read_again
 from sleuth.strategies.rid_support import closest_sentence, ground
 from sleuth.strategies.text import clean_short, format_passages, normalize_query, query_similarity, sanitize, tail
 
@@ -76,6 +81,7 @@ class O1Run:
     turns: int = 0
     searches: int = 0
     results: dict[str, str] = field(default_factory=dict)  # each query searched -> the result inserted for it
+    found: list[list[Passage]] = field(default_factory=list)  # each search's passages, by rank
     pending: str | None = None  # a query waiting for search
     refused: int = 0  # queries answered with a notice instead of a search (repeats, over the limit)
     kind_steered: bool = False  # an answer of the wrong kind was sent back once
@@ -168,6 +174,7 @@ class SearchO1(Strategy):
                 run, self.prompt(st, "search_o1_rid_empty"), note="no_passages", query=query
             )
             return
+        run.found.append(passages)
         docs = format_passages(passages, max_chars=self.opts.doc_chars, budget=self.context_chars(st))
         c = self.ask(
             st,
@@ -322,11 +329,21 @@ class SearchO1(Strategy):
         self.set_answer(run, clean_short(c.text), reason)
 
     def set_answer(self, run: O1Run, answer: str, reason: str) -> None:
-        r = run.st.result
-        r.short_answer = clean_short(answer)
-        r.answer = answer
-        r.finish_reason = reason
-        run.st.emit("note", type="reasoning", text=tail(run.reasoning, 4000))
+        """The run's answer: the reasoning's, or with ``final_read`` the reading pass's
+        (:func:`~sleuth.strategies.reading.read_again`; the reasoning's answer is its draft)."""
+        st = run.st
+        short = clean_short(answer)
+        st.emit("note", type="reasoning", text=tail(run.reasoning, 4000))
+        if self.opts.final_read and self.retriever is not None:
+            found_by = "the reasoning's searches'"
+            reading = read_again(
+                self, st, st.result.question, run.found, (answer, short), stage="reasoning", found_by=found_by
+            )
+            if reading is not None:
+                answer, short = reading.answer, clean_short(reading.short)
+        st.result.short_answer = short
+        st.result.answer = answer
+        st.result.finish_reason = reason
         run.done = True
 
     # -- many questions, step-synchronous --------------------------------------------

@@ -50,7 +50,8 @@ from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState
 from sleuth.strategies.options import SelfAskOptions
 from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS
 from sleuth.strategies.parsing import SelfAskStep, parse_final_line, parse_self_ask
-from sleuth.strategies.self_ask_final import UNKNOWN, FinalAnswer
+from sleuth.strategies.reading import UNKNOWN
+from sleuth.strategies.self_ask_final import FinalAnswer
 from sleuth.strategies.self_ask_questions import (
     Comparison,
     asks_nothing_new,

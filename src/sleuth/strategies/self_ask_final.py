@@ -4,47 +4,23 @@ A comparison's answer is one of its options (or yes/no); a question of several p
 part found; a number or date question's answer has a numeral, else the last hop's answer stands in;
 a notice the model copied after a repeated follow-up is cut.
 
-The final reading pass (option ``final_read``, Sleuth's addition to the paper's method) answers
-the question once more from documents: the question's own search first, then the passages the
-follow-ups found, as IRCoT's reader reads every passage its steps retrieved.  The follow-ups
-find the second hop's passage that a search for the whole question misses; the scaffold's own
-final answer is composed from one-line intermediate answers and is lost when one of them is.
-The scaffold's answer is kept as the run's ``draft`` (the report pairs the two).
+The final reading pass (option ``final_read``, Sleuth's addition to the paper's method,
+:mod:`sleuth.strategies.reading`) answers the question once more from the question's own search
+and the follow-ups' passages; the scaffold's answer is kept as the run's ``draft``.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from itertools import zip_longest
 from typing import TYPE_CHECKING
 
-from sleuth.search.base import Passage, SearchError
 from sleuth.strategies.answer_type import answer_type
-from sleuth.strategies.answers import short_answer
 from sleuth.strategies.base import RunState, Strategy
-from sleuth.strategies.parsing import parse_cot
+from sleuth.strategies.reading import UNKNOWN, read_again
 from sleuth.strategies.self_ask_questions import YES_NO, named
-from sleuth.strategies.text import cited_numbers, clean_short, format_passages
+from sleuth.strategies.text import clean_short
 
 if TYPE_CHECKING:
     from sleuth.strategies.self_ask import _Scaffold
-
-UNKNOWN = re.compile(
-    r"^\W*(?:unknown|not\s+(?:found|mentioned|stated|given)|(?:the\s+)?documents?\s+(?:do(?:es)?\s+not|don't)"
-    r"|no\s+(?:information|answer)|i\s+(?:do\s+not|don't)\s+know|未知|文档中没有|没有找到|无法回答|不知道)",
-    re.I,
-)
-
-
-#: the reading pass shows as many passages as the budget gives this many characters each (at least
-#: ``k``), by language (Chinese is denser: 2000 characters show six passages, not four)
-READ_CHARS_PER_PASSAGE = {"en": 500, "zh": 300}
-
-
-def interleave(ranked: Sequence[Sequence[Passage]]) -> list[Passage]:
-    """Several searches' results by rank: every search's first passage, then every second, ..."""
-    return [p for rank in zip_longest(*ranked) for p in rank if p is not None]
 
 
 class FinalAnswer(Strategy):
@@ -63,46 +39,15 @@ class FinalAnswer(Strategy):
         return final, short
 
     def _read_final(self, run: _Scaffold, final: str, short: str) -> tuple[str, str]:
-        """Answer from the question's own passages and the follow-ups' (``final_read``).
-
-        The scaffold's ``final`` and ``short`` become the ``draft``; they stand when nothing
-        was found or the reading says the documents do not answer it."""
-        st = run.st
-        try:
-            own = self.retrieve(st, run.question, route="original")
-        except SearchError as e:
-            st.emit("note", type="search_failed", message=str(e))
-            own = []
-        budget = self.context_chars(st)
-        limit = max(self.k, budget // READ_CHARS_PER_PASSAGE.get(st.result.lang, 500))
-        # the question's passages first, then the follow-ups' by rank (each follow-up's best
-        # first, then each one's second, ...), each once; a third of the places are kept for
-        # the follow-ups' (the hops a search for the whole question misses)
-        shown: dict[str, Passage] = {p.id: p for p in own[: limit - limit // 3]}
-        for p in interleave(run.found):
-            shown.setdefault(p.id, p)
-        if not shown:
-            return final, short
-        passages = list(shown.values())[:limit]
-        st.emit("draft", text=final, short_answer=short, stage="scaffold")
-        docs = format_passages(passages, budget=budget)
-        c = self.ask(st, self.prompt(st, "rag", question=run.question, documents=docs), step="read")
-        read = short_answer(self, st, run.question, c.text, last_resort=clean_short)
-        body = parse_cot(c.text)[0]
-        st.emit(
-            "note",
-            type="final_read",
-            message=f"answered again from {len(passages)} passages (the question's own search, then the follow-ups')",
-            shown=[p.id for p in passages],
-            read=read[:300],
+        """Answer from the question's own passages and the follow-ups' (``final_read``,
+        :func:`~sleuth.strategies.reading.read_again`); the scaffold's ``final`` and ``short``
+        become the ``draft`` and stand when nothing was found or the reading found no answer."""
+        reading = read_again(
+            self, run.st, run.question, run.found, (final, short), stage="scaffold", found_by="the follow-ups'"
         )
-        if not read or UNKNOWN.match(read):
-            st.emit("note", type="read_abstained", message="the reading found no answer; the scaffold's answer stands")
+        if reading is None:
             return final, short
-        # the answer rests on the reading now, not on the hops that led to it (grounded in finish)
-        st.claims.clear()
-        st.cite(passages, claim=body, query=run.question, marks=cited_numbers(body))
-        return body or read, self._shaped(run, read)[1]
+        return reading.answer, self._shaped(run, reading.short)[1]
 
     def _all_parts(self, run: _Scaffold, final: str) -> str:
         """The final answer of a question of several parts, with every part's answer it left out

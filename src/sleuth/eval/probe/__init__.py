@@ -141,16 +141,25 @@ def defaults(strategy: Any) -> dict[str, Any]:
     """The options a strategy runs with when the caller sets none.
 
     ``typed`` is every field of its typed options (``strategy.opts``), so a changed
-    default counts even where the short probe never reaches it (a threshold, a limit).
+    default counts even where the short probe never reaches it (a threshold, a limit);
+    a field at its ``neutral`` value (an opt-in option switched off: the behaviour before
+    it existed, :func:`sleuth.strategies.options.option`) is left out, so adding one does
+    not make older records stale.
     """
     opts = getattr(strategy, "opts", None)
+    typed = None
+    neutral: dict[str, Any] = {}
+    if dataclasses.is_dataclass(opts) and not isinstance(opts, type):
+        neutral = {f.name: f.metadata["neutral"] for f in dataclasses.fields(opts) if "neutral" in f.metadata}
+        typed = {k: v for k, v in dataclasses.asdict(opts).items() if k not in neutral or v != neutral[k]}
+    given = {k: v for k, v in dict(strategy.options).items() if k not in neutral or v != neutral[k]}
     return {
         "k": strategy.k,
         "max_steps": strategy.max_steps,
         "max_tokens": strategy.max_tokens,
         "lang": strategy.lang,
-        "options": dict(strategy.options),
-        "typed": dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else None,
+        "options": given,
+        "typed": typed,
     }
 
 

@@ -1,0 +1,101 @@
+"""The final reading pass (Sleuth's addition to Self-Ask and Search-o1, option ``final_read``).
+
+After a multi-hop strategy has found its answer, the question is answered once more, RAG's way
+(``rag.txt``), from documents: the question's own search first, then the passages the strategy's
+searches found, as IRCoT's reader reads every passage its steps retrieved.  The strategy's
+searches find the second hop's passage that a search for the whole question misses; its own
+answer is composed from one-line intermediate answers (Self-Ask) or condensed search results
+(Search-o1) and is lost when one of them is.  The strategy's answer is kept as the run's
+``draft`` (the report pairs the two) and stands when nothing was found or the reading says the
+documents do not answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import zip_longest
+
+from sleuth.search.base import Passage, SearchError
+from sleuth.strategies.answers import short_answer
+from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.parsing import parse_cot
+from sleuth.strategies.text import cited_numbers, clean_short, format_passages
+
+UNKNOWN = re.compile(
+    r"^\W*(?:unknown|not\s+(?:found|mentioned|stated|given)|(?:the\s+)?documents?\s+(?:do(?:es)?\s+not|don't)"
+    r"|no\s+(?:information|answer)|i\s+(?:do\s+not|don't)\s+know|未知|文档中没有|没有找到|无法回答|不知道)",
+    re.I,
+)
+
+#: the reading pass shows as many passages as the budget gives this many characters each (at least
+#: ``k``), by language (Chinese is denser: 2000 characters show six passages, not four)
+READ_CHARS_PER_PASSAGE = {"en": 500, "zh": 300}
+
+
+def interleave(ranked: Sequence[Sequence[Passage]]) -> list[Passage]:
+    """Several searches' results by rank: every search's first passage, then every second, ..."""
+    return [p for rank in zip_longest(*ranked) for p in rank if p is not None]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the reading pass answered: the answer's text, its short answer and what it read."""
+
+    answer: str
+    short: str
+    passages: list[Passage]
+
+
+def read_again(
+    strategy: Strategy,
+    st: RunState,
+    question: str,
+    found: Sequence[Sequence[Passage]],
+    draft: tuple[str, str],
+    *,
+    stage: str,
+    found_by: str,
+) -> Reading | None:
+    """Answer ``question`` from its own search and the passages of ``found`` (one list per search
+    of the strategy, by rank); ``None`` when nothing was shown or the reading found no answer.
+
+    ``draft`` (the strategy's answer and short answer) is recorded as a ``draft`` event of stage
+    ``stage``; ``found_by`` names the strategy's searches in the trace note ("the follow-ups'").
+    A reading that answers replaces the run's claims: the answer rests on it now, not on the
+    steps that led to it."""
+    try:
+        own = strategy.retrieve(st, question, route="original")
+    except SearchError as e:
+        st.emit("note", type="search_failed", message=str(e))
+        own = []
+    budget = strategy.context_chars(st)
+    limit = max(strategy.k, budget // READ_CHARS_PER_PASSAGE.get(st.result.lang, 500))
+    # the question's passages first, then the strategy's by rank (each search's best first,
+    # then each one's second, ...), each once; a third of the places are kept for the
+    # strategy's (the hops a search for the whole question misses)
+    shown: dict[str, Passage] = {p.id: p for p in own[: limit - limit // 3]}
+    for p in interleave(found):
+        shown.setdefault(p.id, p)
+    if not shown:
+        return None
+    passages = list(shown.values())[:limit]
+    st.emit("draft", text=draft[0], short_answer=draft[1], stage=stage)
+    docs = format_passages(passages, budget=budget)
+    c = strategy.ask(st, strategy.prompt(st, "rag", question=question, documents=docs), step="read")
+    read = short_answer(strategy, st, question, c.text, last_resort=clean_short)
+    body = parse_cot(c.text)[0]
+    st.emit(
+        "note",
+        type="final_read",
+        message=f"answered again from {len(passages)} passages (the question's own search, then {found_by})",
+        shown=[p.id for p in passages],
+        read=read[:300],
+    )
+    if not read or UNKNOWN.match(read):
+        st.emit("note", type="read_abstained", message=f"the reading found no answer; the {stage}'s answer stands")
+        return None
+    st.claims.clear()
+    st.cite(passages, claim=body, query=question, marks=cited_numbers(body))
+    return Reading(body or read, read, passages)
