@@ -78,6 +78,12 @@ def test_answer_type(question: str, kind: str, detail: str) -> None:
         ),
         ("Who is older Carrie Akre or Shifty Shellshock?", ("Carrie Akre", "Shifty Shellshock")),
         ("Who was born first of Leslie S. Hiscott and James Rolfe", ("Leslie S. Hiscott", "James Rolfe")),
+        # tuning run (hotpotqa/train, Search-o1 and RAG): the predicate is not part of the second option
+        (
+            "Is the Marsilea or the Brabejum the genus of more individual species of plants?",
+            ("Marsilea", "Brabejum"),
+        ),
+        ("Is Hobbit or The Lord of the Rings longer?", ("Hobbit", "Lord of the Rings")),  # a title keeps its words
         ("北京和上海哪个人口更多？", ("北京", "上海")),
         ("苹果还是香蕉更甜？", ("苹果", "香蕉")),
     ],
@@ -199,6 +205,9 @@ def test_comparisons_map_onto_the_option_named() -> None:
     assert fit_short(q4, "Ernst Messerschmid is older") == "Ernst Messerschmid"
     assert fit_short(q4, "Ernst Willi Messerschmid") == "Ernst Willi Messerschmid"  # a name stays as written
     assert fit_option("北京的人口比上海多", ("北京", "上海")) == "北京"
+    # tuning run (hotpotqa/train), RAG's reply "So the answer is: Marsilea the genus of"
+    q5 = "Is the Marsilea or the Brabejum the genus of more individual species of plants?"
+    assert fit_short(q5, "Marsilea the genus of") == "Marsilea"
 
 
 def test_yes_no_answers() -> None:

@@ -103,6 +103,9 @@ _BETWEEN = re.compile(r"^(?:in\s+)?between\s+([^,?]{1,80}?)\s+and\s+([^,?]{1,80}
 _OF_AND = re.compile(rf"\b{_CMP_WORD}\s+(?:of|between)\s+([^,?]{{1,80}}?)\s+and\s+([^,?]{{1,80}}?)\s*\??$", re.I)
 #: "Is A or B older?"
 _OR_AUX = re.compile(rf"^{_AUX}\s+(?:the\s+)?{_OPT}\s+or\s+(?:the\s+)?{_OPT}\s+(\w+er|more|less|first)\b", re.I)
+#: the predicate "Is A or B the genus of more …?" leaves on its second option: an article and
+#: lower-case words ("Brabejum the genus of"); a title's own article is followed by a capital
+_PREDICATE = re.compile(r"\s+(?:the|a|an)(?:\s+[a-z][\w-]*)+$")
 
 _COUNT_EN = re.compile(r"\bhow\s+many\b", re.I)
 _YEAR_EN = re.compile(r"\b(?:what|which)\s+(?:(?:is|was)\s+the\s+)?year\b", re.I)
@@ -159,7 +162,7 @@ def _options(found: tuple[str, str]) -> tuple[str, ...]:
 def _answer_type_en(q: str) -> AnswerType:
     if _YESNO_EN.match(q):
         m = _OR_AUX.match(q)
-        if m and (opts := _options((m.group(1), m.group(2)))):
+        if m and (opts := _options((m.group(1), _PREDICATE.sub("", m.group(2))))):
             return AnswerType(CHOICE, opts)
         return AnswerType(YESNO)
     # "What is the year of the event which occurred first, A or B?" asks for a year, not an option

@@ -83,6 +83,42 @@ def _names(text: str, option: str, other: str) -> bool:
     return bool(own) and len(own & toks) * 2 >= len(own)
 
 
+#: lower-case words that belong in names and titles ("Leonardo da Vinci", "Lord of the Rings")
+_NAME_PARTICLES = frozenset(
+    [
+        "of",
+        "the",
+        "a",
+        "an",
+        "and",
+        "de",
+        "da",
+        "di",
+        "del",
+        "della",
+        "van",
+        "von",
+        "der",
+        "den",
+        "la",
+        "le",
+        "du",
+        "y",
+        "bin",
+        "al",
+    ]
+)
+
+
+def _not_a_name(short: str, option: str) -> bool:
+    """Whether ``short`` has a lower-case word beyond ``option``'s own that no name has."""
+    if _HAN.search(short):
+        return False
+    own = {w.lower() for w in option.split()}
+    words = (w.strip(".,;:!?\"'()") for w in short.split())
+    return any(w[:1].islower() and w not in own and w not in _NAME_PARTICLES for w in words)
+
+
 def fit_option(short: str, options: tuple[str, ...]) -> str | None:
     """The option (as the question writes it) that ``short`` picks, or None."""
     if len(options) != 2:
@@ -91,9 +127,10 @@ def fit_option(short: str, options: tuple[str, ...]) -> str | None:
     has_a, has_b = _names(short, a, b), _names(short, b, a)
     if has_a != has_b:
         pick = a if has_a else b
-        # a name, not a sentence ("Edward Lucky McKee" for the option "Lucky McKee"), stays as written
+        # a name, not a sentence ("Edward Lucky McKee" for the option "Lucky McKee"), stays as written;
+        # a span with words that are no part of a name ("Marsilea the genus of") is not a name
         sentence = _NEG_EN.search(short) or any(w.lower() in _LINK for w in short.split())
-        return pick if sentence else short
+        return pick if sentence or _not_a_name(short, pick) else short
     if not has_a:
         return None
     m = _THAN.search(short)  # "A was born earlier than B"
