@@ -230,6 +230,11 @@ def test_numbers_and_years() -> None:
     )
     assert fit_short("What year did Rank Organisation dissolve?", "Rank Organisation dissolved in 1995") == "1995"
     assert fit_short("What year did Rank Organisation dissolve?", "1995") == "1995"
+    # tuning run (hotpotqa/train), RAG and Self-Ask wrote "140 million" (gold "140 million"): the scale stays
+    q = 'How many records did the singer who sang "Four Seasons of Love" sell worldwide?'
+    assert fit_short(q, "140 million") == "140 million"
+    assert fit_short(q, "Donna Summer sold over 140 million records") == "140 million"
+    assert fit_short("How many people live in Kassel?", "about 200,000 people") == "200,000"
     # rag, policy_zh: the number of a number question, first sentence only
     zh = "内部审计对差旅报销的抽查比例是30%。根据文档中的第3章，内部审计对差旅报销的抽查比例是30%"
     assert fit_short("内部审计对差旅报销的抽查比例是多少？", zh) == "30%"

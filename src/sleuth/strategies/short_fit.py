@@ -293,10 +293,20 @@ _NUM_WORD = re.compile(
 _YEAR = re.compile(r"(?<!\d)(1[0-9]{3}|20[0-9]{2})(?!\d)")
 
 
+#: a scale word is part of the number it follows ("140 million"; Chinese: ``_fit_zh``'s unit)
+_SCALE = re.compile(r"\s*(?:hundred|thousand|million|billion|trillion)\b", re.I)
+
+
 def only_number(short: str) -> str | None:
-    """The one number in ``short`` (digits or a small number word), when it has exactly one."""
-    found = _NUM.findall(short) or _NUM_WORD.findall(short)
-    return found[0] if len(found) == 1 and found[0] != short else None
+    """The one number in ``short`` (digits or a small number word) with its scale word, when it
+    has exactly one ("over 140 million records" -> "140 million")."""
+    found = list(_NUM.finditer(short)) or list(_NUM_WORD.finditer(short))
+    if len(found) != 1:
+        return None
+    m = found[0]
+    scale = _SCALE.match(short, m.end())
+    number = short[m.start() : scale.end() if scale else m.end()]
+    return number if number != short else None
 
 
 def only_year(short: str) -> str | None:
