@@ -403,3 +403,38 @@ def test_rules_keep_both_quotas_so_the_step_back_rule_stays(data_dir: Path, tmp_
     ctx, pool = _in_context(r), r.trace.of("rerank")[0].data["ranking"]
     assert len(ctx) == min(10, len(pool)) and len(ctx) > 5  # more than k_original
     assert "trv-2025-04#0" in ctx  # the evidence (第九条 住宿标准)
+
+
+# tuning run (hotpotqa/train, step-back): the reply reached max_tokens inside its answer line
+CHOMSKY_Q = "Who has written more than 100 books, Yaşar Kemal or Avram Noam Chomsky?"
+CHOMSKY_DOCS = [
+    (
+        "Noam Chomsky",
+        "Avram Noam Chomsky is an American linguist, philosopher, cognitive scientist, historian, social critic, "
+        "and political activist. He is the author of over 100 books on topics such as linguistics, war and politics.",
+    ),
+    ("Yaşar Kemal", "Kemal Sadık Gökçeli, known as Yaşar Kemal, was a Turkish writer and human rights activist."),
+]
+CHOMSKY_CUT = (
+    "Background: Noam Chomsky has published over 100 books on topics such as linguistics, war and politics [1]. "
+    "Yasar Kemal is a Turkish writer and human rights activist [2].\nAnswer: Avram Noam"
+)
+
+
+def test_a_reply_cut_inside_its_short_answer_asks_for_the_short_answer(tmp_path: Path) -> None:
+    from sleuth.llm.scripted import tokens
+
+    reply = CHOMSKY_CUT + " Chomsky wrote more than 100 books.\nShort answer: Avram Noam Chomsky"
+    idx = _wiki_index(tmp_path, CHOMSKY_DOCS)
+    cut_at = len(tokens(CHOMSKY_CUT))  # the model's reply stops at max_tokens, after "Avram Noam"
+    llm = ScriptedLLM(["Who has written more than 100 books?", reply, "Avram Noam Chomsky"])
+    r = get_strategy("step-back", llm, idx, k=2, lang="en", max_tokens=cut_at).run(CHOMSKY_Q)
+    cut = [e.data for e in r.trace.of("note") if e.data.get("type") == "short_answer_cut"]
+    assert cut and cut[0]["written"] == "Avram Noam"
+    assert [c.params.max_tokens for c in llm.calls][-1] == 32 and len(llm.calls) == 3  # one extraction call
+    assert r.short_answer == "Avram Noam Chomsky"
+    # a reply that ends on its own keeps its short answer, with no extra call
+    llm = ScriptedLLM(["Who has written more than 100 books?", reply])
+    r = get_strategy("step-back", llm, idx, k=2, lang="en").run(CHOMSKY_Q)
+    assert r.short_answer == "Avram Noam Chomsky" and len(llm.calls) == 2
+    assert "short_answer_cut" not in [e.data.get("type") for e in r.trace.of("note")]

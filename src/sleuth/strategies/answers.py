@@ -37,13 +37,19 @@ def short_answer(
     if short is not None and not _PLACEHOLDER.fullmatch(short):
         return short
     st.emit("note", message="no 'So the answer is:' line; asking for the short answer", type="parse_fallback")
+    return extract_short(strategy, st, question, body) or last_resort(body)
+
+
+def extract_short(strategy: Strategy, st: RunState, question: str, text: str) -> str:
+    """One short call (``short_answer.txt``, step ``short answer``) that reads the short answer
+    out of ``text`` (its last 1500 characters); "" when it returns nothing."""
     sc = strategy.ask(
         st,
-        strategy.prompt(st, "short_answer", question=question, answer=body[-1500:]),
+        strategy.prompt(st, "short_answer", question=question, answer=text[-1500:]),
         step="short answer",
         max_tokens=32,
     )
-    return clean_short(sc.text) or last_resort(body)
+    return clean_short(sc.text)
 
 
 def last_line(body: str) -> str:
