@@ -149,6 +149,16 @@ def test_parse_inline_labels_of_a_real_reply() -> None:
         ("Answer: The documents do not say so directly.\nShort answer: Paris", "Paris", False),
         # a refusal that cites evidence has found some
         ("Conclusion: The documents do not mention 2005, but [2] lists him as CEO until 2006.", None, False),
+        # tuning run (hotpotqa/train): the prompt's own wording of a refusal, and "None" as the short answer
+        (
+            "Evidence: The documents do not provide information about Yasar Kemal.\nAnswer: The documents do not "
+            "answer the question.\nShort answer: The documents do not answer the question.",
+            None,
+            True,
+        ),
+        ("Answer: The documents do not answer the question.\nShort answer: None", None, True),
+        # "No" answers a yes/no question; it is not "None"
+        ("Answer: No, Lycoris and Ammi are not both native to southern Asia.\nShort answer: No", "No", False),
         ("", None, False),
     ],
 )
@@ -438,3 +448,34 @@ def test_a_reply_cut_inside_its_short_answer_asks_for_the_short_answer(tmp_path:
     r = get_strategy("step-back", llm, idx, k=2, lang="en").run(CHOMSKY_Q)
     assert r.short_answer == "Avram Noam Chomsky" and len(llm.calls) == 2
     assert "short_answer_cut" not in [e.data.get("type") for e in r.trace.of("note")]
+
+
+CHOMSKY_ABSTAINS = (
+    "Background: Noam Chomsky is described as an American linguist who has written over 100 books [1].\n"
+    "Evidence: The documents do not provide information about Yasar Kemal, so the answer cannot be determined.\n"
+    "Answer: The documents do not answer the question.\nShort answer: The documents do not answer the question."
+)
+
+
+def test_an_abstention_with_passages_is_read_again_and_rules_keep_theirs(tmp_path: Path) -> None:
+    """Tuning run (hotpotqa/train, step-back): the background held the answer, the answer line refused;
+    RAG, reading the same passages, answered "Avram Noam Chomsky"."""
+    idx = _wiki_index(tmp_path, CHOMSKY_DOCS)
+    read = "Noam Chomsky is the author of over 100 books [1].\nSo the answer is: Avram Noam Chomsky"
+    llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS, read])
+    r = get_strategy("step-back", llm, idx, k=2, lang="en").run(CHOMSKY_Q)
+    note = next(e.data for e in r.trace.of("note") if e.data.get("type") == "abstention_reread")
+    assert note["used"] is True and note["read"] == "Avram Noam Chomsky"
+    assert str(llm.calls[-1].payload[-1]["content"]).startswith("Answer the question using only the documents below")
+    assert r.short_answer == "Avram Noam Chomsky" and [c.doc_id for c in r.citations] == ["Noam Chomsky"]
+    assert "abstained" not in [e.data.get("type") for e in r.trace.of("note")]
+    # a second reading that also finds nothing: the abstention stands
+    llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS, "So the answer is: unknown"])
+    r = get_strategy("step-back", llm, idx, k=2, lang="en").run(CHOMSKY_Q)
+    notes = {e.data.get("type"): e.data for e in r.trace.of("note")}
+    assert notes["abstention_reread"]["used"] is False and "abstained" in notes
+    assert r.short_answer == "cannot be answered from the available documents" and r.citations == []
+    # rules: "insufficient evidence" is the form's answer; no second reading
+    llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS])
+    r = get_strategy("step-back", llm, idx, k=2, lang="en", documents="rules").run(CHOMSKY_Q)
+    assert len(llm.calls) == 2 and "abstention_reread" not in [e.data.get("type") for e in r.trace.of("note")]

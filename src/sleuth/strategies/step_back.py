@@ -34,12 +34,13 @@ import re
 from dataclasses import replace
 
 from sleuth.search.base import Passage
-from sleuth.strategies.answers import extract_short
+from sleuth.strategies.answers import extract_short, short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
-from sleuth.strategies.parsing import parse_step_back
+from sleuth.strategies.parsing import parse_cot, parse_step_back
 from sleuth.strategies.prompts import load
-from sleuth.strategies.step_back_form import RULES, document_form, parse_step_back_answer
+from sleuth.strategies.reading import UNKNOWN
+from sleuth.strategies.step_back_form import ABSTAIN, RULES, document_form, parse_step_back_answer
 from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
 from sleuth.strategies.time_span import drop_time_span, has_time_span
 
@@ -176,6 +177,8 @@ class StepBack(Strategy):
         parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template, question)
         answer = parsed.answer
         st.result.answer = answer.strip()
+        if parsed.abstained and context and form != RULES and self._read_again(question, st, context, answer):
+            return
         if parsed.abstained:
             st.emit("note", type="abstained", message="the answer says the documents do not answer the question")
             st.result.short_answer = self.prompt(st, "step_back_abstain")
@@ -194,3 +197,29 @@ class StepBack(Strategy):
             st.result.citations = []  # an abstention ("cannot be answered") cites nothing
         else:
             st.cite(context, claim=answer, query=question, marks=cited_numbers(answer))  # grounded in finish
+
+    def _read_again(self, question: str, st: RunState, context: list[Passage], written: str) -> bool:
+        """A general-documents answer that says the documents do not answer, with passages in the
+        context, is checked by a second reader: RAG's prompt over the same context (step ``read``).
+        Its answer stands when it finds one (``abstention_reread``); ``False`` (the abstention
+        stands) when it does not.  Rules keep their abstention: there "insufficient evidence" is
+        the answer the form asks for when the clause is missing."""
+        docs = format_passages(context, budget=self.context_chars(st))
+        c = self.ask(st, self.prompt(st, "rag", question=question, documents=docs), step="read")
+        read = short_answer(self, st, question, c.text, last_resort=clean_short)
+        body = parse_cot(c.text)[0]
+        found = bool(read) and not UNKNOWN.match(read) and not ABSTAIN.search(read)
+        st.emit(
+            "note",
+            type="abstention_reread",
+            message="the answer said the documents do not answer; read again with RAG's prompt",
+            written=written[:300],
+            read=read[:300],
+            used=found,
+        )
+        if not found:
+            return False
+        st.result.answer = (body or read).strip()
+        st.result.short_answer = read
+        st.cite(context, claim=body or read, query=question, marks=cited_numbers(body))
+        return True

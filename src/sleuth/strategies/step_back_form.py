@@ -69,9 +69,9 @@ _LABEL_LINE = re.compile(  # at a line's start, or inline right after a sentence
 _FIELD = {x.lower(): name for name, xs in _LABELS.items() for x in xs}
 
 #: an answer that declines: the documents do not say, it cannot be answered (English and Chinese)
-_ABSTAIN = re.compile(
+ABSTAIN = re.compile(
     r"cannot be (?:answered|determined)|can't be (?:answered|determined)|cannot (?:answer|determine)"
-    r"|(?:do|does|did) not (?:provide|mention|contain|say|state|specify|include|give)"
+    r"|(?:do|does|did) not (?:provide|mention|contain|say|state|specify|include|give|answer)"
     r"|(?:is|are) not (?:mentioned|provided|stated|specified|given)|no (?:specific )?(?:information|mention|answer)"
     r"|insufficient (?:evidence|information)|not enough (?:evidence|information)|unknown"
     r"|无法回答|不能回答|无法确定|无法判断|没有(?:相关|提到|提及|涉及|说明|规定)|未(?:提到|提及|涉及|说明|规定)|不知道",
@@ -99,6 +99,8 @@ def _first_sentence(text: str) -> str:
 
 #: a field that says there is nothing ("无", "None.", "N/A")
 _NONE = re.compile(r"^\W*(?:无|没有|暂无|none|n/?a|no|nil)\W*$", re.I)
+#: a short-answer line that gives no answer (not "No" or 没有: those answer a yes/no question)
+_NO_SHORT = re.compile(r"^\W*(?:无|暂无|none|n/?a|nil)\W*$", re.I)
 
 
 @dataclass(frozen=True)
@@ -137,15 +139,17 @@ def parse_step_back_answer(text: str, template: str = "", question: str = "") ->
     body = text[: short_mark.start()].strip() if short_mark else text
     short_line = next((ln for ln in fields.get("short", "").splitlines() if ln.strip()), "")
     short = clean_short(short_line, 300) or None
+    if short is not None and _NO_SHORT.match(short):  # "Short answer: None" gives no answer ("No" does)
+        short = None
     said = fields.get("answer") or ""
     for name in ("answer", "evidence", "background"):  # a reply cut before its short answer
         value = fields.get(name, "")
-        if short is None and value and not _NONE.match(value) and not (name != "answer" and _ABSTAIN.search(value)):
+        if short is None and value and not _NONE.match(value) and not (name != "answer" and ABSTAIN.search(value)):
             short = clean_short(_first_sentence(value), 300) or None
     decisive = said or body
     abstained = (
-        bool(_ABSTAIN.search(decisive))
+        bool(ABSTAIN.search(decisive))
         and not cited_numbers(decisive)
-        and (short is None or bool(_ABSTAIN.search(short)) or short == clean_short(_first_sentence(said), 300))
+        and (short is None or bool(ABSTAIN.search(short)) or short == clean_short(_first_sentence(said), 300))
     )
     return StepBackAnswer(fields, body or (short or ""), short, abstained)
