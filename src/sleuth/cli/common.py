@@ -30,3 +30,8 @@ def checked(value: str, what: str) -> str:
         return check_text(value, what)
     except BadText as e:
         raise UserError(str(e)) from None
+
+
+def comma_list(text: str) -> list[str]:
+    """The items of a comma-separated option ("a, b,,c" -> ["a", "b", "c"])."""
+    return [x.strip() for x in text.split(",") if x.strip()]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, console, console_err
+from sleuth.cli.common import UserError, app, comma_list, console, console_err
 
 eval_app = typer.Typer(
     help="Evaluate strategies on a dataset (resumable; writes DIR/results.jsonl and DIR/report.md).",
@@ -128,7 +128,7 @@ def eval_cmd(
         out=str(out),
         format=None if fmt == "auto" else fmt,
         setting=setting,
-        strategies=[s.strip() for s in strategies.split(",") if s.strip()],
+        strategies=comma_list(strategies),
         limit=limit,
         seed=seed,
         k=k,
@@ -146,7 +146,7 @@ def eval_cmd(
         executor=executor,
         retry_failed=retry_failed,
         redo_stale=redo_stale,
-        only=[s.strip() for s in only.split(",") if s.strip()] if only is not None else None,
+        only=comma_list(only) if only is not None else None,
         isolate=isolate,
         llm_cache=not no_llm_cache,
         time_limit=parse_duration(time_limit) if time_limit is not None else None,
@@ -255,7 +255,7 @@ def verify_cmd(
         )
 
     def split(v: str | None) -> list[str] | None:
-        return [x.strip() for x in v.split(",") if x.strip()] if v else None
+        return comma_list(v) if v else None
 
     from sleuth.eval.store import results_files
 
@@ -332,7 +332,7 @@ def tune_cmd(
     base = EvalConfig(
         data="",
         out=str(out),
-        strategies=[s.strip() for s in strategies.split(",") if s.strip()],
+        strategies=comma_list(strategies),
         seed=seed,
         k=k,
         model=model,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, checked, console, console_err
+from sleuth.cli.common import UserError, app, checked, comma_list, console, console_err
 from sleuth.search.base import FilterError, Filters, SearchError
 from sleuth.search.index import BuildReport, EmptyBuild, Index
 from sleuth.search.ingest import FORMATS
@@ -68,7 +68,7 @@ def build_cmd(
     _check_format(fmt)
     if max_chars < 100:
         raise UserError("--max-chars must be at least 100")
-    acl = [a.strip() for a in default_acl.split(",") if a.strip()]
+    acl = comma_list(default_acl)
     try:
         idx = Index.build(
             inputs,

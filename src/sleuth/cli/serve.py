@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, console_err
+from sleuth.cli.common import UserError, app, comma_list, console_err
 
 
 @app.command("serve")
@@ -50,7 +50,7 @@ def serve(
     from sleuth.server.settings import source_entry
 
     keys_raw = api_key if api_key is not None else (env("SLEUTH_SERVER_KEY") or "")
-    keys = tuple(k.strip() for k in keys_raw.split(",") if k.strip())
+    keys = tuple(comma_list(keys_raw))
     sources = []
     for spec in [*index, *corpus]:
         sources.append(source_entry(spec))
