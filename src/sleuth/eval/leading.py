@@ -11,13 +11,12 @@ make a group: it takes :data:`AHEAD` questions beyond the common set.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sleuth.eval.store import in_order, is_composed
-from sleuth.eval.summary import Progress, paired_differences, summarise
+from sleuth.eval.summary import Progress, cell, paired_differences, summarise
 
 AHEAD = 5  # questions beyond the common set before a group of strategies gets its own section
 
@@ -41,10 +40,6 @@ def leading_group(
     if len(shared) < floor:
         return [], frozenset()
     return group, shared
-
-
-def _f(x: float | None, nd: int = 3) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
 
 
 def leading_section(records: Sequence[Mapping[str, Any]], prog: Progress, order: Sequence[str]) -> list[str]:
@@ -82,7 +77,7 @@ def leading_section(records: Sequence[Mapping[str, Any]], prog: Progress, order:
             else "– | – | – | –"
         )
         out.append(
-            f"| {r['strategy']} | {r['n']} | {_f(m)} [{_f(lo)}, {_f(hi)}] | {_f(r['em'])} | {_f(r['f1'])} | "
-            f"{_f(r['processed_prompt_tokens'], 1)} | {_f(r['seconds'], 2)} | {paired} |"
+            f"| {r['strategy']} | {r['n']} | {cell(m)} [{cell(lo)}, {cell(hi)}] | {cell(r['em'])} | {cell(r['f1'])} | "
+            f"{cell(r['processed_prompt_tokens'], 1)} | {cell(r['seconds'], 2)} | {paired} |"
         )
     return out

@@ -10,7 +10,6 @@ The numbers come from :mod:`sleuth.eval.summary`, the PNGs from
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from sleuth.eval.summary import (
     BOOTSTRAP,
     Progress,
     bootstrap_ci,
+    cell,
     citation_rows,
     comparable,
     mean_or_nan,
@@ -54,14 +54,6 @@ __all__ = [
 REPORT = "report.md"
 
 
-def _f(x: Any, nd: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{nd}f}"
-    return str(x)
-
-
 def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
     """Primary score per question kind (bridge/comparison, n-hop, subject) when the data has kinds."""
     cells: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -80,7 +72,7 @@ def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> l
     ]
     for s in order:
         vals = [cells.get((s, k), []) for k in kinds]
-        out.append(f"| {s} | " + " | ".join(f"{_f(mean_or_nan(v))} ({len(v)})" if v else "–" for v in vals) + " |")
+        out.append(f"| {s} | " + " | ".join(f"{cell(mean_or_nan(v))} ({len(v)})" if v else "–" for v in vals) + " |")
     return out
 
 
@@ -154,8 +146,8 @@ def _draft_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -
         diff = [f - d for d, f in pairs]
         m, lo, hi = bootstrap_ci(diff)
         out.append(
-            f"| {s} | {len(pairs)} | {total[s]} | {_f(mean_or_nan([d for d, _ in pairs]))} | "
-            f"{_f(mean_or_nan([f for _, f in pairs]))} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+            f"| {s} | {len(pairs)} | {total[s]} | {cell(mean_or_nan([d for d, _ in pairs]))} | "
+            f"{cell(mean_or_nan([f for _, f in pairs]))} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
             f"{sum(x > 0 for x in diff)} | {sum(x < 0 for x in diff)} | {sum(x == 0 for x in diff)} |"
         )
     return out
@@ -188,8 +180,8 @@ def _parts_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -
         rows = by[s]
         recall = [float(x["part_recall"]) for x in rows if "part_recall" in x]
         out.append(
-            f"| {s} | {len(rows)} | {_f(mean_or_nan([float(x.get('parts', 0)) for x in rows]))} | "
-            f"{_f(mean_or_nan([float(x['part_rate']) for x in rows]))} | {_f(mean_or_nan(recall))} |"
+            f"| {s} | {len(rows)} | {cell(mean_or_nan([float(x.get('parts', 0)) for x in rows]))} | "
+            f"{cell(mean_or_nan([float(x['part_rate']) for x in rows]))} | {cell(mean_or_nan(recall))} |"
         )
     return out
 
@@ -215,8 +207,8 @@ def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
     ]
     for r in rows:
         out.append(
-            f"| {r['strategy']} | {r['n']} | {r['citing']} | {_f(r['precision'])} | {_f(r['recall'])} | "
-            f"{_f(r['recall_citing'])} |"
+            f"| {r['strategy']} | {r['n']} | {r['citing']} | {cell(r['precision'])} | {cell(r['recall'])} | "
+            f"{cell(r['recall_citing'])} |"
         )
     return out
 
@@ -341,9 +333,9 @@ def render(
         for r in rows:
             m, lo, hi = r["score"]
             lines.append(
-                f"| {r['strategy']} | {r['n']} | {_f(m)} [{_f(lo)}, {_f(hi)}] | {_f(r['em'])} | {_f(r['f1'])} | "
-                f"{_f(r['cover_em'])} | {_f(r['acc'])} | {_f(r['mention'])} | {_f(r['recall_title'])} | "
-                f"{_f(r['recall_id'])} | {r['failed']} |"
+                f"| {r['strategy']} | {r['n']} | {cell(m)} [{cell(lo)}, {cell(hi)}] | {cell(r['em'])} | {cell(r['f1'])} | "
+                f"{cell(r['cover_em'])} | {cell(r['acc'])} | {cell(r['mention'])} | {cell(r['recall_title'])} | "
+                f"{cell(r['recall_id'])} | {r['failed']} |"
             )
         lines += _parts_section(records, [r["strategy"] for r in rows])
         lines += _citation_section(records, [r["strategy"] for r in rows])
@@ -356,9 +348,9 @@ def render(
         ]
         for r in rows:
             lines.append(
-                f"| {r['strategy']} | {_f(r['llm_calls'], 2)} | {_f(r['searches'], 2)} | {_f(r['prompt_tokens'], 1)} | "
-                f"{_f(r['processed_prompt_tokens'], 1)} | {_f(r['completion_tokens'], 1)} | {_f(r['seconds'], 2)} | "
-                f"{_f(r['cost_usd'], 5)} | {r['cached_llm_calls']} |"
+                f"| {r['strategy']} | {cell(r['llm_calls'], 2)} | {cell(r['searches'], 2)} | {cell(r['prompt_tokens'], 1)} | "
+                f"{cell(r['processed_prompt_tokens'], 1)} | {cell(r['completion_tokens'], 1)} | {cell(r['seconds'], 2)} | "
+                f"{cell(r['cost_usd'], 5)} | {r['cached_llm_calls']} |"
             )
         lines += ["", "## Finish reasons", "", "| strategy | reasons |", "|---|---|"]
         for r in rows:
@@ -387,7 +379,7 @@ def render(
                 if row is not None:
                     lines.append(
                         f"| {s} | {m} | {row.questions} | {row.composed_right_overall} | "
-                        f"{row.hops_right}/{row.hops} | {row.subs_all_right} | {row.composed_wrong} | {_f(row.gap)} |"
+                        f"{row.hops_right}/{row.hops} | {row.subs_all_right} | {row.composed_wrong} | {cell(row.gap)} |"
                     )
     lines += diagnosis_section(records, [r["strategy"] for r in rows])
     lines += answer_form_section(records, [r["strategy"] for r in rows])

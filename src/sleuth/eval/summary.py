@@ -122,6 +122,15 @@ def comparable(records: Sequence[Mapping[str, Any]], prog: Progress) -> list[Map
     return [r for r in records if question_of(str(r["qid"])) in prog.complete]
 
 
+def cell(x: Any, nd: int = 3) -> str:
+    """A table cell: a float to ``nd`` decimals, "–" for none (``None`` or NaN), anything else as text."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
 def mean_or_nan(xs: Sequence[float]) -> float:
     """The mean of ``xs``; NaN (shown as "–") when there are none."""
     return float(np.mean(xs)) if len(xs) else math.nan

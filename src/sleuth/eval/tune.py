@@ -26,7 +26,7 @@ from sleuth.config import settings
 from sleuth.eval.config import EvalConfig, EvalError
 from sleuth.eval.datasets import LOADERS, Dataset, DatasetError, load_dataset
 from sleuth.eval.store import MANIFEST, is_composed, primary_score, read_manifest, read_records, results_files
-from sleuth.eval.summary import citation_rows, comparable, paired_differences, progress
+from sleuth.eval.summary import cell, citation_rows, comparable, paired_differences, progress
 from sleuth.llm.models import file_sha256
 
 #: the published comparison's questions: never part of a tuning slice
@@ -282,10 +282,6 @@ def compare(run_dirs: Sequence[Path], order: Sequence[str], baseline: str) -> li
     return out
 
 
-def _num(x: float) -> str:
-    return "–" if math.isnan(x) else f"{x:.3f}"
-
-
 def comparison_lines(comparisons: Sequence[Comparison]) -> list[str]:
     """The comparisons as a plain-text table."""
     lines = []
@@ -296,7 +292,7 @@ def comparison_lines(comparisons: Sequence[Comparison]) -> list[str]:
             lines.append(
                 f"citations ({c.dataset}; precision over the citing answers, recall over all): "
                 + ", ".join(
-                    f"{r['strategy']} {_num(r['precision'])} / {_num(r['recall'])} ({r['citing']} of {r['n']} cite)"
+                    f"{r['strategy']} {cell(r['precision'])} / {cell(r['recall'])} ({r['citing']} of {r['n']} cite)"
                     for r in c.citations
                 )
             )
