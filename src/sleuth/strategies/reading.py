@@ -39,6 +39,15 @@ def interleave(ranked: Sequence[Sequence[Passage]]) -> list[Passage]:
     return [p for rank in zip_longest(*ranked) for p in rank if p is not None]
 
 
+def read_passages(strategy: Strategy, st: RunState, question: str, passages: Sequence[Passage]) -> tuple[str, str]:
+    """Answer ``question`` RAG's way (``rag.txt``, step ``read``) from ``passages`` within the
+    strategy's context budget: the reply's body and its short answer."""
+    docs = format_passages(passages, budget=strategy.context_chars(st))
+    c = strategy.ask(st, strategy.prompt(st, "rag", question=question, documents=docs), step="read")
+    read = short_answer(strategy, st, question, c.text, last_resort=clean_short)
+    return parse_cot(c.text)[0], read
+
+
 @dataclass(frozen=True)
 class Reading:
     """What the reading pass answered: the answer's text, its short answer and what it read."""
@@ -82,10 +91,7 @@ def read_again(
         return None
     passages = list(shown.values())[:limit]
     st.emit("draft", text=draft[0], short_answer=draft[1], stage=stage)
-    docs = format_passages(passages, budget=budget)
-    c = strategy.ask(st, strategy.prompt(st, "rag", question=question, documents=docs), step="read")
-    read = short_answer(strategy, st, question, c.text, last_resort=clean_short)
-    body = parse_cot(c.text)[0]
+    body, read = read_passages(strategy, st, question, passages)
     st.emit(
         "note",
         type="final_read",

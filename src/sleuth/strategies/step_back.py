@@ -34,12 +34,12 @@ import re
 from dataclasses import replace
 
 from sleuth.search.base import Passage
-from sleuth.strategies.answers import extract_short, short_answer
+from sleuth.strategies.answers import extract_short
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
-from sleuth.strategies.parsing import parse_cot, parse_step_back
+from sleuth.strategies.parsing import parse_step_back
 from sleuth.strategies.prompts import load
-from sleuth.strategies.reading import UNKNOWN
+from sleuth.strategies.reading import UNKNOWN, read_passages
 from sleuth.strategies.step_back_form import ABSTAIN, RULES, document_form, parse_step_back_answer
 from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
 from sleuth.strategies.time_span import drop_time_span, has_time_span
@@ -204,10 +204,7 @@ class StepBack(Strategy):
         Its answer stands when it finds one (``abstention_reread``); ``False`` (the abstention
         stands) when it does not.  Rules keep their abstention: there "insufficient evidence" is
         the answer the form asks for when the clause is missing."""
-        docs = format_passages(context, budget=self.context_chars(st))
-        c = self.ask(st, self.prompt(st, "rag", question=question, documents=docs), step="read")
-        read = short_answer(self, st, question, c.text, last_resort=clean_short)
-        body = parse_cot(c.text)[0]
+        body, read = read_passages(self, st, question, context)
         found = bool(read) and not UNKNOWN.match(read) and not ABSTAIN.search(read)
         st.emit(
             "note",
