@@ -67,8 +67,9 @@ def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
     return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("tennis-idx"))
 
 
-def _run(retriever: Retriever, read: bool | None = True, read_reply: str = READ) -> tuple[Result, list[str]]:
-    reads: list[str] = []
+def _script(read_reply: str, reads: list[str]):
+    """The recorded replies: reasoning turns by the results inserted so far, Reason-in-Documents,
+    and the reading pass (``read_reply``; each reading prompt is appended to ``reads``)."""
 
     def script(payload: str | list[Message], params: GenParams) -> str:
         if isinstance(payload, list):
@@ -79,8 +80,14 @@ def _run(retriever: Retriever, read: bool | None = True, read_reply: str = READ)
             return RID
         return REASONING[payload.rsplit("Reasoning:", 1)[-1].count("<|end_search_result|>")]
 
+    return script
+
+
+def _run(retriever: Retriever, read: bool | None = True, read_reply: str = READ) -> tuple[Result, list[str]]:
+    reads: list[str] = []
     opts = {} if read is None else {"final_read": read}
-    strategy = get_strategy("search-o1", ScriptedLLM(script), retriever, k=2, max_steps=4, lang="en", **opts)
+    llm = ScriptedLLM(_script(read_reply, reads))
+    strategy = get_strategy("search-o1", llm, retriever, k=2, max_steps=4, lang="en", **opts)
     return strategy.run(QUESTION), reads
 
 
@@ -119,17 +126,8 @@ def test_off_by_default_is_the_papers_method(retriever: Retriever) -> None:
 
 def test_the_batch_reads_too(retriever: Retriever) -> None:
     reads: list[str] = []
-
-    def script(payload: str | list[Message], params: GenParams) -> str:
-        if isinstance(payload, list):
-            content = str(payload[-1]["content"])
-            if content.startswith("Answer the question using only the documents below"):
-                reads.append(content)
-                return _marked(READ, content)
-            return RID
-        return REASONING[payload.rsplit("Reasoning:", 1)[-1].count("<|end_search_result|>")]
-
-    s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=2, max_steps=4, lang="en", final_read=True)
+    llm = ScriptedLLM(_script(READ, reads))
+    s = get_strategy("search-o1", llm, retriever, k=2, max_steps=4, lang="en", final_read=True)
     results = s.run_batch([QUESTION, QUESTION], concurrency=2)
     assert [r.short_answer for r in results] == [VINCI, VINCI] and len(reads) == 2
 
