@@ -21,22 +21,28 @@ from sleuth.eval.summary import Progress, cell, paired_differences, summarise
 AHEAD = 5  # questions beyond the common set before a group of strategies gets its own section
 
 
-def leading_group(
-    records: Sequence[Mapping[str, Any]], prog: Progress, order: Sequence[str]
-) -> tuple[list[str], frozenset[str]]:
-    """The strategies at least :data:`AHEAD` questions ahead of the common set and the questions they
-    have all finished; ``([], frozenset())`` when fewer than two strategies are that far ahead, when
-    they share no more questions than that, or in a ``--gap`` run (whose hops make their own set)."""
-    answered: dict[str, set[str]] = defaultdict(set)
+def answered(records: Sequence[Mapping[str, Any]]) -> dict[str, set[str]] | None:
+    """The question ids each strategy has answered; ``None`` in a ``--gap`` run (whose hops make
+    their own set)."""
+    out: dict[str, set[str]] = defaultdict(set)
     for r in records:
         if not is_composed(r):
-            return [], frozenset()
-        answered[str(r["strategy"])].add(str(r["qid"]))
+            return None
+        out[str(r["strategy"])].add(str(r["qid"]))
+    return out
+
+
+def leading_group(
+    done: Mapping[str, set[str]], prog: Progress, order: Sequence[str]
+) -> tuple[list[str], frozenset[str]]:
+    """The strategies at least :data:`AHEAD` questions ahead of the common set and the questions they
+    have all finished (``done``: :func:`answered`); ``([], frozenset())`` when fewer than two
+    strategies are that far ahead or when they share no more questions than that."""
     floor = len(prog.complete) + AHEAD
-    group = [s for s in in_order(answered, order) if len(answered[s]) >= floor]
+    group = [s for s in in_order(done, order) if len(done[s]) >= floor]
     if len(group) < 2 or len(group) == len(prog.strategies):
         return [], frozenset()
-    shared = frozenset(set.intersection(*(answered[s] for s in group)))
+    shared = frozenset(set.intersection(*(done[s] for s in group)))
     if len(shared) < floor:
         return [], frozenset()
     return group, shared
@@ -44,13 +50,13 @@ def leading_group(
 
 def leading_section(records: Sequence[Mapping[str, Any]], prog: Progress, order: Sequence[str]) -> list[str]:
     """The section's Markdown lines (none when no group is ahead; see :func:`leading_group`)."""
-    group, shared = leading_group(records, prog, order)
+    done = answered(records)
+    if done is None:
+        return []
+    group, shared = leading_group(done, prog, order)
     if not group:
         return []
-    behind = {s: 0 for s in prog.strategies if s not in group}
-    for r in records:
-        if r["strategy"] in behind:
-            behind[r["strategy"]] += 1
+    behind = {s: len(done.get(s, ())) for s in prog.strategies if s not in group}
     mine = [r for r in records if r["strategy"] in group and str(r["qid"]) in shared]
     rows = summarise(mine, order)
     baseline, diffs = paired_differences(mine, group)
