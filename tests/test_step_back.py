@@ -157,6 +157,24 @@ def test_parse_inline_labels_of_a_real_reply() -> None:
             True,
         ),
         ("Answer: The documents do not answer the question.\nShort answer: None", None, True),
+        # HotpotQA test 5a721bbc55429971e9dc9279: an adverb inside the refusal ("do not directly answer"),
+        # a reply with no answer field whose first sentence was taken for the short answer
+        (
+            "Background: The documents provide information about several musicians and their albums, including "
+            "Armen Chakmakian, Nate Pyfer and others. They mention that Armen Chakmakian was a keyboardist for the "
+            "GRAMMY award-winning band Shadowfax. The documents do not directly answer the question about which "
+            "Grammy Nominated album was created by a band whose members include John Bowman.",
+            None,
+            True,
+        ),
+        ("Answer: The capital is not explicitly stated in the documents.", None, True),
+        # the same adverb before an answer of its own is no abstention (HotpotQA 5ab2da99554299194fa93544)
+        (
+            "Evidence: The documents do not explicitly state who aided the Colorado forces. However, Flores was "
+            "aided by Argentina [1].\nShort answer: Argentina",
+            "Argentina",
+            False,
+        ),
         # "No" answers a yes/no question; it is not "None"
         ("Answer: No, Lycoris and Ammi are not both native to southern Asia.\nShort answer: No", "No", False),
         ("", None, False),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.llm.scripted import ScriptedLLM
+from sleuth.llm.scripted import ScriptedLLM, tokens
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage
 from sleuth.strategies import STRATEGIES, UnknownStrategy, get_strategy, resolve_name
@@ -186,6 +186,44 @@ def test_answer_line_present_means_one_call(name: str, paris_index) -> None:
     calls = len(llm.calls)
     assert r.short_answer == "Paris" and r.llm_calls == 1 and calls == 1
     assert not r.trace.of("note")
+
+
+# a RAG reply cut at max_tokens inside its answer line (Step-back's Chomsky trace, as RAG would write it)
+CUT_EN = "Avram Noam Chomsky has written over 100 books [1].\nSo the answer is: Avram Noam"
+# rgb_zh q22, Self-Ask's reading: the reply reached max_tokens inside "所以答案是：..."
+CUT_ZH = (
+    "2. 2018年平昌冬奥会花样滑冰女子单人滑比赛金牌得主阿琳娜·扎吉托娃。\n所以答案是：俄罗斯花样滑冰女子单人滑金牌得主是"
+)
+
+
+@pytest.mark.parametrize("name", ["rag", "cot"])
+@pytest.mark.parametrize(
+    ("cut", "rest", "extracted", "question"),
+    [
+        (CUT_EN, " Chomsky", "Avram Noam Chomsky", "Who has written more than 100 books?"),
+        (CUT_ZH, " 谢尔巴科娃", "谢尔巴科娃", "花样滑冰女子单人滑比赛金牌得主是谁？"),
+    ],
+    ids=["en", "zh"],
+)
+def test_a_reply_cut_inside_its_answer_line_asks_for_the_short_answer(
+    name: str, cut: str, rest: str, extracted: str, question: str, paris_index
+) -> None:
+
+    llm = ScriptedLLM([cut + rest, extracted])
+    strategy = get_strategy(name, llm, paris_index if name == "rag" else None, k=1, max_tokens=len(tokens(cut)))
+    r = strategy.run(question)
+    notes = [e.data for e in r.trace.of("note") if e.data.get("type") == "short_answer_cut"]
+    assert notes and notes[0]["written"] == cut.rsplit("：" if "：" in cut else ": ", 1)[1]
+    assert r.short_answer == extracted and [e.data["step"] for e in r.trace.of("llm")][-1] == "short answer"
+    assert cut in llm.calls[-1].payload[-1]["content"]  # it reads the whole cut reply
+    # an extraction that returns nothing leaves the cut span; a reply that ended on its own makes no call
+    r = get_strategy(
+        name, ScriptedLLM([cut + rest, ""]), paris_index if name == "rag" else None, k=1, max_tokens=len(tokens(cut))
+    ).run(question)
+    assert r.short_answer == notes[0]["written"]
+    llm = ScriptedLLM([cut])
+    r = get_strategy(name, llm, paris_index if name == "rag" else None, k=1).run(question)
+    assert len(llm.calls) == 1 and not [e for e in r.trace.of("note") if e.data.get("type") == "short_answer_cut"]
 
 
 def test_empty_extraction_keeps_a_span() -> None:

@@ -21,5 +21,5 @@ class ChainOfThought(Strategy):
 
     def solve(self, question: str, st: RunState) -> None:
         c = self.ask(st, self.prompt(st, "cot", question=question), step="reason")
-        st.result.short_answer = short_answer(self, st, question, c.text, last_resort=last_line)
+        st.result.short_answer = short_answer(self, st, question, c, last_resort=last_line)
         st.result.answer = c.text.strip()

@@ -27,6 +27,6 @@ class RAG(Strategy):
             st.emit("note", message="search found nothing; answering without documents", type="no_passages")
         docs = format_passages(passages, budget=self.context_chars(st)) if passages else "(no documents found)"
         c = self.ask(st, self.prompt(st, "rag", question=question, documents=docs), step="answer")
-        st.result.short_answer = short_answer(self, st, question, c.text, last_resort=clean_short)
+        st.result.short_answer = short_answer(self, st, question, c, last_resort=clean_short)
         st.result.answer = c.text.strip()
         st.cite(passages, claim=c.text, query=question, marks=cited_numbers(c.text))  # grounded in finish

@@ -92,7 +92,7 @@ class RAT(Strategy):
 
     def _draft(self, question: str, st: RunState) -> list[str]:
         c = self.ask(st, self.prompt(st, "rat_draft", question=question), step="draft", max_tokens=self.max_tokens)
-        short = short_answer(self, st, question, c.text, last_resort=last_line)  # no call when the line is there
+        short = short_answer(self, st, question, c, last_resort=last_line)  # no call when the line is there
         short = fit_short(question, short)  # as the final short answer is fitted (finish)
         parts = split_paragraphs(parse_cot(c.text)[0], self.max_steps)
         st.emit("draft", text=c.text.strip(), paragraphs=parts, short_answer=short)

@@ -44,7 +44,7 @@ def read_passages(strategy: Strategy, st: RunState, question: str, passages: Seq
     strategy's context budget: the reply's body and its short answer."""
     docs = format_passages(passages, budget=strategy.context_chars(st))
     c = strategy.ask(st, strategy.prompt(st, "rag", question=question, documents=docs), step="read")
-    read = short_answer(strategy, st, question, c.text, last_resort=clean_short)
+    read = short_answer(strategy, st, question, c, last_resort=clean_short)
     return parse_cot(c.text)[0], read
 
 

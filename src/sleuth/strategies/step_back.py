@@ -34,7 +34,7 @@ import re
 from dataclasses import replace
 
 from sleuth.search.base import Passage
-from sleuth.strategies.answers import extract_short
+from sleuth.strategies.answers import cut_inside, extract_short, note_cut
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_step_back
@@ -45,13 +45,6 @@ from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, f
 from sleuth.strategies.time_span import drop_time_span, has_time_span
 
 _CANNOT = re.compile(r"cannot be answered|can't be answered|无法回答|不能回答", re.I)
-
-
-def _ends_with(reply: str, short: str) -> bool:
-    """Whether ``reply`` ends with ``short`` (as parsed: trailing punctuation ignored), so that a
-    reply cut at ``max_tokens`` was cut inside it."""
-    tail = reply.rstrip().rstrip("。.!！")
-    return bool(short) and tail.endswith(short.rstrip().rstrip("。.!！"))
 
 
 def merge_routes(routes: dict[str, list[Passage]]) -> list[Passage]:
@@ -184,14 +177,9 @@ class StepBack(Strategy):
             st.result.short_answer = self.prompt(st, "step_back_abstain")
         else:
             st.result.short_answer = parsed.short if parsed.short is not None else clean_short(answer)
-            if ac.finish_reason == "length" and parsed.short and _ends_with(ac.text, parsed.short):
+            if ac.finish_reason == "length" and parsed.short and cut_inside(ac.text, parsed.short):
                 # the reply reached max_tokens inside its short answer ("Answer: Avram Noam Ch")
-                st.emit(
-                    "note",
-                    type="short_answer_cut",
-                    message="the reply was cut inside its short answer; asking for the short answer",
-                    written=parsed.short,
-                )
+                note_cut(st, parsed.short)
                 st.result.short_answer = extract_short(self, st, question, answer) or parsed.short
         if parsed.abstained or (_CANNOT.search(answer) and not cited_numbers(answer)):
             st.result.citations = []  # an abstention ("cannot be answered") cites nothing
