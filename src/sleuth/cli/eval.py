@@ -93,6 +93,13 @@ def eval_cmd(
         help="Run only these of --strategies in this sitting (comma-separated); the run, its manifest and its "
         "report keep all of them, and the same command without --only runs the rest.",
     ),
+    redo: str = typer.Option(
+        None,
+        "--redo",
+        help="On resume, run these questions again (comma-separated ids) for the strategies this sitting runs "
+        "(with --only: those); the old records stay in the run's history. For a change the code fingerprint "
+        "cannot see.",
+    ),
     isolate: bool = typer.Option(
         True,
         "--isolate/--no-isolate",
@@ -147,6 +154,7 @@ def eval_cmd(
         retry_failed=retry_failed,
         redo_stale=redo_stale,
         only=comma_list(only) if only is not None else None,
+        redo=comma_list(redo) if redo is not None else None,
         isolate=isolate,
         llm_cache=not no_llm_cache,
         time_limit=parse_duration(time_limit) if time_limit is not None else None,

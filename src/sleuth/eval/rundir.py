@@ -12,9 +12,9 @@ from __future__ import annotations
 import shlex
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,6 +95,16 @@ class Resume:
     todo: list[Task]  # the run's tasks not done yet, in task order
     total: int  # the run's tasks, done or not
     redo_stale: bool
+    redone: list[dict[str, Any]] = field(default_factory=list)  # records --redo named: run again
+
+    def redo_message(self) -> str:
+        """One sentence on the records ``--redo`` named (rich markup)."""
+        ids = sorted({str(r["qid"]) for r in self.redone})
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        return (
+            f"[yellow]--redo: {len(self.redone)} recorded task(s) run again ({_by_strategy(self.redone)}) "
+            f"on {shown}; the old records stay in the run's history.[/]"
+        )
 
     @property
     def stale(self) -> list[dict[str, Any]]:
@@ -173,9 +183,18 @@ class RunDir:
         """The newest record of each task (:func:`sleuth.eval.store.read_records`)."""
         return read_records(self.results)
 
-    def resume(self, tasks: Sequence[Task], code: Mapping[str, str], *, retry_failed: bool, redo_stale: bool) -> Resume:
-        """Which of ``tasks`` are done: those with a record, unless it failed and ``retry_failed``, or
-        it is stale (made by other code than ``code``, or for a reworded question) and ``redo_stale``."""
+    def resume(
+        self,
+        tasks: Sequence[Task],
+        code: Mapping[str, str],
+        *,
+        retry_failed: bool,
+        redo_stale: bool,
+        redo: Collection[str] = (),
+    ) -> Resume:
+        """Which of ``tasks`` are done: those with a record, unless it failed and ``retry_failed``,
+        it is stale (made by other code than ``code``, or for a reworded question) and ``redo_stale``,
+        or its question id is in ``redo``."""
         existing = self.records()
         items_by_id = {t[1].id: (t[1], t[2]) for t in tasks}
         # stale: made by other code, or asked a question worded differently from what this
@@ -184,18 +203,21 @@ class RunDir:
         reasons = [stale_reason(r, code, items_by_id) for r in existing]
         other_code = [r for r, why in zip(existing, reasons, strict=True) if why == OTHER_CODE]
         reworded = [r for r, why in zip(existing, reasons, strict=True) if why == REWORDED]
-        redo = {(r["strategy"], r["qid"]) for r in other_code + reworded} if redo_stale else set()
+        again = {(r["strategy"], r["qid"]) for r in other_code + reworded} if redo_stale else set()
+        named = {(t[0], t[1].id) for t in tasks if t[1].id in redo}  # of this sitting's strategies only
+        again |= named
         done: list[dict[str, Any]] = []
         keys: set[tuple[str, str]] = set()
         for rec in existing:
             if retry_failed and rec.get("status") == FAILED:
                 continue
-            if (rec["strategy"], rec["qid"]) in redo:
+            if (rec["strategy"], rec["qid"]) in again:
                 continue
             keys.add((rec["strategy"], rec["qid"]))
             done.append(rec)
         todo = [t for t in tasks if (t[0], t[1].id) not in keys]
-        return Resume(existing, other_code, reworded, done, todo, len(tasks), redo_stale)
+        redone = [r for r in existing if (r["strategy"], r["qid"]) in named]
+        return Resume(existing, other_code, reworded, done, todo, len(tasks), redo_stale, redone)
 
     def writer(self, on_notice: Callable[[str], None] | None = None) -> ResultsWriter:
         """The single appender of the results (a context manager)."""

@@ -13,7 +13,7 @@ The parts: :mod:`sleuth.eval.config` (the run's arguments), :mod:`sleuth.eval.ru
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from sleuth.eval.rundir import (
     stale_reason,
 )
 from sleuth.eval.store import read_manifest
-from sleuth.eval.tasks import Sitting, build_tasks
+from sleuth.eval.tasks import Sitting, Task, build_tasks
 from sleuth.eval.worker import COMPLETED_REASONS, FAILED, OK, SCHEMA, make_record, run_task, worker_config
 from sleuth.strategies.registry import resolve_strategy_class
 
@@ -102,6 +102,8 @@ def run_eval(
     dataset = load_dataset(cfg.data, cfg.format, cfg.corpus).sample(cfg.limit, cfg.seed)
     if cfg.gap and not any(sub_items(it) for it in dataset.items):
         raise EvalError(f"--gap needs decompositions with gold answers (MuSiQue); {dataset.name} has none")
+    if cfg.redo:
+        _check_redo(cfg.redo, build_tasks(dataset, cfg.strategies, cfg.gap), dataset.name)
     previous = read_manifest(cfg.out) if Path(cfg.out).is_dir() else None  # a resume keeps its search mode
     mode = search_mode(cfg.search_mode, (previous or {}).get("settings"))
     try:
@@ -120,9 +122,11 @@ def run_eval(
             manifest["hops"] = {it.id: len(sub_items(it)) for it in dataset.items}
         manifest["code_lang"] = lang = run_code_lang(cfg, tasks)  # records are fingerprinted in their language
         manifest["code"] = code = code_fingerprints(cfg.strategies, lang)
-        resume = run.resume(tasks, code, retry_failed=cfg.retry_failed, redo_stale=cfg.redo_stale)
+        resume = run.resume(tasks, code, retry_failed=cfg.retry_failed, redo_stale=cfg.redo_stale, redo=cfg.redo or ())
         if resume.stale and console is not None:
             console.print(resume.stale_message(run.path))
+        if resume.redone and console is not None:
+            console.print(resume.redo_message())
         try:  # the open index is built once, before any worker
             plan.prepare(console=console if progress else None)
         except CorpusError as e:
@@ -137,6 +141,17 @@ def run_eval(
 
             _write_report(run.path, running=manifest["code"])
         return summary
+
+
+def _check_redo(redo: Sequence[str], tasks: Sequence[Task], dataset: str) -> None:
+    """Refuse, before anything runs, a ``--redo`` id that is none of the run's questions."""
+    ids = {t[1].id for t in tasks}
+    unknown = [q for q in redo if q not in ids]
+    if unknown:
+        raise EvalError(
+            f"--redo names {', '.join(map(repr, unknown[:3]))}{' ...' if len(unknown) > 3 else ''}: not a question "
+            f"of this run ({len(ids)} ids drawn from {dataset} with its --limit and --seed)"
+        )
 
 
 def _drive(
