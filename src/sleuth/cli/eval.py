@@ -240,6 +240,12 @@ def verify_cmd(
     corpus: Path = typer.Option(None, "--corpus", help="The corpus file the run used (if it passed --corpus)."),
     index: str = typer.Option(None, "--index", help="The index the run used (if it passed --index)."),
     base_url: str = typer.Option(None, "--base-url", help="The OpenAI-compatible server the run used."),
+    replay: bool = typer.Option(
+        False,
+        "--replay",
+        help="No model: serve each record's own replies to the running code (seconds a record; use with --all) "
+        "to find the records a change the fingerprint cannot see answers differently.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the verification as JSON."),
 ) -> None:
     """Run a sample of DIR's records again and compare them step by step (writes nothing to DIR).
@@ -252,9 +258,12 @@ def verify_cmd(
 
     # progress goes to stderr even with --json (stdout then holds only the JSON document)
     def starting(strategy: str, qid: str, i: int, n: int) -> None:
-        console_err.print(f"[dim]({i}/{n}) running {strategy} {qid} again …[/]", highlight=False)
+        if not replay:  # a replay takes a fraction of a second a record
+            console_err.print(f"[dim]({i}/{n}) running {strategy} {qid} again …[/]", highlight=False)
 
     def show(c: Check) -> None:
+        if replay and c.verdict == SAME:  # a replay of a whole run lists only what changed
+            return
         mark = "[green]same[/]" if c.verdict == SAME else "[red]differs[/]"
         console_err.print(
             f"{mark}  {c.strategy} {c.qid}: {c.steps} steps, {c.seconds_then:.0f} s then, {c.seconds_now:.0f} s now"
@@ -280,6 +289,7 @@ def verify_cmd(
             corpus=corpus,
             index=index,
             base_url=base_url,
+            replay=replay,
             on_check=show,
             on_start=starting,
         )
@@ -297,7 +307,7 @@ def verify_cmd(
             console_err.print(f"[yellow]warning: {w}[/]")
         same = sum(c.verdict == SAME for c in ver.checks)
         console.print(
-            f"{same} of {len(ver.checks)} re-run records are the same as stored "
+            f"{same} of {len(ver.checks)} {'replayed' if replay else 're-run'} records are the same as stored "
             f"(every LLM completion, search, answer and finish reason); "
             f"drawn from {ver.candidates} comparable records" + (f"; left out: {left}" if left else ""),
             highlight=False,

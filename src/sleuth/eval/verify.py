@@ -29,6 +29,7 @@ from typing import Any
 
 from sleuth.eval.corpus import plan_retrieval, search_mode
 from sleuth.eval.datasets import load_dataset
+from sleuth.eval.replay import ReplayLLM, parting
 from sleuth.eval.runner import (
     EvalConfig,
     EvalError,
@@ -160,9 +161,12 @@ def first_difference(then: Mapping[str, Any] | None, now: Mapping[str, Any] | No
     return "", len(a)
 
 
-def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any]) -> Check:
+def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any], parted: str = "") -> Check:
     then, now = rec.get("result"), fresh.get("result")
-    if then is None or now is None:  # a failure on either side: compare status and reason
+    if parted:  # a replay whose replies stopped answering the code's calls: that is the difference
+        steps = len(steps_of(then))
+        diff = f"the replay parted at {parted}; only the model can say what it answers now"
+    elif then is None or now is None:  # a failure on either side: compare status and reason
         diff = ""
         if (rec.get("status"), rec.get("reason")) != (fresh.get("status"), fresh.get("reason")):
             diff = f"then {rec.get('status')} ({rec.get('reason')}), now {fresh.get('status')} ({fresh.get('reason')})"
@@ -195,13 +199,17 @@ def verify_run(
     corpus: str | Path | None = None,
     index: str | None = None,
     base_url: str | None = None,
+    replay: bool = False,
     on_check: Callable[[Check], None] | None = None,
     on_start: Callable[[str, str, int, int], None] | None = None,
 ) -> Verification:
     """Re-run ``sample`` records of the run in ``out`` (None: all that qualify) and compare them.
 
-    ``on_start(strategy, qid, i, n)`` is called before the i-th of n re-runs (a RAT task can
-    take minutes), ``on_check(check)`` after each.
+    With ``replay`` no model runs: each record's own replies are served to the running code
+    (:mod:`sleuth.eval.replay`), which finds the records a change the fingerprint cannot see
+    would answer differently; a record whose replies no longer answer the code's calls differs
+    with where the replay parted. ``on_start(strategy, qid, i, n)`` is called before the i-th of
+    n re-runs (a RAT task can take minutes), ``on_check(check)`` after each.
     """
     out = Path(out)
     if sample is not None and sample < 1:
@@ -253,7 +261,7 @@ def verify_run(
             "on the tasks before them, so differences are expected"
         )
     cached = sum(1 for r in chosen if int((r.get("scores") or {}).get("cached_llm_calls") or 0))
-    if cached:
+    if cached and not replay:
         report.warnings.append(
             f"{cached} of the chosen records took replies from Sleuth's response cache when they were made, "
             "so those replies may come from an earlier run with other settings (run with --no-llm-cache to avoid it)"
@@ -266,8 +274,13 @@ def verify_run(
         if on_start is not None:
             on_start(rec["strategy"], str(rec["qid"]), i, len(chosen))
         item = items_by_id[str(rec["qid"])][0]
-        fresh = run_task({"strategy": rec["strategy"], "item": item.to_dict(), "config": task_cfg})
-        check = _compare(rec, fresh)
+        task = {"strategy": rec["strategy"], "item": item.to_dict(), "config": task_cfg}
+        if replay:
+            llm = ReplayLLM.of_record(rec)
+            fresh = run_task(task, llm=llm)
+            check = _compare(rec, fresh, parted=parting(llm, fresh))
+        else:
+            check = _compare(rec, run_task(task))
         report.checks.append(check)
         if on_check is not None:
             on_check(check)

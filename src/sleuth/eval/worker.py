@@ -84,16 +84,18 @@ class _Worker:
         self._strategies: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def strategy(self, name: str, item: Item) -> Any:
+    def strategy(self, name: str, item: Item, llm: Any = None) -> Any:
+        """The strategy ``name`` for ``item`` (shared across tasks on a pooled index); with ``llm``,
+        a new one on that model instead of the worker's (a replay), never shared."""
         retriever = self.plan.retriever_for(item)
-        shared = not self.plan.per_item
+        shared = not self.plan.per_item and llm is None
         if shared and name in self._strategies:
             return self._strategies[name]
         opts: dict[str, Any] = {"k": self.cfg.get("k", 5), **(self.cfg.get("strategy_options") or {})}
         for key in ("max_steps", "max_tokens"):
             if self.cfg.get(key) is not None:
                 opts[key] = self.cfg[key]
-        strat = build_strategy(name, self.llm, retriever, opts)
+        strat = build_strategy(name, self.llm if llm is None else llm, retriever, opts)
         if shared:
             with self._lock:
                 strat = self._strategies.setdefault(name, strat)
@@ -130,8 +132,10 @@ def worker_config(cfg: EvalConfig, plan: RetrievalPlan, code_lang: str | None) -
     }
 
 
-def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Run one (strategy, question) task; never raises: failures come back as records."""
+def run_task(payload: Mapping[str, Any], *, llm: Any = None) -> dict[str, Any]:
+    """Run one (strategy, question) task; never raises: failures come back as records.
+
+    ``llm`` replaces the worker's model for this task (:class:`sleuth.eval.replay.ReplayLLM`)."""
     item = Item.from_dict(payload["item"])
     name = payload["strategy"]
     t0 = time.perf_counter()
@@ -142,8 +146,8 @@ def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
         rec["code"] = ""
     try:
         worker = _worker_for(payload["config"])
-        strat = worker.strategy(name, item)
-        if (payload["config"].get("llm_options") or {}).get("isolated"):
+        strat = worker.strategy(name, item, llm)
+        if llm is None and (payload["config"].get("llm_options") or {}).get("isolated"):
             worker.llm.reset_prompt_cache()  # this task starts from an empty KV cache
         result = strat.run(item.prompt(), filters=item.filters)
         rd = result.to_dict()
