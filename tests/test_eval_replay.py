@@ -106,13 +106,16 @@ def test_a_record_of_older_code_is_found_where_the_code_now_asks_more(run_dir: P
 def test_a_changed_parse_with_the_same_calls_shows_in_the_answers(run_dir: Path) -> None:
     qid = read_records(run_dir)[1]["qid"]
 
-    def other(rec: dict[str, Any]) -> dict[str, Any]:
-        rec["result"]["short_answer"] = "Noam"
+    def other(rec: dict[str, Any]) -> dict[str, Any]:  # older code read the gold answer out of the reply
+        rec["result"]["short_answer"] = rec["answers"][0]
+        rec["scores"]["score"] = 1.0
         return rec
 
     _edit(run_dir, qid, other)
     (bad,) = [c for c in verify_run(run_dir, sample=None, replay=True).checks if c.verdict == DIFFERS]
-    assert bad.qid == qid and bad.difference == "short_answer: then 'Noam', now 'Avram Noam Chomsky'"
+    gold = read_records(run_dir)[1]["answers"][0]
+    assert bad.qid == qid and bad.difference == f"short_answer: then {gold!r}, now 'Avram Noam Chomsky'"
+    assert (bad.score_then, bad.score_now) == (1.0, 0.0)  # what the change costs this record
 
 
 def test_a_changed_prompt_parts_the_replay(run_dir: Path) -> None:

@@ -267,7 +267,8 @@ def verify_cmd(
         mark = "[green]same[/]" if c.verdict == SAME else "[red]differs[/]"
         console_err.print(
             f"{mark}  {c.strategy} {c.qid}: {c.steps} steps, {c.seconds_then:.0f} s then, {c.seconds_now:.0f} s now"
-            + (f"\n    first difference: {c.difference}" if c.difference else ""),
+            + (f"\n    first difference: {c.difference}" if c.difference else "")
+            + (f"\n    score then {c.score_then:.3f}, now {c.score_now:.3f}" if c.score_now is not None else ""),
             highlight=False,
         )
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from sleuth.eval.corpus import plan_retrieval, search_mode
 from sleuth.eval.datasets import load_dataset
+from sleuth.eval.metrics import score
 from sleuth.eval.replay import ReplayLLM, parting
 from sleuth.eval.runner import (
     EvalConfig,
@@ -39,10 +40,11 @@ from sleuth.eval.runner import (
     stale_reason,
     worker_config,
 )
-from sleuth.eval.store import MANIFEST, read_manifest, read_records
+from sleuth.eval.store import MANIFEST, primary_score, read_manifest, read_records
 from sleuth.llm.models import file_sha256
 
 SAME, DIFFERS = "same", "differs"
+PARTED = "the replay parted at"
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Check:
     seconds_then: float
     seconds_now: float
     steps: int  # LLM calls + searches compared
+    score_then: float | None = None  # the record's primary score, and the new result's (None: no result)
+    score_now: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,7 +169,7 @@ def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any], parted: str = "")
     then, now = rec.get("result"), fresh.get("result")
     if parted:  # a replay whose replies stopped answering the code's calls: that is the difference
         steps = len(steps_of(then))
-        diff = f"the replay parted at {parted}; only the model can say what it answers now"
+        diff = f"{PARTED} {parted}; only the model can say what it answers now"
     elif then is None or now is None:  # a failure on either side: compare status and reason
         diff = ""
         if (rec.get("status"), rec.get("reason")) != (fresh.get("status"), fresh.get("reason")):
@@ -280,7 +284,11 @@ def verify_run(
             fresh = run_task(task, llm=llm)
             check = _compare(rec, fresh, parted=parting(llm, fresh))
         else:
-            check = _compare(rec, run_task(task))
+            fresh = run_task(task)
+            check = _compare(rec, fresh)
+        if check.verdict == DIFFERS and fresh.get("result") is not None and not check.difference.startswith(PARTED):
+            check.score_then = primary_score(rec)
+            check.score_now = primary_score({"scores": score(item, fresh["result"])})
         report.checks.append(check)
         if on_check is not None:
             on_check(check)
