@@ -170,23 +170,29 @@ def test_a_pure_refactor_keeps_the_fingerprint(plugins: Path) -> None:
             (r'step="answer"\)', 'step="answer",\n        )'),
         ],
     )
+    # the run's state renamed in its own module (two of its fields), and Self-Ask using the copy
+    _copy(
+        plugins,
+        "self_ask_scaffold",
+        "refactored_scaffold",
+        [(r"(?m)^    prompt: str$", "    scaffold: str"), (r"(?m)^    steps: int = 0$", "    n_steps: int = 0")],
+    )
     _copy(
         plugins,
         "self_ask",
         "refactored_self_ask",
         [
-            (r"\bprompt\b(?!\()", "scaffold"),  # the _Scaffold field and the local, not the prompt() method
+            (r"from sleuth\.strategies\.self_ask_scaffold import", "from refactored_scaffold import"),
+            (r"\bprompt\b(?!\()", "scaffold"),  # the Scaffold field and the local, not the prompt() method
             (r"\.steps\b", ".n_steps"),
-            (r"(?m)^    steps: int = 0$", "    n_steps: int = 0"),
             (r"\bthreshold\b", "restate_at"),
             (r"\bsim_q\b", "overlap"),
             (
-                r"run = _Scaffold\(st, question, scaffold, len\(scaffold\), words, sep, restate_at, repeat_at, max_chars\)",
-                "# the model's part starts after the few-shot prompt\n        run = _Scaffold(\n"
-                "            st=st, question=question, prompt=scaffold, start=len(scaffold), words=words, sep=sep,\n"
+                r"run = Scaffold\(st, question, scaffold, len\(scaffold\), words, sep, restate_at, repeat_at, max_chars\)",
+                "# the model's part starts after the few-shot prompt\n        run = Scaffold(\n"
+                "            st=st, question=question, scaffold=scaffold, start=len(scaffold), words=words, sep=sep,\n"
                 "            restate_at=restate_at, repeat_at=repeat_at, max_chars=max_chars,\n        )",
             ),
-            (r"prompt=scaffold", "scaffold=scaffold"),  # the field was renamed too
         ],
     )
     assert code_fingerprint("refactored_rag:RAG") == code_fingerprint("rag")

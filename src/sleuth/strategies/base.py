@@ -20,7 +20,7 @@ from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
-from sleuth.strategies.short_fit import fit_short_answer
+from sleuth.strategies.short_fit import fitted_note
 from sleuth.text_input import BadText, check_text
 
 #: finish reasons shared by all strategies
@@ -246,7 +246,10 @@ class Strategy:
     def finish(st: RunState) -> Result:
         """Ground the citations in the claims (:func:`~sleuth.strategies.grounding.ground`), emit ``error``/``answer``."""
         result = st.result
-        fit_short_answer(st)  # the short answer fitted to the question's answer type (short_fit.py)
+        fitted = fitted_note(result.question, result.short_answer)  # fitted to the question's answer type
+        if fitted is not None:
+            st.emit("note", **fitted)
+            result.short_answer = fitted["fitted"]
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
         grounds: dict[str, Any] = {}

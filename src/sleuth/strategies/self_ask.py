@@ -41,19 +41,17 @@ one more follow-up first.  docs/strategies.md has the traces behind each guard.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from sleuth.search.base import Passage, SearchError
+from sleuth.search.base import SearchError
 from sleuth.strategies.answer_type import LIST, answer_type
-from sleuth.strategies.base import FINISHED, STEP_LIMIT, RunState
+from sleuth.strategies.base import STEP_LIMIT, RunState
 from sleuth.strategies.options import SelfAskOptions
 from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS
 from sleuth.strategies.parsing import SelfAskStep, parse_final_line, parse_self_ask
 from sleuth.strategies.reading import UNKNOWN
 from sleuth.strategies.self_ask_final import FinalAnswer
 from sleuth.strategies.self_ask_questions import (
-    Comparison,
     asks_nothing_new,
     find_comparison,
     first_question,
@@ -62,6 +60,7 @@ from sleuth.strategies.self_ask_questions import (
     off_attribute,
     parse_parts,
 )
+from sleuth.strategies.self_ask_scaffold import Scaffold
 from sleuth.strategies.text import clean_short, format_passages, most_similar, sanitize, similarity
 
 
@@ -72,35 +71,6 @@ def _one_line(text: str, max_chars: int = 300) -> str:
         if ln:
             return sanitize(ln, max_chars)
     return ""
-
-
-@dataclass
-class _Scaffold:
-    """One Self-Ask run: the append-only prompt and the follow-ups asked so far."""
-
-    st: RunState
-    question: str
-    prompt: str
-    start: int  # where the model's part of the prompt begins
-    words: dict[str, str]  # the scaffold's words in the run's language
-    sep: str  # between "Intermediate answer:" and the answer
-    restate_at: float
-    repeat_at: float
-    max_chars: int
-    cmp: Comparison | None = None  # the options a comparison question names
-    covered: set[str] = field(default_factory=set)  # options a follow-up has asked about
-    asked: list[tuple[str, str]] = field(default_factory=list)  # (follow-up, intermediate answer)
-    repeats: int = 0
-    restated: int = 0  # follow-ups answered that restate the question
-    nudged: bool = False  # asked once for one more follow-up instead of an undecomposed final answer
-    multi: bool = False  # the question asks for several parts (answer_type's ``list``)
-    parts_tried: bool = False  # the model was asked once for one question per part
-    part_answers: list[str] = field(default_factory=list)  # the intermediate answers of those questions
-    found: list[list[Passage]] = field(default_factory=list)  # each searched follow-up's passages, by rank
-    pending: str = ""  # the completion's text up to the follow-up line, not yet in the prompt
-    steps: int = 0
-    final: str | None = None
-    finish: str = FINISHED
 
 
 class SelfAsk(FinalAnswer):
@@ -139,7 +109,7 @@ class SelfAsk(FinalAnswer):
         self._conclude(run)
 
     # -- 1. the prompt -------------------------------------------------------------------
-    def _start(self, question: str, st: RunState) -> _Scaffold:
+    def _start(self, question: str, st: RunState) -> Scaffold:
         lang = st.result.lang
         words = SCAFFOLD.get(lang, SCAFFOLD["en"])
         sep = " " if lang == "en" else ""
@@ -147,7 +117,7 @@ class SelfAsk(FinalAnswer):
         repeat_at = self.opts.repeat_threshold
         max_chars = self.opts.max_prompt_chars
         prompt = self.prompt(st, "self_ask", question=question)
-        run = _Scaffold(st, question, prompt, len(prompt), words, sep, threshold, repeat_at, max_chars)
+        run = Scaffold(st, question, prompt, len(prompt), words, sep, threshold, repeat_at, max_chars)
         run.cmp = find_comparison(question)
         run.multi = run.cmp is None and answer_type(question).detail == LIST
         if run.cmp:
@@ -156,7 +126,7 @@ class SelfAsk(FinalAnswer):
             )
         return run
 
-    def _room_left(self, run: _Scaffold) -> bool:
+    def _room_left(self, run: Scaffold) -> bool:
         """Steps and prompt space are left; otherwise the final answer is forced (``step_limit``)."""
         if run.steps >= self.max_steps:
             run.finish = STEP_LIMIT
@@ -173,7 +143,7 @@ class SelfAsk(FinalAnswer):
         return True
 
     # -- 2. the next follow-up (or the final answer) ----------------------------------------
-    def _next_followup(self, run: _Scaffold) -> str | None:
+    def _next_followup(self, run: Scaffold) -> str | None:
         """Complete the scaffold up to the next "Intermediate answer:"; the follow-up it asks.
 
         ``None`` when it asks none: then it either gave the final answer (``run.final``)
@@ -209,13 +179,13 @@ class SelfAsk(FinalAnswer):
             )
         return parsed.follow_up
 
-    def _undecomposed(self, run: _Scaffold) -> bool:
+    def _undecomposed(self, run: Scaffold) -> bool:
         """The model gives its final answer, but every follow-up so far restated the question:
         nothing was decomposed (the run so far is one search for the whole question)."""
         done = run.nudged or run.cmp is not None or run.multi or run.steps >= self.max_steps
         return not done and bool(run.asked) and run.restated == len(run.asked)
 
-    def _decompose_more(self, run: _Scaffold, final: str) -> SelfAskStep | None:
+    def _decompose_more(self, run: Scaffold, final: str) -> SelfAskStep | None:
         """Once per run, instead of a final answer that decomposed nothing, ask the model for
         one more follow-up (the scaffold continued at ``Follow up:``, built on the answer it
         has); ``None`` when it gives none (its final answer then stands)."""
@@ -234,13 +204,13 @@ class SelfAsk(FinalAnswer):
         return parsed if found else None
 
     @staticmethod
-    def _open_followup(run: _Scaffold) -> None:
+    def _open_followup(run: Scaffold) -> None:
         """Append the model's follow-up line and ``Intermediate answer:`` to the scaffold."""
         run.prompt += run.pending.rstrip() + "\n" + run.words["intermediate"]
         run.pending = ""
 
     # -- 3. the intermediate answer ------------------------------------------------------
-    def _answer_followup(self, run: _Scaffold, follow_up: str, **extra: Any) -> None:
+    def _answer_followup(self, run: Scaffold, follow_up: str, **extra: Any) -> None:
         """Answer a new follow-up by search, else by the model; append ``Intermediate answer: A``."""
         st = run.st
         flags = self._restatement(run, follow_up)
@@ -256,7 +226,7 @@ class SelfAsk(FinalAnswer):
         if flags:
             st.emit("note", type="restated_question", message="follow-up restates the question; searched it once")
 
-    def _answer_by_search(self, run: _Scaffold, follow_up: str) -> tuple[str | None, str]:
+    def _answer_by_search(self, run: Scaffold, follow_up: str) -> tuple[str | None, str]:
         """The passages' answer (the claim its citations are grounded in), or ``None`` and why not."""
         st, step = run.st, run.steps
         if self.retriever is None:
@@ -292,7 +262,7 @@ class SelfAsk(FinalAnswer):
         )
         return answer, ""
 
-    def _answer_by_model(self, run: _Scaffold, follow_up: str, why: str) -> str:
+    def _answer_by_model(self, run: Scaffold, follow_up: str, why: str) -> str:
         """The model answers its own follow-up by continuing the scaffold (``source="model"``)."""
         st, step = run.st, run.steps
         c = self.generate(st, run.prompt, step=f"model answer {step}", stop=ANSWER_STOPS, max_tokens=48)
@@ -301,7 +271,7 @@ class SelfAsk(FinalAnswer):
         return answer
 
     # -- 3'. comparisons: one follow-up per option ----------------------------------------
-    def _ask_per_option(self, run: _Scaffold, follow_up: str) -> bool:
+    def _ask_per_option(self, run: Scaffold, follow_up: str) -> bool:
         """A follow-up that skips a comparison's decomposition (it restates the comparison, or
         asks about no option, or only who an option is) is replaced in the scaffold by one
         follow-up per option not yet asked about, each asking the compared attribute
@@ -323,18 +293,18 @@ class SelfAsk(FinalAnswer):
         return True
 
     @staticmethod
-    def _drop_pending_followup(run: _Scaffold) -> None:
+    def _drop_pending_followup(run: Scaffold) -> None:
         """Keep the completion's text before its follow-up line; the follow-up itself is replaced."""
         prefix = run.pending.rsplit("\n", 1)[0] if "\n" in run.pending.strip("\n") else ""
         run.prompt += prefix.rstrip() + ("\n" if prefix.strip() else "")
         run.pending = ""
 
     # -- 3''. questions asking several parts: one follow-up per part ----------------------------
-    def _restates_parts(self, run: _Scaffold, follow_up: str) -> bool:
+    def _restates_parts(self, run: Scaffold, follow_up: str) -> bool:
         """The first restatement of a question that asks several parts."""
         return run.multi and not run.parts_tried and bool(self._restatement(run, follow_up))
 
-    def _ask_per_part(self, run: _Scaffold, follow_up: str) -> bool:
+    def _ask_per_part(self, run: Scaffold, follow_up: str) -> bool:
         """A first follow-up that restates a question asking several parts ("2022年和2023年春节档
         票房冠军分别是哪部电影？") is replaced, once, by one follow-up per part, which the model lists
         (``self_ask_parts.txt``); each is answered as usual.  ``False`` (the restatement is asked
@@ -358,7 +328,7 @@ class SelfAsk(FinalAnswer):
             run.part_answers.append(run.asked[-1][1])
         return True
 
-    def _option_questions(self, run: _Scaffold, todo: list[str]) -> list[str]:
+    def _option_questions(self, run: Scaffold, todo: list[str]) -> list[str]:
         """For each option, the model's follow-up asking the compared attribute of it alone;
         the prompt grows by one ``About <option>:`` line per option (prefix-cache friendly)."""
         st, w, cmp = run.st, run.words, run.cmp
@@ -379,7 +349,7 @@ class SelfAsk(FinalAnswer):
 
     # -- guards: restatements and repeats ----------------------------------------------------
     @staticmethod
-    def _restatement(run: _Scaffold, follow_up: str) -> dict[str, Any]:
+    def _restatement(run: Scaffold, follow_up: str) -> dict[str, Any]:
         """Trace flags of a follow-up that restates the question (it is still searched, once)."""
         sim_q = similarity(follow_up, run.question)
         if sim_q >= run.restate_at:
@@ -387,7 +357,7 @@ class SelfAsk(FinalAnswer):
         return {}
 
     @staticmethod
-    def _repeat_of(run: _Scaffold, follow_up: str) -> tuple[str, float] | None:
+    def _repeat_of(run: Scaffold, follow_up: str) -> tuple[str, float] | None:
         """The earlier follow-up this one repeats (nothing new asked) and their similarity."""
         earlier = [f for f, _ in run.asked if asks_nothing_new(follow_up, f, run.repeat_at)]
         sim_prev, prev = most_similar(follow_up, earlier)
@@ -395,7 +365,7 @@ class SelfAsk(FinalAnswer):
             prev, sim_prev = earlier[0], 1.0
         return (prev, sim_prev) if prev else None
 
-    def _answer_repeat(self, run: _Scaffold, follow_up: str, prev: str, sim_prev: float) -> bool:
+    def _answer_repeat(self, run: Scaffold, follow_up: str, prev: str, sim_prev: float) -> bool:
         """A repeat is not searched again.  The first gets the earlier answer and a request
         for a different follow-up; a second ends the follow-ups (``False``)."""
         st = run.st
@@ -412,7 +382,7 @@ class SelfAsk(FinalAnswer):
         return False
 
     # -- 5. the forced final answer, and the result --------------------------------------------
-    def _final_answer(self, run: _Scaffold) -> None:
+    def _final_answer(self, run: Scaffold) -> None:
         """Append "So the final answer is:" and let the model complete that one line."""
         if not run.prompt.endswith("\n"):
             run.prompt += "\n"
@@ -424,7 +394,7 @@ class SelfAsk(FinalAnswer):
             run.final = clean_short(run.asked[-1][1])
             run.st.emit("note", type="empty_final", message="empty forced answer; used the last intermediate answer")
 
-    def _conclude(self, run: _Scaffold) -> None:
+    def _conclude(self, run: Scaffold) -> None:
         st = run.st
         st.emit("note", type="scaffold", text=run.prompt[run.start :][-4000:])
         final, short = self._shaped(run, self._without_copied_notice(st, run.final) or "")

@@ -11,22 +11,18 @@ and the follow-ups' passages; the scaffold's answer is kept as the run's ``draft
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sleuth.strategies.answer_type import answer_type
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.reading import UNKNOWN, read_again
 from sleuth.strategies.self_ask_questions import YES_NO, named
+from sleuth.strategies.self_ask_scaffold import Scaffold
 from sleuth.strategies.text import clean_short
-
-if TYPE_CHECKING:
-    from sleuth.strategies.self_ask import _Scaffold
 
 
 class FinalAnswer(Strategy):
     """The final-answer steps of :class:`~sleuth.strategies.self_ask.SelfAsk`."""
 
-    def _shaped(self, run: _Scaffold, final: str) -> tuple[str, str]:
+    def _shaped(self, run: Scaffold, final: str) -> tuple[str, str]:
         """The answer and short answer, shaped to what the question asks."""
         short = clean_short(final)
         if run.cmp and final:
@@ -38,7 +34,7 @@ class FinalAnswer(Strategy):
             return self._typed_answer(run, final, short)
         return final, short
 
-    def _read_final(self, run: _Scaffold, final: str, short: str) -> tuple[str, str]:
+    def _read_final(self, run: Scaffold, final: str, short: str) -> tuple[str, str]:
         """Answer from the question's own passages and the follow-ups' (``final_read``,
         :func:`~sleuth.strategies.reading.read_again`); the scaffold's ``final`` and ``short``
         become the ``draft`` and stand when nothing was found or the reading found no answer."""
@@ -49,7 +45,7 @@ class FinalAnswer(Strategy):
             return final, short
         return reading.answer, self._shaped(run, reading.short)[1]
 
-    def _all_parts(self, run: _Scaffold, final: str) -> str:
+    def _all_parts(self, run: Scaffold, final: str) -> str:
         """The final answer of a question of several parts, with every part's answer it left out
         ("喜剧" after the parts "喜剧" and "包贝尔") added after it."""
         missing = [a for a in run.part_answers if a and not UNKNOWN.match(a) and clean_short(a) not in final]
@@ -58,7 +54,7 @@ class FinalAnswer(Strategy):
         run.st.emit("note", type="parts_joined", written=final[:300], added=missing)
         return ("；" if run.st.result.lang == "zh" else "; ").join([final, *missing] if final else missing)
 
-    def _option_answer(self, run: _Scaffold, final: str, short: str) -> tuple[str, str]:
+    def _option_answer(self, run: Scaffold, final: str, short: str) -> tuple[str, str]:
         """A comparison's answer is one of what it offers: yes or no for "Are A and B both ...",
         else, when the question names options ("A or B"), the option the final answer names
         first, or, when it names none, the option one short call chooses from the facts found
@@ -90,7 +86,7 @@ class FinalAnswer(Strategy):
         return (hit[0], hit[0]) if hit else (final, short)
 
     @staticmethod
-    def _typed_answer(run: _Scaffold, final: str, short: str) -> tuple[str, str]:
+    def _typed_answer(run: Scaffold, final: str, short: str) -> tuple[str, str]:
         """A final answer that cannot be what the question asks (no numeral for "how much" or
         "when": the bridge entity, as "Hugh Grosvenor, 7th Duke of Westminster" for "… worth how
         much?") gives way to the last intermediate answer when that one can ("$13 billion")."""

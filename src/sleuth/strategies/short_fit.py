@@ -19,7 +19,7 @@ says; it never adds a word the reply did not contain.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sleuth.strategies.answer_type import (
     CHOICE,
@@ -34,9 +34,6 @@ from sleuth.strategies.answer_type import (
     answer_type,
 )
 from sleuth.strategies.text import content_tokens
-
-if TYPE_CHECKING:
-    from sleuth.strategies.base import RunState
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _WORD = re.compile(r"[0-9a-z\u00c0-\u024f]+")
@@ -397,18 +394,17 @@ def fit_short(question: str, short: str, atype: AnswerType | None = None) -> str
     return s
 
 
-def fit_short_answer(st: RunState) -> None:
-    """Fit ``st.result.short_answer`` in place; a ``note`` (``short_answer_fitted``) keeps the span as written."""
-    r = st.result
-    t = answer_type(r.question)
-    fitted = fit_short(r.question, r.short_answer, t)
-    if r.short_answer and fitted != r.short_answer:
-        st.emit(
-            "note",
-            type="short_answer_fitted",
-            message=f"short answer fitted to the expected {t.kind}",
-            expected=t.kind,
-            written=r.short_answer,
-            fitted=fitted,
-        )
-        r.short_answer = fitted
+def fitted_note(question: str, short: str) -> dict[str, Any] | None:
+    """The fields of the ``short_answer_fitted`` note when fitting ``short`` to ``question`` changes it
+    (``fitted`` is the new short answer; the note keeps the span as written); None when it does not."""
+    t = answer_type(question)
+    fitted = fit_short(question, short, t)
+    if not short or fitted == short:
+        return None
+    return {
+        "type": "short_answer_fitted",
+        "message": f"short answer fitted to the expected {t.kind}",
+        "expected": t.kind,
+        "written": short,
+        "fitted": fitted,
+    }
