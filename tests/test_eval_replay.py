@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from fake_openai_server import FakeOpenAIServer
-from sleuth.eval.replay import ReplayExhausted, ReplayLLM
+from sleuth.eval.replay import Replay, ReplayExhausted, passages_of
 from sleuth.eval.runner import EvalConfig, run_eval
 from sleuth.eval.store import read_records, rewrite_records
 from sleuth.eval.verify import DIFFERS, SAME, verify_run
+from sleuth.search.base import Passage
 
 LONG = "It is documented [1].\nSo the answer is: Avram Noam Chomsky"  # 11 words: cut at 10, inside the span
 
@@ -131,12 +132,27 @@ def test_a_changed_prompt_parts_the_replay(run_dir: Path) -> None:
     assert bad.qid == qid and "parted at LLM call 1 (answer): the prompt is" in bad.difference
 
 
-def test_the_replay_llm_serves_the_record_in_order() -> None:
+def test_another_query_parts_the_replay(run_dir: Path) -> None:
+    qid = read_records(run_dir)[0]["qid"]
+
+    def searched_else(rec: dict[str, Any]) -> dict[str, Any]:  # older code searched another query
+        first = next(e for e in rec["result"]["trace"] if e["kind"] == "search")
+        first["data"]["query"] = "older query"
+        return rec
+
+    _edit(run_dir, qid, searched_else)
+    (bad,) = [c for c in verify_run(run_dir, sample=None, replay=True).checks if c.verdict == DIFFERS]
+    assert bad.qid == qid and "parted at search 1: the query is" in bad.difference
+    assert "'older query' then" in bad.difference and bad.score_now is None  # no score for a parted replay
+
+
+def test_a_replay_serves_the_record_in_order_and_says_where_it_parted() -> None:
+    brief = {"id": "p#0", "score": 0.5, "text": "cut"}
     rec = {
         "result": {
             "model": "m",
             "trace": [
-                {"kind": "search", "data": {}},
+                {"kind": "search", "data": {"query": "q1", "passages": [brief]}},
                 {
                     "kind": "llm",
                     "data": {
@@ -151,12 +167,25 @@ def test_the_replay_llm_serves_the_record_in_order() -> None:
             ],
         }
     }
-    llm = ReplayLLM.of_record(rec)
-    first = llm.chat([{"role": "user", "content": "hi"}])
-    assert (first.text, first.finish_reason, first.usage.prompt_tokens, llm.parted) == ("one", "length", 5, "")
-    assert llm.complete("hey").text == "two" and llm.parted == "" and llm.used == 2
+    whole = Passage(id="p#0", text="the whole passage", doc_id="p", acl=["all"], found_by=["x"])
+    replay = Replay(rec)
+    retriever = replay.serve({"p#0": whole})
+    (p,) = retriever.search("q1", 5)
+    assert (p.text, p.acl, p.score, p.found_by) == ("the whole passage", ["all"], 0.5, [])  # the index's passage
+    first = replay.llm.chat([{"role": "user", "content": "hi"}])
+    assert (first.text, first.finish_reason, first.usage.prompt_tokens) == ("one", "length", 5)
+    assert replay.llm.complete("hey").text == "two" and replay.parted == ""
     with pytest.raises(ReplayExhausted):
-        llm.complete("more")
+        replay.llm.complete("more")
+    assert replay.parting({"reason": ReplayExhausted.reason}).startswith("LLM call 3: the running code makes more")
+    # the first step the record does not answer is the one named
+    other = Replay(rec)
+    other.serve({"p#0": whole}).search("another query", 5)
+    other.llm.chat([{"role": "user", "content": "a longer prompt"}])
+    assert other.parting({}) == "search 1: the query is 'another query' now, 'q1' then"
+    assert Replay(rec).serve(None) is None  # a closed-book run has no retriever
+    with pytest.raises(TypeError, match="passage store"):
+        passages_of(object())
 
 
 def test_replay_on_the_command_line(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -177,3 +206,24 @@ def test_replay_on_the_command_line(run_dir: Path, capsys: pytest.CaptureFixture
     assert run("--json") == 1
     doc = json.loads(capsys.readouterr().out)
     assert [c["qid"] for c in doc["checks"] if c["verdict"] == DIFFERS] == [qid]
+
+
+def test_every_committed_record_the_running_code_would_make_replays_the_same(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fingerprint says which committed records the running code would make; its probe cannot see
+    a change that only a real reply shows (a reply cut inside its answer line). The replay can: a
+    change that answers a committed record differently fails here until that record is made again
+    (``sleuth eval ... --only S --redo ID``; docs/eval.md)."""
+    monkeypatch.setenv("SLEUTH_EVAL_CACHE", str(tmp_path / "cache"))
+    root = Path(__file__).resolve().parents[1] / "docs" / "results"
+    replayed = {}
+    for run in sorted(p.parent for p in root.glob("*/run.json")):
+        data = data_dir.parent / Path(json.loads((run / "run.json").read_text())["data"]["path"]).relative_to(
+            "../shared"
+        )
+        ver = verify_run(run, sample=None, replay=True, data=data)
+        differing = [f"{c.strategy} {c.qid}: {c.difference}" for c in ver.checks if c.verdict != SAME]
+        assert not differing, (run.name, differing)
+        replayed[run.name] = len(ver.checks)
+    assert replayed["policy_zh"] == 56 and replayed["rgb_zh"] == 200 and replayed["hotpotqa-hybrid"] >= 240

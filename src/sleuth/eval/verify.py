@@ -30,7 +30,7 @@ from typing import Any
 from sleuth.eval.corpus import plan_retrieval, search_mode
 from sleuth.eval.datasets import load_dataset
 from sleuth.eval.metrics import score
-from sleuth.eval.replay import ReplayLLM, parting
+from sleuth.eval.replay import Replay
 from sleuth.eval.runner import (
     EvalConfig,
     EvalError,
@@ -272,6 +272,8 @@ def verify_run(
         )
     if not chosen:
         return report
+    if replay and plan.setting == "open":
+        plan.mode = "lexical"  # only to look passages up by id: the same corpus and chunks, no embedding model
     plan.prepare()
     task_cfg = worker_config(cfg, plan, lang)
     for i, rec in enumerate(chosen, 1):
@@ -279,13 +281,8 @@ def verify_run(
             on_start(rec["strategy"], str(rec["qid"]), i, len(chosen))
         item = items_by_id[str(rec["qid"])][0]
         task = {"strategy": rec["strategy"], "item": item.to_dict(), "config": task_cfg}
-        if replay:
-            llm = ReplayLLM.of_record(rec)
-            fresh = run_task(task, llm=llm)
-            check = _compare(rec, fresh, parted=parting(llm, fresh))
-        else:
-            fresh = run_task(task)
-            check = _compare(rec, fresh)
+        fresh = run_task(task, replay=Replay(rec) if replay else None)
+        check = _compare(rec, fresh, parted=fresh.get("replay_parted", ""))
         if check.verdict == DIFFERS and fresh.get("result") is not None and not check.difference.startswith(PARTED):
             check.score_then = primary_score(rec)
             check.score_now = primary_score({"scores": score(item, fresh["result"])})

@@ -23,6 +23,7 @@ from sleuth.eval.corpus import RetrievalPlan
 from sleuth.eval.datasets import Dataset, Item
 from sleuth.eval.fingerprint import code_fingerprint
 from sleuth.eval.metrics import Prices, score
+from sleuth.eval.replay import Replay, passages_of
 from sleuth.strategies.registry import build_strategy
 
 SCHEMA = 1
@@ -84,18 +85,21 @@ class _Worker:
         self._strategies: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def strategy(self, name: str, item: Item, llm: Any = None) -> Any:
-        """The strategy ``name`` for ``item`` (shared across tasks on a pooled index); with ``llm``,
-        a new one on that model instead of the worker's (a replay), never shared."""
+    def strategy(self, name: str, item: Item, replay: Replay | None = None) -> Any:
+        """The strategy ``name`` for ``item`` (shared across tasks on a pooled index); with ``replay``,
+        a new one on the replay's model and searches, never shared."""
         retriever = self.plan.retriever_for(item)
-        shared = not self.plan.per_item and llm is None
+        llm = self.llm
+        if replay is not None:
+            llm, retriever = replay.llm, replay.serve(passages_of(retriever) if retriever is not None else None)
+        shared = not self.plan.per_item and replay is None
         if shared and name in self._strategies:
             return self._strategies[name]
         opts: dict[str, Any] = {"k": self.cfg.get("k", 5), **(self.cfg.get("strategy_options") or {})}
         for key in ("max_steps", "max_tokens"):
             if self.cfg.get(key) is not None:
                 opts[key] = self.cfg[key]
-        strat = build_strategy(name, self.llm if llm is None else llm, retriever, opts)
+        strat = build_strategy(name, llm, retriever, opts)
         if shared:
             with self._lock:
                 strat = self._strategies.setdefault(name, strat)
@@ -132,10 +136,12 @@ def worker_config(cfg: EvalConfig, plan: RetrievalPlan, code_lang: str | None) -
     }
 
 
-def run_task(payload: Mapping[str, Any], *, llm: Any = None) -> dict[str, Any]:
+def run_task(payload: Mapping[str, Any], *, replay: Replay | None = None) -> dict[str, Any]:
     """Run one (strategy, question) task; never raises: failures come back as records.
 
-    ``llm`` replaces the worker's model for this task (:class:`sleuth.eval.replay.ReplayLLM`)."""
+    With ``replay`` (:class:`sleuth.eval.replay.Replay`) no model runs: the task is served a
+    stored record's replies and search results, and the new record's ``replay_parted`` says where
+    the running code asked something the record does not answer ("" when it never did)."""
     item = Item.from_dict(payload["item"])
     name = payload["strategy"]
     t0 = time.perf_counter()
@@ -146,8 +152,8 @@ def run_task(payload: Mapping[str, Any], *, llm: Any = None) -> dict[str, Any]:
         rec["code"] = ""
     try:
         worker = _worker_for(payload["config"])
-        strat = worker.strategy(name, item, llm)
-        if llm is None and (payload["config"].get("llm_options") or {}).get("isolated"):
+        strat = worker.strategy(name, item, replay)
+        if replay is None and (payload["config"].get("llm_options") or {}).get("isolated"):
             worker.llm.reset_prompt_cache()  # this task starts from an empty KV cache
         result = strat.run(item.prompt(), filters=item.filters)
         rd = result.to_dict()
@@ -166,6 +172,8 @@ def run_task(payload: Mapping[str, Any], *, llm: Any = None) -> dict[str, Any]:
         rec["error"] = f"{type(e).__name__}: {e}"
         rec["traceback"] = traceback.format_exc(limit=6)[-4000:]
     rec["wall_s"] = round(time.perf_counter() - t0, 4)
+    if replay is not None:
+        rec["replay_parted"] = replay.parting(rec)
     return rec
 
 
