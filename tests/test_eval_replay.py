@@ -102,6 +102,7 @@ def test_a_record_of_older_code_is_found_where_the_code_now_asks_more(run_dir: P
     bad = [c for c in ver.checks if c.verdict == DIFFERS]
     assert not ver.ok and [c.qid for c in bad] == [qid]
     assert "parted at LLM call 2: the running code makes more model calls than the record's 1" in bad[0].difference
+    assert ver.score_changes()["rag"].endswith("; 1 cannot be scored without the model")
 
 
 def test_a_changed_parse_with_the_same_calls_shows_in_the_answers(run_dir: Path) -> None:
@@ -113,10 +114,14 @@ def test_a_changed_parse_with_the_same_calls_shows_in_the_answers(run_dir: Path)
         return rec
 
     _edit(run_dir, qid, other)
-    (bad,) = [c for c in verify_run(run_dir, sample=None, replay=True).checks if c.verdict == DIFFERS]
+    ver = verify_run(run_dir, sample=None, replay=True)
+    (bad,) = [c for c in ver.checks if c.verdict == DIFFERS]
     gold = read_records(run_dir)[1]["answers"][0]
     assert bad.qid == qid and bad.difference == f"short_answer: then {gold!r}, now 'Avram Noam Chomsky'"
     assert (bad.score_then, bad.score_now) == (1.0, 0.0)  # what the change costs this record
+    assert ver.score_changes() == {
+        "rag": "1 of 3 records differ; mean score -0.3333 over the 3 (0 up, 1 down, 0 level)"
+    }
 
 
 def test_a_changed_prompt_parts_the_replay(run_dir: Path) -> None:

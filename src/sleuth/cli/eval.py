@@ -313,6 +313,8 @@ def verify_cmd(
             f"drawn from {ver.candidates} comparable records" + (f"; left out: {left}" if left else ""),
             highlight=False,
         )
+        for name, change in ver.score_changes().items():
+            console.print(f"  {name}: {change}", highlight=False)
     if not ver.ok:
         raise typer.Exit(1)
 

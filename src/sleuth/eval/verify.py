@@ -79,6 +79,27 @@ class Verification:
     def ok(self) -> bool:
         return all(c.verdict == SAME for c in self.checks)
 
+    def score_changes(self) -> dict[str, str]:
+        """Per strategy with a differing record, in words: how many differ, how the scored ones move
+        the strategy's mean primary score over its checked records, and how many could not be scored."""
+        out: dict[str, str] = {}
+        for name in dict.fromkeys(c.strategy for c in self.checks):
+            mine = [c for c in self.checks if c.strategy == name]
+            differ = [c for c in mine if c.verdict == DIFFERS]
+            if not differ:
+                continue
+            scored = [c for c in differ if c.score_now is not None and c.score_then is not None]
+            delta = sum(float(c.score_now or 0.0) - float(c.score_then or 0.0) for c in scored)
+            up, down = sum(c.score_now > c.score_then for c in scored), sum(c.score_now < c.score_then for c in scored)
+            text = (
+                f"{len(differ)} of {len(mine)} records differ; mean score {delta / len(mine):+.4f} over the {len(mine)} "
+                f"({up} up, {down} down, {len(scored) - up - down} level)"
+            )
+            if len(scored) < len(differ):
+                text += f"; {len(differ) - len(scored)} cannot be scored without the model"
+            out[name] = text
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ok"] = self.ok
