@@ -92,7 +92,7 @@ def test_the_report_shows_the_strategies_ahead_on_the_questions_they_all_finishe
     assert "0 of 8 questions answered by all 3 strategies" in report
     assert "## Ahead of the rest: 2 strategies on 8 questions" in report
     assert f"{flaky} has finished 0" in report
-    ahead = report.split("## Ahead of the rest")[1].split("\n## ")[0]
+    ahead = report.split("## Ahead of the rest")[1].split("\n## ")[0].split("Their citations")[0]
     rows = [ln for ln in ahead.splitlines() if ln.startswith(f"| {FIRST}") or ln.startswith(f"| {YES}")]
     assert len(rows) == 2 and all("| 8 |" in ln for ln in rows)
     # the baseline (the first of the group: no rag here) has no difference with itself; the other one has
@@ -105,6 +105,25 @@ def test_the_report_shows_the_strategies_ahead_on_the_questions_they_all_finishe
     # everything finished: no group is ahead
     run_eval(_cfg(data_dir, out, **cfg), progress=False)
     assert "Ahead of the rest" not in (out / "report.md").read_text()
+
+
+def test_the_strategies_ahead_show_their_citations_where_the_data_has_gold_passages(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The common set's tables say nothing of the citations of the strategies far ahead (issue 28 asks
+    for citation precision and recall of RAG, Self-Ask and Search-o1 on HotpotQA): the section has them."""
+    monkeypatch.setenv("SLEUTH_EVAL_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "cites"
+    cfg = dict(strategies=[FIRST, YES, "test_eval_runner:Flaky"], limit=6, setting="open", search_mode="lexical")
+    run_eval(_cfg(data_dir, out, only=[FIRST, YES], **cfg), progress=False)
+    ahead = (out / "report.md").read_text().split("## Ahead of the rest")[1].split("\n## ")[0]
+    assert "Their citations on those 6 questions" in ahead
+    table = ahead.split("Their citations on those 6 questions")[1]
+    first = next(ln for ln in table.splitlines() if ln.startswith(f"| {FIRST} |"))
+    yes = next(ln for ln in table.splitlines() if ln.startswith(f"| {YES} |"))
+    assert first.split("|")[2:4] == [" 6 ", " 6 "]  # six questions, every answer cites its first two passages
+    assert yes.split("|")[2:5] == [" 6 ", " 0 ", " – "]  # YesMan cites nothing: no precision, recall 0
+    assert float(first.split("|")[4]) > 0  # some cited passage is a gold supporting one
 
 
 def test_redo_runs_named_questions_again_and_keeps_the_old_records(tmp_path: Path, data_dir: Path) -> None:

@@ -4,8 +4,8 @@ different numbers of questions.
 A run's tables compare the questions *every* strategy has finished (:func:`sleuth.eval.summary.progress`).
 When sittings run only some strategies (``sleuth eval --only``), those strategies get far ahead, and
 the common set says nothing about how far they got.  This section shows them on the questions they
-have all finished: their scores, their cost, and the paired differences against the baseline when
-it is among them.  A question still in flight (a strategy or two ahead by one question) does not
+have all finished: their scores, their cost, the paired differences against the baseline when
+it is among them, and their citations where the data has gold supporting passages.  A question still in flight (a strategy or two ahead by one question) does not
 make a group: it takes :data:`AHEAD` questions beyond the common set.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sleuth.eval.store import in_order, is_composed
-from sleuth.eval.summary import Progress, cell, paired_differences, summarise
+from sleuth.eval.summary import Progress, cell, citation_rows, citation_table, paired_differences, summarise
 
 AHEAD = 5  # questions beyond the common set before a group of strategies gets its own section
 
@@ -86,4 +86,8 @@ def leading_section(records: Sequence[Mapping[str, Any]], prog: Progress, order:
             f"| {r['strategy']} | {r['n']} | {cell(m)} [{cell(lo)}, {cell(hi)}] | {cell(r['em'])} | {cell(r['f1'])} | "
             f"{cell(r['processed_prompt_tokens'], 1)} | {cell(r['seconds'], 2)} | {paired} |"
         )
+    cites = citation_rows(mine, order)
+    if cites:
+        out += ["", f"Their citations on those {len(shared)} questions (read as *Citations* above):", ""]
+        out += citation_table(cites)
     return out

@@ -28,6 +28,7 @@ from sleuth.eval.summary import (
     bootstrap_ci,
     cell,
     citation_rows,
+    citation_table,
     comparable,
     mean_or_nan,
     paired_differences,
@@ -202,15 +203,8 @@ def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
         "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
         "(*recall*), *recall when citing* leaves those out.",
         "",
-        "| strategy | questions | citing | precision | recall | recall when citing |",
-        "|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        out.append(
-            f"| {r['strategy']} | {r['n']} | {r['citing']} | {cell(r['precision'])} | {cell(r['recall'])} | "
-            f"{cell(r['recall_citing'])} |"
-        )
-    return out
+    return out + citation_table(rows)
 
 
 def _code_table(

@@ -198,6 +198,17 @@ def citation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = (
     return rows
 
 
+def citation_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The Markdown table of :func:`citation_rows`."""
+    out = ["| strategy | questions | citing | precision | recall | recall when citing |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(
+            f"| {r['strategy']} | {r['n']} | {r['citing']} | {cell(r['precision'])} | {cell(r['recall'])} | "
+            f"{cell(r['recall_citing'])} |"
+        )
+    return out
+
+
 def paired_differences(
     records: Sequence[Mapping[str, Any]], order: Sequence[str], baseline: str | None = None
 ) -> tuple[str | None, list[dict[str, Any]]]:
