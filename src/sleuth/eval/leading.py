@@ -5,8 +5,9 @@ A run's tables compare the questions *every* strategy has finished (:func:`sleut
 When sittings run only some strategies (``sleuth eval --only``), those strategies get far ahead, and
 the common set says nothing about how far they got.  This section shows them on the questions they
 have all finished: their scores, their cost, the paired differences against the baseline when
-it is among them, and their citations where the data has gold supporting passages.  A question still in flight (a strategy or two ahead by one question) does not
-make a group: it takes :data:`AHEAD` questions beyond the common set.
+it is among them, and their citations where the data has gold supporting passages.  A question
+still in flight (a strategy or two ahead by one question) does not make a group: it takes
+:data:`AHEAD` questions beyond the common set.
 """
 
 from __future__ import annotations

@@ -44,7 +44,6 @@ from sleuth.eval.store import MANIFEST, primary_score, read_manifest, read_recor
 from sleuth.llm.models import file_sha256
 
 SAME, DIFFERS = "same", "differs"
-PARTED = "the replay parted at"
 
 
 @dataclass
@@ -88,15 +87,14 @@ class Verification:
             differ = [c for c in mine if c.verdict == DIFFERS]
             if not differ:
                 continue
-            scored = [c for c in differ if c.score_now is not None and c.score_then is not None]
-            delta = sum(float(c.score_now or 0.0) - float(c.score_then or 0.0) for c in scored)
-            up, down = sum(c.score_now > c.score_then for c in scored), sum(c.score_now < c.score_then for c in scored)
+            moves = [c.score_now - c.score_then for c in differ if c.score_now is not None and c.score_then is not None]
+            delta, up, down = sum(moves), sum(m > 0 for m in moves), sum(m < 0 for m in moves)
             text = (
                 f"{len(differ)} of {len(mine)} records differ; mean score {delta / len(mine):+.4f} over the {len(mine)} "
-                f"({up} up, {down} down, {len(scored) - up - down} level)"
+                f"({up} up, {down} down, {len(moves) - up - down} level)"
             )
-            if len(scored) < len(differ):
-                text += f"; {len(differ) - len(scored)} cannot be scored without the model"
+            if len(moves) < len(differ):
+                text += f"; {len(differ) - len(moves)} cannot be scored without the model"
             out[name] = text
         return out
 
@@ -190,7 +188,7 @@ def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any], parted: str = "")
     then, now = rec.get("result"), fresh.get("result")
     if parted:  # a replay whose replies stopped answering the code's calls: that is the difference
         steps = len(steps_of(then))
-        diff = f"{PARTED} {parted}; only the model can say what it answers now"
+        diff = f"the replay parted at {parted}; only the model can say what it answers now"
     elif then is None or now is None:  # a failure on either side: compare status and reason
         diff = ""
         if (rec.get("status"), rec.get("reason")) != (fresh.get("status"), fresh.get("reason")):
@@ -304,7 +302,7 @@ def verify_run(
         task = {"strategy": rec["strategy"], "item": item.to_dict(), "config": task_cfg}
         fresh = run_task(task, replay=Replay(rec) if replay else None)
         check = _compare(rec, fresh, parted=fresh.get("replay_parted", ""))
-        if check.verdict == DIFFERS and fresh.get("result") is not None and not check.difference.startswith(PARTED):
+        if check.verdict == DIFFERS and fresh.get("result") is not None and not fresh.get("replay_parted"):
             check.score_then = primary_score(rec)
             check.score_now = primary_score({"scores": score(item, fresh["result"])})
         report.checks.append(check)
