@@ -34,12 +34,18 @@ def test_tables_cover_only_questions_every_strategy_finished() -> None:
     assert "1 record of questions still in progress is left out" in report
     assert "| a | 1 | 0.000 [0.000, 0.000] |" in report  # not 0.5 over two questions
     assert "| results | 3 records |" in report
-    # the time still needed, at the pace of the complete questions (the partial one does not count)
-    timed = [_rec("a", "q1", 0.0, wall_s=1000.0), _rec("b", "q1", 0.0, wall_s=2600.0), _rec("a", "q2", 1, wall_s=9e9)]
+    # the time still needed: each strategy's unanswered questions at its own recorded seconds a
+    # question ("a" is ahead: one left at 1000 s; "b" two at 2600 s), not the questions no
+    # strategy has finished at the pace of a whole question (that counted "a"'s q2 again)
+    timed = [_rec("a", "q1", 0.0, wall_s=1000.0), _rec("b", "q1", 0.0, wall_s=2600.0), _rec("a", "q2", 1, wall_s=1000.0)]
     assert progress(timed, _manifest(3)).text() == (
         "1 of 3 questions answered by all 2 strategies (3 of 6 tasks); "
-        "the rest takes about 2.0 h at the recorded 3600 s per question"
+        "the rest takes about 1.7 h at each strategy's recorded seconds a task"
     )
+    # a strategy with no record yet has no pace, and no question is complete: no estimate
+    three = [*timed, _rec("c", "q1", 0.0, wall_s=3600.0)]
+    m3 = {"settings": {"strategies": ["a", "b", "c", "d"]}, "data": {"questions": 3}}
+    assert progress(three, m3).text().endswith("(4 of 12 tasks)")  # d has none: nothing complete, no pace
 
     recs.append(_rec("b", "q2", 1.0))
     recs += [_rec("a", "q3", 0.0), _rec("b", "q3", 1.0)]

@@ -46,6 +46,9 @@ class Progress:
     tasks_done: int
     tasks_total: int | None
     seconds_per_question: float | None = None  # wall time of a complete question, all strategies, as recorded
+    #: the time the unfinished tasks take, each strategy's left at its own recorded seconds a task
+    #: (strategies run ahead of each other with ``--only``); None: some strategy has no record yet
+    seconds_left: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -60,7 +63,9 @@ class Progress:
         if self.questions is None:
             return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
         text = f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
-        if self.seconds_per_question:
+        if self.seconds_left is not None:
+            text += f"; the rest takes about {self.seconds_left / 3600:.1f} h at each strategy's recorded seconds a task"
+        elif self.seconds_per_question:
             left = (self.questions - done) * self.seconds_per_question / 3600
             text += (
                 f"; the rest takes about {left:.1f} h at the recorded {self.seconds_per_question:.0f} s per question"
@@ -114,7 +119,20 @@ def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] |
     if complete:
         spent = sum(float(r.get("wall_s") or 0.0) for r in records if question_of(str(r["qid"])) in complete)
         per_question = spent / len(complete) or None
-    return Progress(strategies, questions, frozenset(complete), len(records), total, per_question)
+    left = None if gap or questions is None else _seconds_left(records, strategies, int(questions))
+    return Progress(strategies, questions, frozenset(complete), len(records), total, per_question, left)
+
+
+def _seconds_left(records: Sequence[Mapping[str, Any]], strategies: Sequence[str], questions: int) -> float | None:
+    """Each strategy's unanswered questions times its mean recorded seconds a question (None: one has no record)."""
+    walls: dict[str, dict[str, float]] = defaultdict(dict)  # strategy -> question -> seconds (newest record)
+    for r in records:
+        if is_composed(r):
+            walls[r["strategy"]][str(r["qid"])] = float(r.get("wall_s") or 0.0)
+    if not all(walls.get(s) for s in strategies):
+        return None
+    left = sum(max(questions - len(walls[s]), 0) * sum(walls[s].values()) / len(walls[s]) for s in strategies)
+    return left or None  # records without timings (or nothing left) give no estimate
 
 
 def comparable(records: Sequence[Mapping[str, Any]], prog: Progress) -> list[Mapping[str, Any]]:
