@@ -231,4 +231,5 @@ def test_every_committed_record_the_running_code_would_make_replays_the_same(
         differing = [f"{c.strategy} {c.qid}: {c.difference}" for c in ver.checks if c.verdict != SAME]
         assert not differing, (run.name, differing)
         replayed[run.name] = len(ver.checks)
-    assert replayed["policy_zh"] == 56 and replayed["rgb_zh"] == 200 and replayed["hotpotqa-hybrid"] >= 240
+    assert replayed["policy_zh"] == 56 and replayed["rgb_zh"] == 200 and replayed["hotpotqa-hybrid"] >= 525
+    assert replayed["timeqa-open"] == 100
