@@ -86,6 +86,7 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "max_refusals": 2,
             "batch_window_s": 0.05,
             "final_read": False,
+            "settle_comparison": False,
         },
     }
     assert set(own) == set(STRATEGIES)

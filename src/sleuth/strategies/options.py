@@ -244,6 +244,12 @@ class SearchO1Options(StrategyOptions):
         "passages the reasoning's searches found (`false`: the reasoning's answer, as the paper)",
         neutral=False,
     )
+    settle_comparison: bool = option(
+        False,
+        "a comparison's answer (yes/no, or one of the options it names) chosen once more from the "
+        "search results the reasoning inserted (`false`: the reasoning's answer, as the paper)",
+        neutral=False,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

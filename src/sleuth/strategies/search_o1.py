@@ -16,7 +16,10 @@ The algorithm, one question:
    limit, when the prompt is full, after ``max_refusals`` refused queries or when the
    model stops without either, it is forced by appending "... the final answer is
    \\boxed{".
-5. (Sleuth's addition, option ``final_read``; ``false`` is the paper's method) answer once
+5. (Sleuth's addition, option ``settle_comparison``; ``false`` is the paper's method) a
+   comparison's answer is chosen once more, in one short call, from the search results the
+   reasoning inserted (yes or no, or one of the options the question names).
+6. (Sleuth's addition, option ``final_read``; ``false`` is the paper's method) answer once
    more from the question's own search and the passages the reasoning's searches found
    (:func:`~sleuth.strategies.reading.read_again`, as Self-Ask's final reading pass); the
    reasoning's answer is kept as the run's draft.
@@ -59,6 +62,7 @@ from sleuth.strategies.parsing import (
 )
 from sleuth.strategies.reading import read_again
 from sleuth.strategies.rid_support import closest_sentence, ground
+from sleuth.strategies.self_ask_questions import YES_NO, find_comparison, named
 from sleuth.strategies.text import clean_short, format_passages, normalize_query, query_similarity, sanitize, tail
 
 STOPS = [END_QUERY, BEGIN_RESULT, "\nQuestion:", "\n问题："]
@@ -334,6 +338,8 @@ class SearchO1(Strategy):
         st = run.st
         short = clean_short(answer)
         st.emit("note", type="reasoning", text=tail(run.reasoning, 4000))
+        if self.opts.settle_comparison:
+            answer, short = self._settled(run, answer, short)
         if self.opts.final_read and self.retriever is not None:
             found_by = "the reasoning's searches'"
             reading = read_again(
@@ -345,6 +351,49 @@ class SearchO1(Strategy):
         st.result.answer = answer
         st.result.finish_reason = reason
         run.done = True
+
+    def _settled(self, run: O1Run, answer: str, short: str) -> tuple[str, str]:
+        """Option ``settle_comparison``: a comparison's answer ("Are A and B both …?", "…, A or
+        B?") is chosen once more, in one short call, from the search results the reasoning
+        inserted, with Self-Ask's choice prompt (``self_ask_choose.txt``: the same act, one option
+        from the facts found; a template of Search-o1's own would move the fingerprint of every
+        Search-o1 record, though the option is off).  A small model's reasoning misstates one side of a
+        comparison its Reason-in-Documents results have right ("Since Fabián Bielinsky is not a
+        director" after "Fabián Bielinsky is an Argentine film director"); the choice reads
+        those results alone.  The reasoning's answer stands (and is the ``draft`` when it does
+        not) for a question that is no comparison, when no result was helpful, or when the
+        reply names no option."""
+        st = run.st
+        cmp = find_comparison(st.result.question)
+        facts = [f"{q}: {info}" for q, info in run.results.items() if info and not _NOTHING.search(info)]
+        if cmp is None or not (cmp.yes_no or cmp.choice) or not facts:
+            return answer, short
+        zh = st.result.lang == "zh"
+        options = (("是", "否") if zh else ("yes", "no")) if cmp.yes_no else cmp.options
+        c = self.ask(
+            st,
+            self.prompt(
+                st,
+                "self_ask_choose",
+                question=st.result.question,
+                facts="\n".join(facts),
+                options=("还是" if zh else " or ").join(options),
+            ),
+            step="choose option",
+            max_tokens=24,
+        )
+        if cmp.yes_no:
+            m = YES_NO.match(c.text)
+            chosen = None if m is None else ("否" if m.group("v") == "不是" else m.group("v"))
+        else:
+            hit = named(c.text, cmp.options)
+            chosen = hit[0] if hit else None
+        st.emit("note", type="option_settled", answer=answer[:300], chosen=chosen, reply=c.text.strip()[:200])
+        if chosen is None:
+            return answer, short
+        if not self.opts.final_read:  # with the reading pass, the settled answer is its draft
+            st.emit("draft", text=answer, short_answer=short, stage="reasoning")
+        return chosen, chosen
 
     # -- many questions, step-synchronous --------------------------------------------
     def run_batch(
