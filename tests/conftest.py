@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,3 +44,15 @@ def tiny_llm():
     llm = get_llm("smollm2-135m", cache=False)
     yield llm
     llm.close()
+
+
+# ---------------------------------------------------------------- indexes
+def titled_index(tmp_path_factory: pytest.TempPathFactory, name: str, passages: dict[str, str]) -> Any:
+    """A real index of ``passages`` (title -> text; the title is also the document id), built in a
+    temporary folder: what a trace's search found, for a strategy test on the scripted model."""
+    from sleuth.search import open_retriever
+
+    path = tmp_path_factory.mktemp(name) / "docs.jsonl"
+    rows = [{"id": t, "title": t, "text": x} for t, x in passages.items()]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp(f"{name}-idx"))

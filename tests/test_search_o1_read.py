@@ -12,14 +12,13 @@ are the question's paragraphs, cut to their first sentences.
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
+from conftest import titled_index
 from sleuth.llm.base import GenParams, Message
 from sleuth.llm.scripted import ScriptedLLM
-from sleuth.search import open_retriever
 from sleuth.search.base import Retriever
 from sleuth.strategies import Result, get_strategy
 from sleuth.strategies.grounding_trace import reground
@@ -61,10 +60,7 @@ def _marked(reply: str, documents: str) -> str:
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
-    path = tmp_path_factory.mktemp("tennis") / "docs.jsonl"
-    rows = [{"id": t, "title": t, "text": x} for t, x in PASSAGES.items()]
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("tennis-idx"))
+    return titled_index(tmp_path_factory, "tennis", PASSAGES)
 
 
 def _script(read_reply: str, reads: list[str]):

@@ -12,14 +12,13 @@ on these questions).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import pytest
 
+from conftest import titled_index
 from sleuth.llm.base import GenParams, Message
 from sleuth.llm.scripted import ScriptedLLM
-from sleuth.search import open_retriever
 from sleuth.search.base import Retriever
 from sleuth.strategies import Result, get_strategy
 from sleuth.strategies.options import OptionsError
@@ -46,10 +45,7 @@ RID = {
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
-    path = tmp_path_factory.mktemp("directors") / "docs.jsonl"
-    rows = [{"id": t, "title": t, "text": x} for t, x in PASSAGES.items()]
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("directors-idx"))
+    return titled_index(tmp_path_factory, "directors", PASSAGES)
 
 
 def _script(choice: str, asked: list[str], reasoning: list[str] = REASONING) -> Callable[..., str]:
