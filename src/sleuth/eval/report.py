@@ -134,7 +134,8 @@ def _draft_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -
         "",
         "The answer a strategy wrote before its last pass (RAT's chain-of-thought draft before it searched; "
         "Self-Ask's scaffold answer before its final reading pass; Search-o1's reasoning answer before its "
-        "reading pass, with `final_read`) against its final answer on the same "
+        "reading pass or its settled comparison, with `final_read` or `settle_comparison`) against its final "
+        "answer on the same "
         "questions: primary score of each, and the final minus the draft "
         f"with a 95% paired bootstrap CI ({BOOTSTRAP} resamples). Records made before drafts had a short answer "
         "are not counted (*with a draft* of *questions*).",
