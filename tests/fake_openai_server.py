@@ -303,8 +303,19 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
+        self._leaves_flight()
         self.wfile.write(data)
         self.wfile.flush()
+
+    def _leaves_flight(self) -> None:
+        """The request stops counting as in flight (once), just before its last bytes go out: a
+        client that reads the whole response and sends its next request must never find this one
+        still counted (counting it down after the write raced the client on a loaded machine, and
+        a concurrency limit of 2 measured 3)."""
+        if getattr(self, "_in_flight", False):
+            self._in_flight = False
+            with self.fake._lock:
+                self.fake.stats.in_flight -= 1
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -351,12 +362,12 @@ class _Handler(BaseHTTPRequestHandler):
             fake.stats.requests += 1
             fake.stats.in_flight += 1
             fake.stats.max_in_flight = max(fake.stats.max_in_flight, fake.stats.in_flight)
+            self._in_flight = True
             fake.requests.append({"path": path, "body": body, "auth": self.headers.get("Authorization")})
         try:
             self._handle(kind, body)
         finally:
-            with fake._lock:
-                fake.stats.in_flight -= 1
+            self._leaves_flight()
 
     def _handle(self, kind: str, body: dict[str, Any]) -> None:
         fake = self.fake
@@ -463,6 +474,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data[:half])
             self.wfile.flush()
             time.sleep(self.fake.slow_s)
+            self._leaves_flight()
             self.wfile.write(data[half:])
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
@@ -506,6 +518,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._abort()
                 return
             self._chunk(event(None, finish))
+            self._leaves_flight()
             self._chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
