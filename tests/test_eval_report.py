@@ -37,7 +37,11 @@ def test_tables_cover_only_questions_every_strategy_finished() -> None:
     # the time still needed: each strategy's unanswered questions at its own recorded seconds a
     # question ("a" is ahead: one left at 1000 s; "b" two at 2600 s), not the questions no
     # strategy has finished at the pace of a whole question (that counted "a"'s q2 again)
-    timed = [_rec("a", "q1", 0.0, wall_s=1000.0), _rec("b", "q1", 0.0, wall_s=2600.0), _rec("a", "q2", 1, wall_s=1000.0)]
+    timed = [
+        _rec("a", "q1", 0.0, wall_s=1000.0),
+        _rec("b", "q1", 0.0, wall_s=2600.0),
+        _rec("a", "q2", 1, wall_s=1000.0),
+    ]
     assert progress(timed, _manifest(3)).text() == (
         "1 of 3 questions answered by all 2 strategies (3 of 6 tasks); "
         "the rest takes about 1.7 h at each strategy's recorded seconds a task"

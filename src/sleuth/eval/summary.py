@@ -64,7 +64,9 @@ class Progress:
             return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
         text = f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
         if self.seconds_left is not None:
-            text += f"; the rest takes about {self.seconds_left / 3600:.1f} h at each strategy's recorded seconds a task"
+            text += (
+                f"; the rest takes about {self.seconds_left / 3600:.1f} h at each strategy's recorded seconds a task"
+            )
         elif self.seconds_per_question:
             left = (self.questions - done) * self.seconds_per_question / 3600
             text += (
