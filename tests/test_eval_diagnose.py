@@ -86,6 +86,7 @@ def test_committed_reports_match_their_jsonl() -> None:
     so each report says truly which of its records the running code would make again."""
     from sleuth.eval.report import PLOTS, running_code
     from sleuth.eval.store import read_manifest, read_records
+    from sleuth.eval.summary import progress
 
     root = Path(__file__).resolve().parents[1] / "docs" / "results"
     for report in sorted(root.glob("*/report.md")):
@@ -95,7 +96,7 @@ def test_committed_reports_match_their_jsonl() -> None:
         manifest = read_manifest(d)
         expected = render(records, manifest, plots, running_code(records, manifest))  # older records marked
         assert report.read_text(encoding="utf-8") == expected, d
-        if records:
+        if progress(records, manifest).complete:  # like with like: a question every strategy has finished
             assert "## Where the answers go wrong" in report.read_text(encoding="utf-8")
 
 
