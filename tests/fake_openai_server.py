@@ -285,6 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 30
     #: headers and body are separate writes: without TCP_NODELAY each answer waits ~40 ms (Nagle + delayed ACK)
     disable_nagle_algorithm = True
+    #: this request still counts in ``stats.in_flight`` (see :meth:`_leaves_flight`)
+    _in_flight = False
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -312,7 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
         client that reads the whole response and sends its next request must never find this one
         still counted (counting it down after the write raced the client on a loaded machine, and
         a concurrency limit of 2 measured 3)."""
-        if getattr(self, "_in_flight", False):
+        if self._in_flight:
             self._in_flight = False
             with self.fake._lock:
                 self.fake.stats.in_flight -= 1

@@ -52,6 +52,7 @@ from sleuth.strategies.answer_type import answer_type
 from sleuth.strategies.base import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Listener, Result, RunState, Strategy
 from sleuth.strategies.batch import StepBatch
 from sleuth.strategies.options import SearchO1Options
+from sleuth.strategies.parse_self_ask import SCAFFOLD
 from sleuth.strategies.parsing import (
     BEGIN_RESULT,
     END_QUERY,
@@ -377,7 +378,7 @@ class SearchO1(Strategy):
                 "self_ask_choose",
                 question=st.result.question,
                 facts="\n".join(facts),
-                options=("还是" if zh else " or ").join(options),
+                options=SCAFFOLD[st.result.lang]["or"].join(options),
             ),
             step="choose option",
             max_tokens=24,
