@@ -43,6 +43,7 @@ STEP_BACK = [
     "k_context",
     "rrf_k",
     "documents",
+    "settle_comparison",
 ]
 DOCS = [
     {"id": "jaws", "title": "Jaws (film)", "text": "Jaws is a 1975 film directed by Steven Spielberg."},
@@ -76,7 +77,14 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "final_read": True,
         },
         "rat": {"n_passages": 3},
-        "step-back": {"k_original": 5, "k_stepback": 5, "k_context": None, "rrf_k": 60, "documents": "auto"},
+        "step-back": {
+            "k_original": 5,
+            "k_stepback": 5,
+            "k_context": None,
+            "rrf_k": 60,
+            "documents": "auto",
+            "settle_comparison": False,
+        },
         "search-o1": {
             "max_searches": 6,
             "max_turns": 9,

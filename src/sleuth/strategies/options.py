@@ -203,6 +203,12 @@ class StepBackOptions(StrategyOptions):
         "evidence, answer) or `auto` (rules when at least half the passages found for the question are rule-like)",
         choices=("auto", "rules", "general"),
     )
+    settle_comparison: bool = option(
+        False,
+        "a comparison's answer (yes/no, or one of the options it names) chosen once more from the "
+        "facts the reply stated (`false`: the reply's answer, as the paper)",
+        neutral=False,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

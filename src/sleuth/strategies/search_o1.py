@@ -52,7 +52,6 @@ from sleuth.strategies.answer_type import answer_type
 from sleuth.strategies.base import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Listener, Result, RunState, Strategy
 from sleuth.strategies.batch import StepBatch
 from sleuth.strategies.options import SearchO1Options
-from sleuth.strategies.parse_self_ask import SCAFFOLD
 from sleuth.strategies.parsing import (
     BEGIN_RESULT,
     END_QUERY,
@@ -63,7 +62,8 @@ from sleuth.strategies.parsing import (
 )
 from sleuth.strategies.reading import read_again
 from sleuth.strategies.rid_support import closest_sentence, ground
-from sleuth.strategies.self_ask_questions import YES_NO, find_comparison, named
+from sleuth.strategies.self_ask_questions import find_comparison
+from sleuth.strategies.settle import choose_option
 from sleuth.strategies.text import clean_short, format_passages, normalize_query, query_similarity, sanitize, tail
 
 STOPS = [END_QUERY, BEGIN_RESULT, "\nQuestion:", "\n问题："]
@@ -356,9 +356,7 @@ class SearchO1(Strategy):
     def _settled(self, run: O1Run, answer: str, short: str) -> tuple[str, str]:
         """Option ``settle_comparison``: a comparison's answer ("Are A and B both …?", "…, A or
         B?") is chosen once more, in one short call, from the search results the reasoning
-        inserted, with Self-Ask's choice prompt (``self_ask_choose.txt``: the same act, one option
-        from the facts found; a template of Search-o1's own would move the fingerprint of every
-        Search-o1 record, though the option is off).  A small model's reasoning misstates one side of a
+        inserted (:func:`~sleuth.strategies.settle.choose_option`).  A small model's reasoning misstates one side of a
         comparison its Reason-in-Documents results have right ("Since Fabián Bielinsky is not a
         director" after "Fabián Bielinsky is an Argentine film director"); the choice reads
         those results alone.  The reasoning's answer stands (and is the ``draft`` when it does
@@ -369,32 +367,13 @@ class SearchO1(Strategy):
         facts = [f"{q}: {info}" for q, info in run.results.items() if info and not _NOTHING.search(info)]
         if cmp is None or not (cmp.yes_no or cmp.choice) or not facts:
             return answer, short
-        zh = st.result.lang == "zh"
-        options = (("是", "否") if zh else ("yes", "no")) if cmp.yes_no else cmp.options
-        c = self.ask(
-            st,
-            self.prompt(
-                st,
-                "self_ask_choose",
-                question=st.result.question,
-                facts="\n".join(facts),
-                options=SCAFFOLD[st.result.lang]["or"].join(options),
-            ),
-            step="choose option",
-            max_tokens=24,
-        )
-        if cmp.yes_no:
-            m = YES_NO.match(c.text)
-            chosen = None if m is None else ("否" if m.group("v") == "不是" else m.group("v"))
-        else:
-            hit = named(c.text, cmp.options)
-            chosen = hit[0] if hit else None
-        st.emit("note", type="option_settled", answer=answer[:300], chosen=chosen, reply=c.text.strip()[:200])
-        if chosen is None:
+        choice = choose_option(self, st, st.result.question, facts, cmp)
+        st.emit("note", type="option_settled", answer=answer[:300], chosen=choice.chosen, reply=choice.reply[:200])
+        if choice.chosen is None:
             return answer, short
         if not self.opts.final_read:  # with the reading pass, the settled answer is its draft
             st.emit("draft", text=answer, short_answer=short, stage="reasoning")
-        return chosen, chosen
+        return choice.chosen, choice.chosen
 
     # -- many questions, step-synchronous --------------------------------------------
     def run_batch(

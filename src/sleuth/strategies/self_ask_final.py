@@ -16,6 +16,7 @@ from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.reading import UNKNOWN, read_again
 from sleuth.strategies.self_ask_questions import YES_NO, named
 from sleuth.strategies.self_ask_scaffold import Scaffold
+from sleuth.strategies.settle import choose_option
 from sleuth.strategies.text import clean_short
 
 
@@ -58,7 +59,7 @@ class FinalAnswer(Strategy):
         """A comparison's answer is one of what it offers: yes or no for "Are A and B both ...",
         else, when the question names options ("A or B"), the option the final answer names
         first, or, when it names none, the option one short call chooses from the facts found
-        (``self_ask_choose.txt``).  The answer and short answer it gives (``final``, ``short``)."""
+        (:func:`~sleuth.strategies.settle.choose_option`).  The answer and short answer it gives (``final``, ``short``)."""
         st, cmp = run.st, run.cmp
         assert cmp is not None
         if cmp.yes_no:
@@ -73,17 +74,10 @@ class FinalAnswer(Strategy):
             if short != hit[0]:
                 st.emit("note", type="option_answer", answer=final[:300], short=hit[0])
             return final, hit[0]
-        facts = "\n".join(f"{q} {a}" for q, a in run.asked) or run.words["unknown"]
-        options = run.words["or"].join(cmp.options)
-        c = self.ask(
-            st,
-            self.prompt(st, "self_ask_choose", question=run.question, facts=facts, options=options),
-            step="choose option",
-            max_tokens=24,
-        )
-        hit = named(c.text, cmp.options)
-        st.emit("note", type="option_chosen", answer=final[:300], chosen=hit[0] if hit else None)
-        return (hit[0], hit[0]) if hit else (final, short)
+        facts = [f"{q} {a}" for q, a in run.asked] or [run.words["unknown"]]
+        chosen = choose_option(self, st, run.question, facts, cmp).chosen
+        st.emit("note", type="option_chosen", answer=final[:300], chosen=chosen)
+        return (chosen, chosen) if chosen else (final, short)
 
     @staticmethod
     def _typed_answer(run: Scaffold, final: str, short: str) -> tuple[str, str]:

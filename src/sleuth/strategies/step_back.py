@@ -40,10 +40,15 @@ from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_step_back
 from sleuth.strategies.prompts import load
 from sleuth.strategies.reading import UNKNOWN, read_passages
-from sleuth.strategies.step_back_form import ABSTAIN, RULES, document_form, parse_step_back_answer
+from sleuth.strategies.self_ask_questions import find_comparison
+from sleuth.strategies.settle import agrees, choose_option
+from sleuth.strategies.step_back_form import ABSTAIN, NO_FIELD, RULES, document_form, parse_step_back_answer
 from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
 from sleuth.strategies.time_span import drop_time_span, has_time_span
 
+#: the fields of a reply that state what the documents say (either form: background and evidence, or
+#: general rule and specific clause)
+_FACT_FIELDS = ("background", "evidence")
 _CANNOT = re.compile(r"cannot be answered|can't be answered|无法回答|不能回答", re.I)
 
 
@@ -183,8 +188,35 @@ class StepBack(Strategy):
                 st.result.short_answer = extract_short(self, st, question, answer) or parsed.short
         if parsed.abstained or (_CANNOT.search(answer) and not cited_numbers(answer)):
             st.result.citations = []  # an abstention ("cannot be answered") cites nothing
+        elif self.opts.settle_comparison and self._settled(question, st, context, parsed.fields):
+            return
         else:
             st.cite(context, claim=answer, query=question, marks=cited_numbers(answer))  # grounded in finish
+
+    def _settled(self, question: str, st: RunState, context: list[Passage], fields: dict[str, str]) -> bool:
+        """Option ``settle_comparison``: a comparison's answer ("Are A and B both …?", "…, A or
+        B?") is chosen once more, in one short call, from the facts the reply itself stated (its
+        background and evidence, or general rule and specific clause) with the options
+        (:func:`~sleuth.strategies.settle.choose_option`).  The small model states both sides
+        right and then concludes wrong ("White Zombie has released six studio albums, while Blonde
+        Redhead has released nine" and then "White Zombie").  ``False`` (the reply's answer
+        stands) for a question that is no comparison, a reply that states no fact, or a choice
+        that names no option; when the choice differs from the reply's short answer, the reply
+        is the ``draft`` and its citations are the ones the facts cite."""
+        cmp = find_comparison(question)
+        facts = [v for k in _FACT_FIELDS if (v := fields.get(k, "").strip()) and not NO_FIELD.match(v)]
+        if cmp is None or not (cmp.yes_no or cmp.choice) or not facts:
+            return False
+        choice = choose_option(self, st, question, facts, cmp)
+        written = st.result.short_answer
+        st.emit("note", type="option_settled", answer=written[:300], chosen=choice.chosen, reply=choice.reply[:200])
+        if choice.chosen is None or agrees(written, choice.chosen, cmp):
+            return False
+        st.emit("draft", text=st.result.answer, short_answer=written, stage="answer")
+        said = "\n".join(facts)
+        st.result.answer = st.result.short_answer = choice.chosen
+        st.cite(context, claim=said, query=question, marks=cited_numbers(said))
+        return True
 
     def _read_again(self, question: str, st: RunState, context: list[Passage], written: str) -> bool:
         """A general-documents answer that says the documents do not answer, with passages in the

@@ -100,7 +100,7 @@ def _first_sentence(text: str) -> str:
 
 
 #: a field that says there is nothing ("无", "None.", "N/A")
-_NONE = re.compile(r"^\W*(?:无|没有|暂无|none|n/?a|no|nil)\W*$", re.I)
+NO_FIELD = re.compile(r"^\W*(?:无|没有|暂无|none|n/?a|no|nil)\W*$", re.I)
 #: a short-answer line that gives no answer (not "No" or 没有: those answer a yes/no question)
 _NO_SHORT = re.compile(r"^\W*(?:无|暂无|none|n/?a|nil)\W*$", re.I)
 
@@ -146,7 +146,7 @@ def parse_step_back_answer(text: str, template: str = "", question: str = "") ->
     said = fields.get("answer") or ""
     for name in ("answer", "evidence", "background"):  # a reply cut before its short answer
         value = fields.get(name, "")
-        if short is None and value and not _NONE.match(value) and not (name != "answer" and ABSTAIN.search(value)):
+        if short is None and value and not NO_FIELD.match(value) and not (name != "answer" and ABSTAIN.search(value)):
             short = clean_short(_first_sentence(value), 300) or None
     decisive = said or body
     abstained = (

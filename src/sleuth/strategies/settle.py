@@ -1,0 +1,73 @@
+"""Settling a comparison: the option (or yes/no) that the facts a strategy found decide.
+
+A comparison question offers its answers ("A or B?", "Are A and B both …?"): the answer is one
+of them.  A small model that has the facts right on both sides still misstates the conclusion
+("Spirit of the West was active from 1983 to 2016, while Big Pig existed from 1985 to 1991" and
+then "Big Pig"); asked once more, in one short call that shows only the facts and the options
+(``self_ask_choose.txt``), it chooses from what it found.  Self-Ask uses it for a final answer
+that names no option; Search-o1 and Step-back, with their option ``settle_comparison``, for
+every comparison they answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.parse_self_ask import SCAFFOLD
+from sleuth.strategies.self_ask_questions import YES_NO, Comparison, named
+
+#: the answers of a yes/no comparison, by language
+YES_NO_OPTIONS = {"en": ("yes", "no"), "zh": ("是", "否")}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the choice call chose (``None``: its reply names no option) and the reply itself."""
+
+    chosen: str | None
+    reply: str
+
+
+def options_of(cmp: Comparison, lang: str) -> tuple[str, ...]:
+    """What a comparison's answer is one of: yes and no, or the options it names."""
+    return YES_NO_OPTIONS.get(lang, YES_NO_OPTIONS["en"]) if cmp.yes_no else cmp.options
+
+
+def choose_option(strategy: Strategy, st: RunState, question: str, facts: Sequence[str], cmp: Comparison) -> Choice:
+    """One short call (step ``choose option``): the option of ``cmp`` that ``facts`` decide.
+
+    A yes/no reply is read by its first word ("不是" is "否"); a choice reply by the option it
+    names first (:func:`~sleuth.strategies.self_ask_questions.named`)."""
+    lang = st.result.lang
+    joiner = SCAFFOLD.get(lang, SCAFFOLD["en"])["or"]
+    c = strategy.ask(
+        st,
+        strategy.prompt(
+            st,
+            "self_ask_choose",
+            question=question,
+            facts="\n".join(facts),
+            options=joiner.join(options_of(cmp, lang)),
+        ),
+        step="choose option",
+        max_tokens=24,
+    )
+    if cmp.yes_no:
+        m = YES_NO.match(c.text)
+        chosen = None if m is None else ("否" if m.group("v") == "不是" else m.group("v"))
+    else:
+        hit = named(c.text, cmp.options)
+        chosen = hit[0] if hit else None
+    return Choice(chosen, c.text.strip())
+
+
+def agrees(written: str, chosen: str, cmp: Comparison) -> bool:
+    """The short answer a strategy wrote already gives ``chosen``: the same yes or no, or names
+    that option and no other."""
+    if cmp.yes_no:
+        m = YES_NO.match(written)
+        said = None if m is None else ("否" if m.group("v") == "不是" else m.group("v"))
+        return said is not None and said.lower() == chosen.lower()
+    return named(written, cmp.options) == [chosen]
