@@ -319,6 +319,53 @@ def verify_cmd(
         raise typer.Exit(1)
 
 
+@eval_app.command("relabel")
+def relabel_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory holding run.json and results.jsonl (or results.jsonl.gz)."),
+    strategies: str = typer.Option(None, "--strategies", help="Only records of these strategies (comma-separated)."),
+    by_length: bool = typer.Option(
+        False,
+        "--by-length",
+        help="Also relabel records made before prompts were recorded by digest, whose replay compares each "
+        "prompt by its length only (for a change known to leave the prompt templates' text alone).",
+    ),
+    data: Path = typer.Option(None, "--data", help="The run's data file, when it is not where run.json says."),
+    corpus: Path = typer.Option(None, "--corpus", help="The corpus file the run used (if it passed --corpus)."),
+    index: str = typer.Option(None, "--index", help="The index the run used (if it passed --index)."),
+) -> None:
+    """Give the running code's fingerprint to DIR's stale records whose replay (no model) is the same
+    step by step; the others stay stale for `sleuth eval ... --redo-stale`."""
+    from sleuth.eval.datasets import DatasetError
+    from sleuth.eval.relabel import relabel_run
+    from sleuth.eval.runner import EvalError
+    from sleuth.eval.store import RunDirBusy, results_files
+
+    if not results_files(run_dir):
+        raise UserError(f"{run_dir} holds no results.jsonl or results.jsonl.gz")
+    try:
+        done = relabel_run(
+            run_dir,
+            strategies=comma_list(strategies) if strategies else None,
+            by_length=by_length,
+            data=data,
+            corpus=corpus,
+            index=index,
+        )
+    except (DatasetError, EvalError, RunDirBusy) as e:
+        raise UserError(str(e)) from e
+    if not done.verification.checks:
+        console.print("no record of another code version to replay: nothing to relabel")
+        return
+    for name in dict.fromkeys(c.strategy for c in done.verification.checks):
+        n = sum(c.strategy == name for c in done.verification.checks)
+        line = f"{name}: {done.relabelled.get(name, 0)} of {n} stale records relabelled (replay the same)"
+        if done.differ.get(name):
+            line += f"; {done.differ[name]} differ (run them again: --redo-stale)"
+        if done.length_only.get(name):
+            line += f"; {done.length_only[name]} the same by prompt length only, left stale (see --by-length)"
+        console.print(line, highlight=False)
+
+
 @eval_app.command("tune")
 def tune_cmd(
     strategies: str = typer.Option(..., "--strategies", help="The strategies being changed (comma-separated)."),

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sleuth.llm.base import Completion, GenParams, LLMError, Message, OnDelta, Usage
+from sleuth.llm.base import Completion, GenParams, LLMError, Message, OnDelta, Usage, prompt_chars, prompt_digest
 from sleuth.search.base import Filters, Passage
 
 
@@ -40,7 +40,8 @@ class Replay:
     recorded scores).
 
     ``parted`` names the first step at which the running code asked something the record does not
-    answer: a prompt of another length than the recorded one (``prompt_chars``), another query,
+    answer: a prompt of another length than the recorded one (``prompt_chars``) or, where the record
+    has its digest (``prompt_sha``, recorded since stop 43), of other text; another query,
     fewer passages than were returned, a search past the record's. From there on the replies
     answer another question. A model call past the recorded ones raises :class:`ReplayExhausted`.
     (A search that now asks for more passages than were returned cannot be told from one whose
@@ -81,17 +82,17 @@ class Replay:
         return ""
 
     # -- the model
-    def complete_next(self, prompt_chars: int) -> Completion:
+    def complete_next(self, prompt: str | Sequence[Message]) -> Completion:
         if self.calls_served >= len(self._calls):
             raise ReplayExhausted(f"the running code makes more model calls than the record's {len(self._calls)}")
         d = self._calls[self.calls_served]
         self.calls_served += 1
-        then = d.get("prompt_chars")
-        if then is not None and int(then) != prompt_chars:
-            self._part(
-                f"LLM call {self.calls_served} ({d.get('step') or 'unnamed'}): the prompt is {prompt_chars} "
-                f"characters now, {then} then"
-            )
+        call = f"LLM call {self.calls_served} ({d.get('step') or 'unnamed'})"
+        then, now = d.get("prompt_chars"), prompt_chars(prompt)
+        if then is not None and int(then) != now:
+            self._part(f"{call}: the prompt is {now} characters now, {then} then")
+        elif d.get("prompt_sha") and d["prompt_sha"] != prompt_digest(prompt):
+            self._part(f"{call}: the prompt has the same length but other text")
         u = d.get("usage") or {}
         usage = Usage(
             int(u.get("prompt_tokens") or 0),
@@ -131,12 +132,12 @@ class _ReplayLLM:
         self.model = model
 
     def complete(self, prompt: str, params: GenParams | None = None, *, on_delta: OnDelta | None = None) -> Completion:
-        return _streamed(self._replay.complete_next(len(prompt)), on_delta)
+        return _streamed(self._replay.complete_next(prompt), on_delta)
 
     def chat(
         self, messages: Sequence[Message], params: GenParams | None = None, *, on_delta: OnDelta | None = None
     ) -> Completion:
-        return _streamed(self._replay.complete_next(sum(len(m["content"]) for m in messages)), on_delta)
+        return _streamed(self._replay.complete_next(messages), on_delta)
 
 
 class _ReplayRetriever:

@@ -31,6 +31,7 @@ from sleuth.eval.corpus import plan_retrieval, search_mode
 from sleuth.eval.datasets import load_dataset
 from sleuth.eval.metrics import score
 from sleuth.eval.replay import Replay
+from sleuth.eval.rundir import OTHER_CODE
 from sleuth.eval.runner import (
     EvalConfig,
     EvalError,
@@ -73,6 +74,7 @@ class Verification:
     not_comparable: dict[str, int]  # reason -> count of records left out
     checks: list[Check] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    code: dict[str, str] = field(default_factory=dict)  # the running code's fingerprint of each strategy
 
     @property
     def ok(self) -> bool:
@@ -223,6 +225,7 @@ def verify_run(
     index: str | None = None,
     base_url: str | None = None,
     replay: bool = False,
+    other_code: bool = False,
     on_check: Callable[[Check], None] | None = None,
     on_start: Callable[[str, str, int, int], None] | None = None,
 ) -> Verification:
@@ -232,7 +235,9 @@ def verify_run(
     (:mod:`sleuth.eval.replay`), which finds the records a change the fingerprint cannot see
     would answer differently; a record whose replies no longer answer the code's calls differs
     with where the replay parted. ``on_start(strategy, qid, i, n)`` is called before the i-th of
-    n re-runs (a RAT task can take minutes), ``on_check(check)`` after each.
+    n re-runs (a RAT task can take minutes), ``on_check(check)`` after each.  With ``other_code``
+    the records compared are those another fingerprint made (for the question as it is worded
+    now) instead: what :mod:`sleuth.eval.relabel` replays.
     """
     out = Path(out)
     if sample is not None and sample < 1:
@@ -271,13 +276,15 @@ def verify_run(
         if (strategies and name not in strategies) or (qids and qid not in qids):
             continue
         why = "not in the run's sample" if qid not in items_by_id else stale_reason(rec, code, items_by_id)
+        if other_code and why in ("", OTHER_CODE):  # made by other code, for the question as it is worded now?
+            why = stale_reason(rec, {**code, name: rec.get("code")}, items_by_id) if why else "made by the running code"
         if why:
             skipped[why] += 1
         else:
             pool.append(rec)
     chosen = pool if sample is None or sample >= len(pool) else random.Random(seed).sample(pool, sample)
 
-    report = Verification(str(out), len(pool), dict(skipped))
+    report = Verification(str(out), len(pool), dict(skipped), code=dict(code))
     if not manifest.get("isolated_tasks", False):
         report.warnings.append(
             "the run did not isolate its tasks (concurrency > 1 or --no-isolate): its answers could depend "

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage
+from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, Usage, prompt_chars, prompt_digest
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
@@ -316,7 +316,7 @@ class Strategy:
         """Raw completion, recorded as an ``llm`` event."""
         t = time.perf_counter()
         c = self.llm.complete(prompt, GenParams(max_tokens=max_tokens or self.max_tokens, stop=tuple(stop or ())))
-        self._record(st, c, step, time.perf_counter() - t, prompt_chars=len(prompt))
+        self._record(st, c, step, time.perf_counter() - t, prompt)
         return c
 
     def chat(
@@ -330,7 +330,7 @@ class Strategy:
     ) -> Completion:
         t = time.perf_counter()
         c = self.llm.chat(messages, GenParams(max_tokens=max_tokens or self.max_tokens, stop=tuple(stop or ())))
-        self._record(st, c, step, time.perf_counter() - t, prompt_chars=sum(len(m["content"]) for m in messages))
+        self._record(st, c, step, time.perf_counter() - t, messages)
         return c
 
     def retrieve(self, st: RunState, query: str, *, k: int | None = None, route: str = "query") -> list[Passage]:
@@ -398,11 +398,9 @@ class Strategy:
                 out[i] = passages
         return out
 
-    def _record(self, st: RunState, c: Completion, step: str, dt: float, prompt_chars: int) -> None:
+    def _record(self, st: RunState, c: Completion, step: str, dt: float, prompt: str | Sequence[Message]) -> None:
         r = st.result
-        r.llm_calls += 1
-        r.llm_seconds += dt
-        r.usage = r.usage + c.usage
+        r.llm_calls, r.llm_seconds, r.usage = r.llm_calls + 1, r.llm_seconds + dt, r.usage + c.usage
         st.emit(
             "llm",
             dt,
@@ -411,7 +409,8 @@ class Strategy:
             finish_reason=c.finish_reason,
             usage=c.usage.to_dict(),
             from_cache=c.from_cache,
-            prompt_chars=prompt_chars,
+            prompt_chars=prompt_chars(prompt),
+            prompt_sha=prompt_digest(prompt),
         )
 
 
