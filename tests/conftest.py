@@ -47,6 +47,11 @@ def tiny_llm():
 
 
 # ---------------------------------------------------------------- indexes
+def last_option(prompt: str) -> str:
+    """A chooser (the reply to ``self_ask_choose.txt``) that picks by position: the last option offered."""
+    return prompt.rsplit("Options:", 1)[1].splitlines()[0].rsplit(" or ", 1)[1]
+
+
 def titled_index(tmp_path_factory: pytest.TempPathFactory, name: str, passages: dict[str, str]) -> Any:
     """A real index of ``passages`` (title -> text; the title is also the document id), built in a
     temporary folder: what a trace's search found, for a strategy test on the scripted model."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from conftest import titled_index
+from conftest import last_option, titled_index
 from sleuth.llm.base import GenParams, Message
 from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search.base import Retriever
@@ -48,7 +48,9 @@ def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
     return titled_index(tmp_path_factory, "directors", PASSAGES)
 
 
-def _script(choice: str, asked: list[str], reasoning: list[str] = REASONING) -> Callable[..., str]:
+def _script(
+    choice: str | Callable[[str], str], asked: list[str], reasoning: list[str] = REASONING
+) -> Callable[..., str]:
     """Reasoning turns by the results inserted so far; Reason-in-Documents by its query; the
     choice call answers ``choice`` (each choice prompt is appended to ``asked``)."""
 
@@ -57,7 +59,7 @@ def _script(choice: str, asked: list[str], reasoning: list[str] = REASONING) -> 
             content = str(payload[-1]["content"])
             if content.startswith("Answer the question with exactly one of the options, using only the facts found"):
                 asked.append(content)
-                return choice
+                return choice(content) if callable(choice) else choice
             query = content.split("Search query:", 1)[1].splitlines()[0].strip()
             return RID[query]
         return reasoning[payload.rsplit("Reasoning:", 1)[-1].count("<|end_search_result|>")]
@@ -65,7 +67,7 @@ def _script(choice: str, asked: list[str], reasoning: list[str] = REASONING) -> 
     return script
 
 
-def _run(retriever: Retriever, choice: str = "Yes", **opts: object) -> tuple[Result, list[str]]:
+def _run(retriever: Retriever, choice: str | Callable[[str], str] = "Yes", **opts: object) -> tuple[Result, list[str]]:
     asked: list[str] = []
     strategy = get_strategy("search-o1", ScriptedLLM(_script(choice, asked)), retriever, k=2, lang="en", **opts)
     return strategy.run(QUESTION), asked
@@ -79,7 +81,8 @@ def test_the_choice_reads_the_search_results_and_keeps_the_reasonings_answer_as_
     retriever: Retriever,
 ) -> None:
     r, asked = _run(retriever, settle_comparison=True)
-    assert len(asked) == 1
+    assert len(asked) == 2  # the options in either order
+    assert "Options: no or yes" in asked[1] and asked[1].replace("no or yes", "yes or no") == asked[0]
     assert "Fabián Bielinsky director: Fabián Bielinsky is an Argentine film director" in asked[0]
     assert "Nelson Pereira dos Santos is a Brazilian film director" in asked[0]
     assert "Options: yes or no" in asked[0] and QUESTION in asked[0]
@@ -126,7 +129,14 @@ def test_the_batch_settles_too(retriever: Retriever) -> None:
     asked: list[str] = []
     s = get_strategy("search-o1", ScriptedLLM(_script("Yes", asked)), retriever, k=2, lang="en", settle_comparison=True)
     results = s.run_batch([QUESTION, QUESTION], concurrency=2)
-    assert [r.short_answer for r in results] == ["Yes", "Yes"] and len(asked) == 2
+    assert [r.short_answer for r in results] == ["Yes", "Yes"] and len(asked) == 4
+
+
+def test_a_choice_that_moves_with_the_order_of_the_options_settles_nothing(retriever: Retriever) -> None:
+    r, asked = _run(retriever, last_option, settle_comparison=True)
+    assert len(asked) == 2 and r.short_answer == "No" and r.trace.of("draft") == []
+    note = _notes(r, "option_settled")[0]
+    assert note["chosen"] is None and note["reply"] == "no | reversed: yes"
 
 
 def test_a_settle_option_that_is_not_a_boolean_is_refused() -> None:

@@ -29,6 +29,7 @@ from sleuth.strategies import Result, get_strategy
 from sleuth.strategies.options import OptionsError
 from sleuth.strategies.self_ask_questions import find_comparison
 from sleuth.strategies.settle import agrees
+from test_search_o1_settle import last_option
 
 PASSAGES = {
     "Spirit of the West": "Spirit of the West were a Canadian folk rock band from Vancouver, active from 1983 to 2016.",
@@ -62,7 +63,7 @@ def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
     return titled_index(tmp_path_factory, "comparisons", PASSAGES)
 
 
-def _script(step_back: str, reply: str, choice: str, asked: list[str]) -> Callable[..., str]:
+def _script(step_back: str, reply: str, choice: str | Callable[[str], str], asked: list[str]) -> Callable[..., str]:
     """The step-back question, the recorded reply, and ``choice`` for the choice call (each choice
     prompt is appended to ``asked``)."""
 
@@ -70,7 +71,7 @@ def _script(step_back: str, reply: str, choice: str, asked: list[str]) -> Callab
         content = str(payload[-1]["content"]) if isinstance(payload, list) else payload
         if content.startswith(CHOOSE):
             asked.append(content)
-            return choice
+            return choice(content) if callable(choice) else choice
         return reply if content.startswith("Answer the question from the documents below") else step_back
 
     return script
@@ -89,7 +90,8 @@ def _notes(r: Result, kind: str) -> list[dict]:
 def test_a_choice_is_read_from_the_replys_own_facts_and_the_reply_is_the_draft(retriever: Retriever) -> None:
     r, asked = _run(retriever, BANDS, BANDS_REPLY, "Spirit of the West", settle_comparison=True)
     assert r.short_answer == r.answer == "Spirit of the West"
-    (prompt,) = asked
+    prompt, reversed_ = asked  # the options in either order
+    assert "Options: Big Pig or Spirit of the West" in reversed_
     assert "Spirit of the West was active from 1983 to 2016, while Big Pig existed from 1985 to 1991" in prompt
     assert "Options: Spirit of the West or Big Pig" in prompt
     assert "Big Pig was active the longest" not in prompt  # the wrong conclusion is not shown
@@ -110,7 +112,7 @@ def test_a_yes_no_comparison_settles_on_yes_or_no(retriever: Retriever) -> None:
 
 def test_a_choice_that_agrees_with_the_reply_leaves_it_whole(retriever: Retriever) -> None:
     r, asked = _run(retriever, DIRECTORS, DIRECTORS_REPLY, "No.", settle_comparison=True)
-    assert len(asked) == 1 and r.short_answer == "No" and r.answer.startswith("Background:")
+    assert len(asked) == 2 and r.short_answer == "No" and r.answer.startswith("Background:")
     assert r.trace.of("draft") == [] and _notes(r, "option_settled")[0]["chosen"] == "No"
 
 
@@ -118,6 +120,12 @@ def test_a_reply_naming_no_option_leaves_the_answer(retriever: Retriever) -> Non
     r, asked = _run(retriever, BANDS, BANDS_REPLY, "Both were active for a long time.", settle_comparison=True)
     assert len(asked) == 1 and r.short_answer == "Big Pig" and r.trace.of("draft") == []
     assert _notes(r, "option_settled")[0]["chosen"] is None
+
+
+def test_a_choice_that_moves_with_the_order_of_the_options_leaves_the_answer(retriever: Retriever) -> None:
+    r, asked = _run(retriever, BANDS, BANDS_REPLY, last_option, settle_comparison=True)
+    assert len(asked) == 2 and r.short_answer == "Big Pig" and r.trace.of("draft") == []
+    assert _notes(r, "option_settled")[0]["reply"] == "Big Pig | reversed: Spirit of the West"
 
 
 def test_off_by_default_and_never_for_a_question_that_is_no_comparison(retriever: Retriever) -> None:

@@ -363,7 +363,7 @@ def relabel_cmd(
             line += f"; {done.differ[name]} differ (run them again: --redo-stale)"
         if done.length_only.get(name):
             line += f"; {done.length_only[name]} the same by prompt length only, left stale (see --by-length)"
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 @eval_app.command("tune")

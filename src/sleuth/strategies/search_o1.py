@@ -367,7 +367,7 @@ class SearchO1(Strategy):
         facts = [f"{q}: {info}" for q, info in run.results.items() if info and not _NOTHING.search(info)]
         if cmp is None or not (cmp.yes_no or cmp.choice) or not facts:
             return answer, short
-        choice = choose_option(self, st, st.result.question, facts, cmp)
+        choice = choose_option(self, st, st.result.question, facts, cmp, both_orders=True)
         st.emit("note", type="option_settled", answer=answer[:300], chosen=choice.chosen, reply=choice.reply[:200])
         if choice.chosen is None:
             return answer, short

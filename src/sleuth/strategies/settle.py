@@ -35,32 +35,53 @@ def options_of(cmp: Comparison, lang: str) -> tuple[str, ...]:
     return YES_NO_OPTIONS.get(lang, YES_NO_OPTIONS["en"]) if cmp.yes_no else cmp.options
 
 
-def choose_option(strategy: Strategy, st: RunState, question: str, facts: Sequence[str], cmp: Comparison) -> Choice:
+def choose_option(
+    strategy: Strategy,
+    st: RunState,
+    question: str,
+    facts: Sequence[str],
+    cmp: Comparison,
+    *,
+    both_orders: bool = False,
+) -> Choice:
     """One short call (step ``choose option``): the option of ``cmp`` that ``facts`` decide.
 
     A yes/no reply is read by its first word ("不是" is "否"); a choice reply by the option it
-    names first (:func:`~sleuth.strategies.self_ask_questions.named`)."""
-    lang = st.result.lang
-    joiner = SCAFFOLD.get(lang, SCAFFOLD["en"])["or"]
-    c = strategy.ask(
-        st,
-        strategy.prompt(
-            st,
-            "self_ask_choose",
-            question=question,
-            facts="\n".join(facts),
-            options=joiner.join(options_of(cmp, lang)),
-        ),
-        step="choose option",
-        max_tokens=24,
+    names first (:func:`~sleuth.strategies.self_ask_questions.named`).  With ``both_orders`` a
+    second call (step ``choose option, reversed``) offers the options in the other order, and an
+    option is chosen only when both calls choose it: the small model also picks by position
+    ("Marsilea has approximately 65 species", "Brabejum has 1 species": "Brabejum" for "which has
+    more species, Marsilea or Brabejum?"), and a choice that moves with the order is no reading of
+    the facts."""
+    options = options_of(cmp, st.result.lang)
+    chosen, reply = _choose(strategy, st, question, facts, cmp, options, "choose option")
+    if both_orders and chosen is not None:
+        again, second = _choose(strategy, st, question, facts, cmp, options[::-1], "choose option, reversed")
+        reply = f"{reply} | reversed: {second}"
+        if again is None or again.lower() != chosen.lower():
+            chosen = None
+    return Choice(chosen, reply)
+
+
+def _choose(
+    strategy: Strategy,
+    st: RunState,
+    question: str,
+    facts: Sequence[str],
+    cmp: Comparison,
+    options: Sequence[str],
+    step: str,
+) -> tuple[str | None, str]:
+    joiner = SCAFFOLD.get(st.result.lang, SCAFFOLD["en"])["or"]
+    text = strategy.prompt(
+        st, "self_ask_choose", question=question, facts="\n".join(facts), options=joiner.join(options)
     )
+    c = strategy.ask(st, text, step=step, max_tokens=24)
     if cmp.yes_no:
         m = YES_NO.match(c.text)
-        chosen = None if m is None else ("否" if m.group("v") == "不是" else m.group("v"))
-    else:
-        hit = named(c.text, cmp.options)
-        chosen = hit[0] if hit else None
-    return Choice(chosen, c.text.strip())
+        return (None if m is None else ("否" if m.group("v") == "不是" else m.group("v"))), c.text.strip()
+    hit = named(c.text, cmp.options)
+    return (hit[0] if hit else None), c.text.strip()
 
 
 def agrees(written: str, chosen: str, cmp: Comparison) -> bool:

@@ -207,7 +207,7 @@ class StepBack(Strategy):
         facts = [v for k in _FACT_FIELDS if (v := fields.get(k, "").strip()) and not NO_FIELD.match(v)]
         if cmp is None or not (cmp.yes_no or cmp.choice) or not facts:
             return False
-        choice = choose_option(self, st, question, facts, cmp)
+        choice = choose_option(self, st, question, facts, cmp, both_orders=True)
         written = st.result.short_answer
         st.emit("note", type="option_settled", answer=written[:300], chosen=choice.chosen, reply=choice.reply[:200])
         if choice.chosen is None or agrees(written, choice.chosen, cmp):
