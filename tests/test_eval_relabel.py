@@ -123,3 +123,13 @@ def test_relabel_on_the_command_line(run_dir: Path, capsys: pytest.CaptureFixtur
     assert "self-ask not among the run's strategies" in capsys.readouterr().err
     assert run(str(run_dir.parent / "nowhere")) == 2
     assert "holds no results.jsonl" in capsys.readouterr().err
+
+
+def test_the_report_says_which_records_were_relabelled(run_dir: Path) -> None:  # noqa: F811
+    from sleuth.eval.report import write_report
+
+    assert "**Relabelled:**" not in write_report(run_dir).read_text(encoding="utf-8")
+    _edit(run_dir, {r["qid"] for r in read_records(run_dir)[:2]}, _older)
+    relabel_run(run_dir)
+    text = write_report(run_dir).read_text(encoding="utf-8")
+    assert "**Relabelled:** rag 2 records were made by an earlier code version" in text

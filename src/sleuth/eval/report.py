@@ -247,6 +247,15 @@ def _code_table(
             "code until `sleuth eval ... --redo-stale` makes them again.",
             "",
         ]
+    moved = Counter(r["strategy"] for r in records if r.get("relabelled"))
+    if moved:
+        parts = ", ".join(f"{s} {moved[s]}" for s in names if moved[s])
+        out += [
+            f"**Relabelled:** {parts} records were made by an earlier code version and replayed the same, step by "
+            "step, under a later one, which gave them its fingerprint (`sleuth eval relabel`; each keeps the "
+            "fingerprint it had in `relabelled`).",
+            "",
+        ]
     if running is None:
         out += ["| strategy | fingerprint: records | latest run's code |", "|---|---|---|"]
     else:
