@@ -117,7 +117,9 @@ def test_relabel_on_the_command_line(run_dir: Path, capsys: pytest.CaptureFixtur
     assert run(str(run_dir)) == 0
     assert "nothing to relabel" in capsys.readouterr().out
     _edit(run_dir, {read_records(run_dir)[0]["qid"]}, _older)
-    assert run(str(run_dir), "--strategies", "rag") == 0
+    assert run(str(run_dir), "--from", "fedcba987654") == 0  # none of that fingerprint
+    assert "no record of fingerprint fedcba987654 to replay" in capsys.readouterr().out
+    assert run(str(run_dir), "--strategies", "rag", "--from", OLD) == 0
     assert "rag: 1 of 1 stale records relabelled (replay the same)" in capsys.readouterr().out
     assert run(str(run_dir), "--strategies", "self-ask") == 2  # a user mistake
     assert "self-ask not among the run's strategies" in capsys.readouterr().err

@@ -41,7 +41,9 @@ def eval_cmd(
     ctx: typer.Context,
     data: Path = typer.Option(None, "--data", help="Questions file (any supported format)."),
     fmt: str = typer.Option(
-        "auto", "--format", help="hotpotqa, musique, timeqa, mmlu, strategyqa, flashrag, policy_zh, rgb_zh, jsonl or auto."
+        "auto",
+        "--format",
+        help="hotpotqa, musique, timeqa, mmlu, strategyqa, flashrag, policy_zh, rgb_zh, jsonl or auto.",
     ),
     setting: str = typer.Option(
         None,
@@ -186,7 +188,9 @@ def eval_cmd(
 
 @eval_app.command("report")
 def report_cmd(
-    run_dir: Path = typer.Argument(..., help="A run directory holding results.jsonl (or the committed results.jsonl.gz)."),
+    run_dir: Path = typer.Argument(
+        ..., help="A run directory holding results.jsonl (or the committed results.jsonl.gz)."
+    ),
     rescore: bool = typer.Option(
         False, "--rescore", help="First recompute every record's scores against the data file named in run.json."
     ),
@@ -213,7 +217,9 @@ def report_cmd(
 
 @eval_app.command("compact")
 def compact_cmd(
-    run_dir: Path = typer.Argument(..., help="A run directory holding results.jsonl (or the committed results.jsonl.gz)."),
+    run_dir: Path = typer.Argument(
+        ..., help="A run directory holding results.jsonl (or the committed results.jsonl.gz)."
+    ),
 ) -> None:
     """Compress DIR's results for committing: the newest record of each task into results.jsonl.gz,
     the records they replaced into replaced.jsonl.gz (report, verify and resume read both)."""
@@ -226,144 +232,6 @@ def compact_cmd(
     except RunDirBusy as e:
         raise UserError(str(e)) from e
     console.print(f"{kept} records in {run_dir / 'results.jsonl.gz'}, {moved} more replaced ones kept aside")
-
-
-@eval_app.command("verify")
-def verify_cmd(
-    run_dir: Path = typer.Argument(..., help="A run directory holding run.json and results.jsonl (or results.jsonl.gz)."),
-    sample: int = typer.Option(3, "--sample", "-n", help="How many records to run again (drawn with --seed)."),
-    all_records: bool = typer.Option(False, "--all", help="Run every comparable record again, not a sample."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
-    strategies: str = typer.Option(None, "--strategies", help="Only records of these strategies (comma-separated)."),
-    qids: str = typer.Option(None, "--qid", help="Only records of these question ids (comma-separated)."),
-    data: Path = typer.Option(None, "--data", help="The run's data file, when it is not where run.json says."),
-    corpus: Path = typer.Option(None, "--corpus", help="The corpus file the run used (if it passed --corpus)."),
-    index: str = typer.Option(None, "--index", help="The index the run used (if it passed --index)."),
-    base_url: str = typer.Option(None, "--base-url", help="The OpenAI-compatible server the run used."),
-    replay: bool = typer.Option(
-        False,
-        "--replay",
-        help="No model: serve each record's own replies to the running code (seconds a record; use with --all) "
-        "to find the records a change the fingerprint cannot see answers differently.",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print the verification as JSON."),
-) -> None:
-    """Run a sample of DIR's records again and compare them step by step (writes nothing to DIR).
-
-    Exit code 0 when every re-run record is the same as the stored one, 1 when one differs.
-    """
-    from sleuth.eval.datasets import DatasetError
-    from sleuth.eval.runner import EvalError
-    from sleuth.eval.verify import SAME, Check, verify_run
-
-    # progress goes to stderr even with --json (stdout then holds only the JSON document)
-    def starting(strategy: str, qid: str, i: int, n: int) -> None:
-        if not replay:  # a replay takes a fraction of a second a record
-            console_err.print(f"[dim]({i}/{n}) running {strategy} {qid} again …[/]", highlight=False)
-
-    def show(c: Check) -> None:
-        if replay and c.verdict == SAME:  # a replay of a whole run lists only what changed
-            return
-        mark = "[green]same[/]" if c.verdict == SAME else "[red]differs[/]"
-        console_err.print(
-            f"{mark}  {c.strategy} {c.qid}: {c.steps} steps, {c.seconds_then:.0f} s then, {c.seconds_now:.0f} s now"
-            + (f"\n    first difference: {c.difference}" if c.difference else "")
-            + (f"\n    score then {c.score_then:.3f}, now {c.score_now:.3f}" if c.score_now is not None else ""),
-            highlight=False,
-        )
-
-    def split(v: str | None) -> list[str] | None:
-        return comma_list(v) if v else None
-
-    from sleuth.eval.store import results_files
-
-    if not results_files(run_dir):
-        raise UserError(f"{run_dir} holds no results.jsonl or results.jsonl.gz")
-    try:
-        ver = verify_run(
-            run_dir,
-            sample=None if all_records else sample,
-            seed=seed,
-            strategies=split(strategies),
-            qids=split(qids),
-            data=data,
-            corpus=corpus,
-            index=index,
-            base_url=base_url,
-            replay=replay,
-            on_check=show,
-            on_start=starting,
-        )
-    except (DatasetError, EvalError) as e:
-        raise UserError(str(e)) from e
-    left = ", ".join(f"{n} {why}" for why, n in sorted(ver.not_comparable.items()))
-    if not ver.checks:
-        raise UserError(
-            f"no record of {run_dir} can be run again and compared" + (f" (left out: {left})" if left else "")
-        )
-    if json_out:
-        console.print_json(json.dumps(ver.to_dict(), ensure_ascii=False))
-    else:
-        for w in ver.warnings:
-            console_err.print(f"[yellow]warning: {w}[/]")
-        same = sum(c.verdict == SAME for c in ver.checks)
-        console.print(
-            f"{same} of {len(ver.checks)} {'replayed' if replay else 're-run'} records are the same as stored "
-            f"(every LLM completion, search, answer and finish reason); "
-            f"drawn from {ver.candidates} comparable records" + (f"; left out: {left}" if left else ""),
-            highlight=False,
-        )
-        for name, change in ver.score_changes().items():
-            console.print(f"  {name}: {change}", highlight=False)
-    if not ver.ok:
-        raise typer.Exit(1)
-
-
-@eval_app.command("relabel")
-def relabel_cmd(
-    run_dir: Path = typer.Argument(..., help="A run directory holding run.json and results.jsonl (or results.jsonl.gz)."),
-    strategies: str = typer.Option(None, "--strategies", help="Only records of these strategies (comma-separated)."),
-    by_length: bool = typer.Option(
-        False,
-        "--by-length",
-        help="Also relabel records made before prompts were recorded by digest, whose replay compares each "
-        "prompt by its length only (for a change known to leave the prompt templates' text alone).",
-    ),
-    data: Path = typer.Option(None, "--data", help="The run's data file, when it is not where run.json says."),
-    corpus: Path = typer.Option(None, "--corpus", help="The corpus file the run used (if it passed --corpus)."),
-    index: str = typer.Option(None, "--index", help="The index the run used (if it passed --index)."),
-) -> None:
-    """Give the running code's fingerprint to DIR's stale records whose replay (no model) is the same
-    step by step; the others stay stale for `sleuth eval ... --redo-stale`."""
-    from sleuth.eval.datasets import DatasetError
-    from sleuth.eval.relabel import relabel_run
-    from sleuth.eval.runner import EvalError
-    from sleuth.eval.store import RunDirBusy, results_files
-
-    if not results_files(run_dir):
-        raise UserError(f"{run_dir} holds no results.jsonl or results.jsonl.gz")
-    try:
-        done = relabel_run(
-            run_dir,
-            strategies=comma_list(strategies) if strategies else None,
-            by_length=by_length,
-            data=data,
-            corpus=corpus,
-            index=index,
-        )
-    except (DatasetError, EvalError, RunDirBusy) as e:
-        raise UserError(str(e)) from e
-    if not done.verification.checks:
-        console.print("no record of another code version to replay: nothing to relabel")
-        return
-    for name in dict.fromkeys(c.strategy for c in done.verification.checks):
-        n = sum(c.strategy == name for c in done.verification.checks)
-        line = f"{name}: {done.relabelled.get(name, 0)} of {n} stale records relabelled (replay the same)"
-        if done.differ.get(name):
-            line += f"; {done.differ[name]} differ (run them again: --redo-stale)"
-        if done.length_only.get(name):
-            line += f"; {done.length_only[name]} the same by prompt length only, left stale (see --by-length)"
-        console.print(line, highlight=False, soft_wrap=True)
 
 
 @eval_app.command("tune")

@@ -64,14 +64,16 @@ def relabel_run(
     out: str | Path,
     *,
     strategies: Sequence[str] | None = None,
+    from_code: str | None = None,
     by_length: bool = False,
     data: str | Path | None = None,
     corpus: str | Path | None = None,
     index: str | None = None,
     on_check: Callable[[Check], None] | None = None,
 ) -> Relabelling:
-    """Replay every record of ``out`` that other code made (of ``strategies``; None: all) and give
-    the running code's fingerprint to those whose replay is the same.  Writes the run's results
+    """Replay every record of ``out`` that other code made (of ``strategies``; None: all; only those
+    of fingerprint ``from_code`` when given) and give the running code's fingerprint to those whose
+    replay is the same.  Writes the run's results
     files atomically, under the run's lock."""
     out = Path(out)
     with run_lock(out):
@@ -87,6 +89,8 @@ def relabel_run(
             other_code=True,
             on_check=on_check,
         )
+        if from_code is not None:
+            ver.checks = [c for c in ver.checks if records[(c.strategy, c.qid)].get("code") == from_code]
         done = Relabelling(ver)
         stamp: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         at = datetime.now(UTC).isoformat(timespec="seconds")
