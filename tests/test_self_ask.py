@@ -283,6 +283,13 @@ def test_chinese_restated_comparison_is_asked_per_option(retriever: Retriever) -
             1,
             0,
         ),
+        (  # after a colon the options begin, a comma inside one of them (HotpotQA train, the settle check)
+            "Which long-established US university is older: University of California, Berkeley or Syracuse "
+            "University?",
+            ("University of California, Berkeley", "Syracuse University"),
+            1,
+            0,
+        ),
         ("Are Muzzle and Screaming Trees both alternative rock bands?", ("Muzzle", "Screaming Trees"), 0, 1),
         ("Henry Roth and Lewis Mumford are both this nationality?", ("Henry Roth", "Lewis Mumford"), 0, 0),
         ("穆罕默德·阿里和艾伦·图灵谁活得更久？", ("穆罕默德·阿里", "艾伦·图灵"), 1, 0),

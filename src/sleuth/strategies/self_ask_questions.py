@@ -117,7 +117,10 @@ def _or_options(question: str) -> tuple[str, str] | None:
     ql, qr = _QUOTED.findall(left), _QUOTED.findall(right)
     if ql and qr and left.rstrip(" ,").endswith(('"', "”")):
         return ql[-1].strip(), qr[0].strip()
-    left = _LEAD_AUX.sub("", re.split(r",|:|\bbetween\b", left.rstrip(" ,"))[-1])
+    left = left.rstrip(" ,")
+    # after a colon the options begin, commas and all ("older: University of California, Berkeley or ...")
+    left = left.rsplit(":", 1)[1] if ":" in left else re.split(r",|\bbetween\b", left)[-1]
+    left = _LEAD_AUX.sub("", re.split(r"\bbetween\b", left)[-1])
     right = re.split(r"[,?]", right)[0]
     if len(left.split()) > 4 or not left.strip()[:1].isupper():
         left = _cap_run(left, last=True)
