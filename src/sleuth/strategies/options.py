@@ -206,7 +206,8 @@ class StepBackOptions(StrategyOptions):
     settle_comparison: bool = option(
         False,
         "a comparison's answer (yes/no, or one of the options it names) chosen once more from the "
-        "facts the reply stated (`false`: the reply's answer, as the paper)",
+        "facts the reply stated, with the options offered in either order, standing only when both choose it "
+        "(`false`: the reply's answer, as the paper)",
         neutral=False,
     )
 
@@ -253,7 +254,8 @@ class SearchO1Options(StrategyOptions):
     settle_comparison: bool = option(
         False,
         "a comparison's answer (yes/no, or one of the options it names) chosen once more from the "
-        "search results the reasoning inserted (`false`: the reasoning's answer, as the paper)",
+        "search results the reasoning inserted, with the options offered in either order, standing only when "
+        "both choose it (`false`: the reasoning's answer, as the paper)",
         neutral=False,
     )
 
