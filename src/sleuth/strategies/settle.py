@@ -78,8 +78,7 @@ def _choose(
     )
     c = strategy.ask(st, text, step=step, max_tokens=24)
     if cmp.yes_no:
-        m = YES_NO.match(c.text)
-        return (None if m is None else ("否" if m.group("v") == "不是" else m.group("v"))), c.text.strip()
+        return _yes_or_no(c.text), c.text.strip()
     hit = named(c.text, cmp.options)
     return (hit[0] if hit else None), c.text.strip()
 
@@ -88,7 +87,12 @@ def agrees(written: str, chosen: str, cmp: Comparison) -> bool:
     """The short answer a strategy wrote already gives ``chosen``: the same yes or no, or names
     that option and no other."""
     if cmp.yes_no:
-        m = YES_NO.match(written)
-        said = None if m is None else ("否" if m.group("v") == "不是" else m.group("v"))
+        said = _yes_or_no(written)
         return said is not None and said.lower() == chosen.lower()
     return named(written, cmp.options) == [chosen]
+
+
+def _yes_or_no(text: str) -> str | None:
+    """The yes or no a reply starts with, as written ("Yes", "no", "是"; "不是" is "否"), or ``None``."""
+    m = YES_NO.match(text)
+    return None if m is None else ("否" if m.group("v") == "不是" else m.group("v"))
