@@ -10,6 +10,12 @@ import typer
 from sleuth.cli.common import UserError, comma_list, console, console_err
 from sleuth.cli.eval import eval_app
 
+# the options both commands take: which records, and where the run's inputs are when they moved
+_STRATEGIES = typer.Option(None, "--strategies", help="Only records of these strategies (comma-separated).")
+_DATA = typer.Option(None, "--data", help="The run's data file, when it is not where run.json says.")
+_CORPUS = typer.Option(None, "--corpus", help="The corpus file the run used (if it passed --corpus).")
+_INDEX = typer.Option(None, "--index", help="The index the run used (if it passed --index).")
+
 
 @eval_app.command("verify")
 def verify_cmd(
@@ -19,11 +25,11 @@ def verify_cmd(
     sample: int = typer.Option(3, "--sample", "-n", help="How many records to run again (drawn with --seed)."),
     all_records: bool = typer.Option(False, "--all", help="Run every comparable record again, not a sample."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
-    strategies: str = typer.Option(None, "--strategies", help="Only records of these strategies (comma-separated)."),
+    strategies: str = _STRATEGIES,
     qids: str = typer.Option(None, "--qid", help="Only records of these question ids (comma-separated)."),
-    data: Path = typer.Option(None, "--data", help="The run's data file, when it is not where run.json says."),
-    corpus: Path = typer.Option(None, "--corpus", help="The corpus file the run used (if it passed --corpus)."),
-    index: str = typer.Option(None, "--index", help="The index the run used (if it passed --index)."),
+    data: Path = _DATA,
+    corpus: Path = _CORPUS,
+    index: str = _INDEX,
     base_url: str = typer.Option(None, "--base-url", help="The OpenAI-compatible server the run used."),
     replay: bool = typer.Option(
         False,
@@ -109,7 +115,7 @@ def relabel_cmd(
     run_dir: Path = typer.Argument(
         ..., help="A run directory holding run.json and results.jsonl (or results.jsonl.gz)."
     ),
-    strategies: str = typer.Option(None, "--strategies", help="Only records of these strategies (comma-separated)."),
+    strategies: str = _STRATEGIES,
     from_code: str = typer.Option(
         None, "--from", help="Only records of this fingerprint (the code before the change)."
     ),
@@ -119,9 +125,9 @@ def relabel_cmd(
         help="Also relabel records made before prompts were recorded by digest, whose replay compares each "
         "prompt by its length only (for a change known to leave the prompt templates' text alone).",
     ),
-    data: Path = typer.Option(None, "--data", help="The run's data file, when it is not where run.json says."),
-    corpus: Path = typer.Option(None, "--corpus", help="The corpus file the run used (if it passed --corpus)."),
-    index: str = typer.Option(None, "--index", help="The index the run used (if it passed --index)."),
+    data: Path = _DATA,
+    corpus: Path = _CORPUS,
+    index: str = _INDEX,
 ) -> None:
     """Give the running code's fingerprint to DIR's stale records whose replay (no model) is the same
     step by step; the others stay stale for `sleuth eval ... --redo-stale`."""
