@@ -135,3 +135,15 @@ def test_the_report_says_which_records_were_relabelled(run_dir: Path) -> None:  
     relabel_run(run_dir)
     text = write_report(run_dir).read_text(encoding="utf-8")
     assert "**Relabelled:** rag 2 records were made by an earlier code version" in text
+
+
+def test_relabel_is_refused_while_a_sitting_holds_the_run(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    from sleuth.cli import main
+    from sleuth.eval.store import run_lock
+
+    _edit(run_dir, {read_records(run_dir)[0]["qid"]}, _older)
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    with run_lock(run_dir), pytest.raises(SystemExit) as e:
+        main(["eval", "relabel", str(run_dir)])
+    assert e.value.code == 2 and "another sleuth eval is running in" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before  # nothing written

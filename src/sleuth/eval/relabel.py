@@ -20,6 +20,7 @@ is known to leave the prompt templates' text alone, and their stamp says so.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,20 +35,14 @@ BY_DIGEST, BY_LENGTH = "digest", "length"
 
 @dataclass
 class Relabelling:
-    """What :func:`relabel_run` did: the replay's checks, the records restamped, and those left
-    stale because their prompts could be compared by length only (without ``by_length``)."""
+    """What :func:`relabel_run` did: the replay's checks, and per strategy the records restamped, those
+    whose replay differs, and those left stale because their prompts could be compared by length
+    only (without ``by_length``)."""
 
     verification: Verification
-    relabelled: dict[str, int] = field(default_factory=dict)  # strategy -> records restamped
-    length_only: dict[str, int] = field(default_factory=dict)  # strategy -> same by length, left stale
-
-    @property
-    def differ(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for c in self.verification.checks:
-            if c.verdict != SAME:
-                out[c.strategy] = out.get(c.strategy, 0) + 1
-        return out
+    relabelled: Counter[str] = field(default_factory=Counter)
+    differ: Counter[str] = field(default_factory=Counter)
+    length_only: Counter[str] = field(default_factory=Counter)
 
 
 def prompts_compared(rec: Mapping[str, Any]) -> str:
@@ -73,8 +68,7 @@ def relabel_run(
 ) -> Relabelling:
     """Replay every record of ``out`` that other code made (of ``strategies``; None: all; only those
     of fingerprint ``from_code`` when given) and give the running code's fingerprint to those whose
-    replay is the same.  Writes the run's results
-    files atomically, under the run's lock."""
+    replay is the same.  Writes the run's results files atomically, under the run's lock."""
     out = Path(out)
     with run_lock(out):
         records = {(str(r["strategy"]), str(r["qid"])): r for r in read_records(out)}
@@ -87,23 +81,23 @@ def relabel_run(
             index=index,
             replay=True,
             other_code=True,
+            from_code=from_code,
             on_check=on_check,
         )
-        if from_code is not None:
-            ver.checks = [c for c in ver.checks if records[(c.strategy, c.qid)].get("code") == from_code]
         done = Relabelling(ver)
         stamp: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         at = datetime.now(UTC).isoformat(timespec="seconds")
         for c in ver.checks:
+            if c.verdict != SAME:
+                done.differ[c.strategy] += 1
+                continue
             rec = records[(c.strategy, c.qid)]
             how = prompts_compared(rec)
-            if c.verdict != SAME:
-                continue
             if how == BY_LENGTH and not by_length:
-                done.length_only[c.strategy] = done.length_only.get(c.strategy, 0) + 1
+                done.length_only[c.strategy] += 1
                 continue
             stamp[_key(rec)] = {"from": rec.get("code"), "at": at, "prompts": how}
-            done.relabelled[c.strategy] = done.relabelled.get(c.strategy, 0) + 1
+            done.relabelled[c.strategy] += 1
 
         def change(rec: dict[str, Any]) -> dict[str, Any]:
             mark = stamp.get(_key(rec))

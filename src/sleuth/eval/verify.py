@@ -226,6 +226,7 @@ def verify_run(
     base_url: str | None = None,
     replay: bool = False,
     other_code: bool = False,
+    from_code: str | None = None,
     on_check: Callable[[Check], None] | None = None,
     on_start: Callable[[str, str, int, int], None] | None = None,
 ) -> Verification:
@@ -237,7 +238,8 @@ def verify_run(
     with where the replay parted. ``on_start(strategy, qid, i, n)`` is called before the i-th of
     n re-runs (a RAT task can take minutes), ``on_check(check)`` after each.  With ``other_code``
     the records compared are those another fingerprint made (for the question as it is worded
-    now) instead: what :mod:`sleuth.eval.relabel` replays.
+    now) instead: what :mod:`sleuth.eval.relabel` replays; ``from_code`` keeps only the records of
+    that fingerprint.
     """
     out = Path(out)
     if sample is not None and sample < 1:
@@ -274,6 +276,8 @@ def verify_run(
     for rec in read_records(out):
         name, qid = rec["strategy"], str(rec["qid"])
         if (strategies and name not in strategies) or (qids and qid not in qids):
+            continue
+        if from_code is not None and rec.get("code") != from_code:
             continue
         why = "not in the run's sample" if qid not in items_by_id else stale_reason(rec, code, items_by_id)
         if other_code and why in ("", OTHER_CODE):  # made by other code, for the question as it is worded now?
