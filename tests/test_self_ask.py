@@ -284,8 +284,7 @@ def test_chinese_restated_comparison_is_asked_per_option(retriever: Retriever) -
             0,
         ),
         (  # after a colon the options begin, a comma inside one of them (HotpotQA train, the settle check)
-            "Which long-established US university is older: University of California, Berkeley or Syracuse "
-            "University?",
+            "Which long-established US university is older: University of California, Berkeley or Syracuse University?",
             ("University of California, Berkeley", "Syracuse University"),
             1,
             0,
