@@ -16,9 +16,9 @@ from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Passage
 from sleuth.strategies import get_strategy
-from sleuth.strategies.base import Result
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.grounding_trace import reground
+from sleuth.strategies.result import Result
 
 # passages as the committed traces hold them (id "<title>#0")
 COTAI = {

@@ -14,9 +14,10 @@ from sleuth.llm.scripted import ScriptedLLM, tokens
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage
 from sleuth.strategies import STRATEGIES, UnknownStrategy, get_strategy, resolve_name
-from sleuth.strategies.base import Result, RunState
+from sleuth.strategies.base import RunState
 from sleuth.strategies.lang import detect_lang
 from sleuth.strategies.prompts import PROMPT_DIR, PromptError, load, names, render
+from sleuth.strategies.result import Result
 from sleuth.strategies.step_back import merge_routes, rrf_rerank
 from sleuth.strategies.text import format_passages, sanitize
 

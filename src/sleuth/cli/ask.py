@@ -31,7 +31,7 @@ from rich.table import Table
 
 from sleuth.cli.common import UserError, app, checked, console, console_err
 from sleuth.config import settings
-from sleuth.strategies.base import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Event
+from sleuth.strategies.result import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Event
 
 QUICKSTART = Path("quickstart") / "wiki_passages.jsonl"
 OPT_HELP = (

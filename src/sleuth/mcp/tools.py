@@ -25,7 +25,8 @@ from sleuth.server.principals import Principal
 from sleuth.server.runtime import Busy, Runtime, owner_of
 from sleuth.server.scoping import ScopeError, check_source, default_source, effective_scope
 from sleuth.server.service import check_run, parse_filters, run_options, stream_job
-from sleuth.strategies.base import BadQuestion, Event, Result, validate_question
+from sleuth.strategies.base import BadQuestion, validate_question
+from sleuth.strategies.result import Event, Result
 from sleuth.text_input import BadText, check_text, check_tree
 
 OnStep = Callable[[int, str], Awaitable[None]]

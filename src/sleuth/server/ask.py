@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from sleuth.strategies.base import Event, Result
+from sleuth.strategies.result import Event, Result
 
 from .encoding import SafeJSONResponse, dumps, guard_stream
 from .errors import ApiError, error_responses, principal_of

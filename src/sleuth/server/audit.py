@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.search.base import Filters
-from sleuth.strategies.base import Result
+from sleuth.strategies.result import Result
 
 log = logging.getLogger("sleuth.server")
 

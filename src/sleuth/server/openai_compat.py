@@ -16,7 +16,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from sleuth.strategies.base import FINISHED, BadQuestion, Event, Result, validate_question
+from sleuth.strategies.base import BadQuestion, validate_question
+from sleuth.strategies.result import FINISHED, Event, Result
 
 from .encoding import SafeJSONResponse, dumps, guard_stream
 from .errors import ApiError, checked_param, error_responses, principal_of

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sleuth.search.base import Passage
-from sleuth.strategies.base import Event
+from sleuth.strategies.result import Event
 
 _TEXT_KEYS = ("question", "info", "message", "answer", "text", "query", "draft", "revised", "condensed", "note")
 

@@ -28,7 +28,8 @@ from typing import Any
 
 from sleuth.llm.base import LLM, LLMError
 from sleuth.search.base import Filters, Retriever
-from sleuth.strategies.base import ERROR, Event, Result, Strategy, Trace
+from sleuth.strategies.base import Strategy
+from sleuth.strategies.result import ERROR, Event, Result, Trace
 
 from .audit import open_audit
 from .guards import CANCELLED, TIMEOUT, GuardedLLM, GuardedRetriever, _Stop

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from sleuth.search.base import FilterError, Filters
-from sleuth.strategies.base import Event, Result
 from sleuth.strategies.options import OptionsError
+from sleuth.strategies.result import Event, Result
 
 from .errors import ApiError, forbidden, principal_of
 from .principals import Principal

@@ -1,4 +1,4 @@
-"""Reasoning strategies: each returns a :class:`~sleuth.strategies.base.Result`.
+"""Reasoning strategies: each returns a :class:`~sleuth.strategies.result.Result`.
 
 >>> from sleuth.llm import get_llm
 >>> from sleuth.search import open_retriever
@@ -10,21 +10,7 @@
 
 from __future__ import annotations
 
-from sleuth.strategies.base import (
-    BAD_INPUT,
-    ERROR,
-    FINISHED,
-    LLM_UNAVAILABLE,
-    REPEAT_LIMIT,
-    SEARCH_UNAVAILABLE,
-    STEP_LIMIT,
-    BadQuestion,
-    Event,
-    Result,
-    RunState,
-    Strategy,
-    Trace,
-)
+from sleuth.strategies.base import BadQuestion, RunState, Strategy
 from sleuth.strategies.cot import ChainOfThought
 from sleuth.strategies.direct import Direct
 from sleuth.strategies.options import OptionsError, StrategyOptions, parse_opts
@@ -38,6 +24,18 @@ from sleuth.strategies.registry import (
     resolve_name,
     resolve_strategy_class,
     strategy_class,
+)
+from sleuth.strategies.result import (
+    BAD_INPUT,
+    ERROR,
+    FINISHED,
+    LLM_UNAVAILABLE,
+    REPEAT_LIMIT,
+    SEARCH_UNAVAILABLE,
+    STEP_LIMIT,
+    Event,
+    Result,
+    Trace,
 )
 from sleuth.strategies.search_o1 import SearchO1
 from sleuth.strategies.self_ask import SelfAsk

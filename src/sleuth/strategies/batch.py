@@ -28,7 +28,8 @@ from typing import Generic, Protocol, TypeVar
 
 from sleuth.llm.base import LLMError
 from sleuth.search.base import Filters, Passage, SearchError
-from sleuth.strategies.base import BAD_INPUT, BadQuestion, Listener, Result, RunState, StrategyAbort
+from sleuth.strategies.base import BadQuestion, RunState, StrategyAbort
+from sleuth.strategies.result import BAD_INPUT, Listener, Result
 
 
 class BatchRun(Protocol):

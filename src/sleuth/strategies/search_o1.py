@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from sleuth.search.base import Filters, Passage, SearchError
 from sleuth.strategies.answer_type import answer_type
-from sleuth.strategies.base import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Listener, Result, RunState, Strategy
+from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.batch import StepBatch
 from sleuth.strategies.options import SearchO1Options
 from sleuth.strategies.parsing import (
@@ -61,6 +61,7 @@ from sleuth.strategies.parsing import (
     parse_search_o1,
 )
 from sleuth.strategies.reading import read_again
+from sleuth.strategies.result import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Listener, Result
 from sleuth.strategies.rid_support import closest_sentence, ground
 from sleuth.strategies.self_ask_questions import find_comparison
 from sleuth.strategies.settle import choose_option

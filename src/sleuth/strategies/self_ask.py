@@ -45,11 +45,12 @@ from typing import Any
 
 from sleuth.search.base import SearchError
 from sleuth.strategies.answer_type import LIST, answer_type
-from sleuth.strategies.base import STEP_LIMIT, RunState
+from sleuth.strategies.base import RunState
 from sleuth.strategies.options import SelfAskOptions
 from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS
 from sleuth.strategies.parsing import SelfAskStep, parse_final_line, parse_self_ask
 from sleuth.strategies.reading import UNKNOWN
+from sleuth.strategies.result import STEP_LIMIT
 from sleuth.strategies.self_ask_final import FinalAnswer
 from sleuth.strategies.self_ask_questions import (
     asks_nothing_new,

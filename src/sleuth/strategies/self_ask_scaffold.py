@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sleuth.search.base import Passage
-from sleuth.strategies.base import FINISHED, RunState
+from sleuth.strategies.base import RunState
+from sleuth.strategies.result import FINISHED
 from sleuth.strategies.self_ask_questions import Comparison
 
 
