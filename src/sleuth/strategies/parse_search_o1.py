@@ -99,8 +99,10 @@ def parse_search_o1(text: str) -> O1Step:
     return step
 
 
+#: only the end of a match is used, so nothing before the label is matched: a leading ``\**\s*``
+#: (or ``^\s*``) made the search quadratic on runs of whitespace (0.8 s on a 20,000-character flood)
 _FINAL_INFO = re.compile(
-    r"\**\s*(?:final\s+information|最终信息|有用信息|^\s*facts(?:\s*\(in\s+\w+\))?(?=\s*\**\s*[:：])|^\s*事实(?=\s*[:：]))"
+    r"(?:final\s+information|最终信息|有用信息|^[ \t]*facts(?:\s*\(in\s+\w+\))?(?=\s*\**\s*[:：])|^[ \t]*事实(?=\s*[:：]))"
     r"\s*\**\s*[:：]?\s*\**",
     re.I | re.M,
 )
