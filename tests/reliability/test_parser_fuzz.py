@@ -73,6 +73,10 @@ SHAPES: dict[str, str] = {
     "sentence flood": "A. " * 20_000,
     "numbered flood": "".join(f"{i % 100}. " + " " * 3000 + "x\n" for i in range(30)),
     "bullet without end": "- " + "\t " * 30_000 + "?",
+    # blank lines inside the text (a leading flood is stripped before any pattern runs): a \s* at
+    # each line start of a multi-line pattern made parse_long_answer take over 5 s on this
+    "blank lines inside": "so\n" + "\n" * 19_990 + "x",
+    "spaced blank lines inside": "so\n" + " \n" * 9_995 + "x",
 }
 assert len(SHAPES) >= 20
 

@@ -86,7 +86,7 @@ def parse_labelled(text: str, labels: tuple[str, ...]) -> str | None:
     """The text after the last ``Label:`` line (any of ``labels``), up to the next blank line."""
     text = cap(text)
     pat = re.compile(
-        r"^\s*(?:[-*#>]+\s*)?\**(?:" + "|".join(re.escape(x) for x in labels) + r")\**\s*[:：]\s*\**",
+        r"^[ \t]*(?:[-*#>]+\s*)?\**(?:" + "|".join(re.escape(x) for x in labels) + r")\**\s*[:：]\s*\**",
         re.I | re.M,
     )
     ms = list(pat.finditer(text))
@@ -101,7 +101,13 @@ def parse_long_answer(text: str) -> tuple[str, str | None]:
     """(long answer, short answer or None) from "…\\nShort answer: X"."""
     text = cap(text).strip()
     ms = list(
-        re.finditer(r"^\s*(?:[-*>#]+\s*)?\**\s*(?:short\s+answer|简短答案|简答)\s*\**\s*[:：]\s*\**", text, re.I | re.M)
+        # whitespace before the label is bounded and never two runs in a row: an unbounded \s* at
+        # each of many line starts is quadratic on a flood of blank lines (over 5 s on 20,000 newlines)
+        re.finditer(
+            r"^\s{0,80}(?:[-*>#]+\s{0,80})?(?:\*+\s{0,80})?(?:short\s+answer|简短答案|简答)\s*\**\s*[:：]\s*\**",
+            text,
+            re.I | re.M,
+        )
     )
     m = ms[-1] if ms else None
     if m is None:  # "… [1] Short answer: X" written inline
@@ -160,7 +166,7 @@ def parse_query(text: str, max_chars: int = 300, max_words: int = 32) -> str:
         pick = lines[0]
     pick = re.sub(r"^\s*(?:[-*#>]+|\d+[.)、])\s*", "", pick)
     pick = pick.strip().strip("*").strip().strip("\"'“”「」`").strip()
-    pick = re.sub(r"\s+\((?:this|which|to)\b.*\)$", "", pick, flags=re.I)
+    pick = re.sub(r"(?<!\s)\s+\((?:this|which|to)\b.*\)$", "", pick, flags=re.I)  # (?<!\s): linear on long runs
     words = pick.split()
     if len(words) > max_words:  # a copied paragraph, not a query: keep its first clause
         pick = " ".join(words[:max_words])
