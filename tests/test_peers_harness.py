@@ -138,7 +138,7 @@ def test_scoring_and_report_from_hand_made_lines(tmp_path: Path) -> None:
     )
     assert "| sleuth-self-ask | self-ask | 2 | 1.000 | 1.000 | 1.000 | 2.5 | 50 | 1.5 | 0 | 0 | 0 | 0 |" in text
     assert "| peer-self-ask | SelfAsk | 2 | 0.000 | 0.333 | 0.000 | 3.0 | 0 | 2.0 | 1 | 0 | 0 | 0 |" in text
-    assert "| peer-self-ask | sleuth-self-ask | 2 | -0.667" in text and "0 / 2 / 0" in text
+    assert "| peer-self-ask | sleuth-self-ask | all | 2 | -0.667" in text and "0 / 2 / 0" in text
     assert "- peer-broken: could not install" in text and "- peer-own-retriever: offline" in text
     assert "`python -m benchmarks.peers.run --limit 2`" in text and "peer 1.0" in text
 
@@ -154,3 +154,110 @@ def test_a_line_cut_short_by_a_kill_is_run_again_and_never_swallows_the_next(tmp
     append_line(out, {"qid": "b", "answer": "y"})
     assert [r["qid"] for r in read_lines(out)] == ["a", "b"]
     assert done_ids(out) == {"a", "b"}
+
+
+def test_report_has_a_table_per_dataset_and_names_rows_not_yet_complete() -> None:
+    items = {"h1": Item("h1", "Who?", ["Ada"]), "h2": Item("h2", "Who?", ["Bo"]), "m1": Item("m1", "Where?", ["Oslo"])}
+    sleuth = [{"qid": q, "answer": a} for q, a in (("h1", "Ada"), ("h2", "Bo"))]
+    peer = [{"qid": "h1", "answer": "Ada"}, {"qid": "h2", "answer": "x"}]
+    recs = scored_records("sleuth-rag", "hotpotqa", sleuth, items)
+    recs += scored_records("sleuth-rag", "musique", [{"qid": "m1", "answer": "Oslo"}], items)
+    recs += scored_records("peer-rag", "hotpotqa", peer, items)
+    text = render(
+        recs,
+        [{"name": "sleuth-rag", "pipeline": "rag"}, {"name": "peer-rag", "pipeline": "Standard"}],
+        header="# T",
+        command="c",
+        versions=[],
+        pairs={"peer-rag": "sleuth-rag"},
+        not_run={},
+        datasets={"hotpotqa": 2, "musique": 1},
+    )
+    assert "## All 3 questions" in text and "## hotpotqa (2 questions)" in text and "## musique (1 questions)" in text
+    musique = text.split("## musique (1 questions)")[1].split("##")[0]
+    assert "| sleuth-rag | rag | 1 | 1.000 |" in musique and "peer-rag" not in musique  # no answers there yet
+    # paired over all the questions both answered, and per dataset
+    assert "| peer-rag | sleuth-rag | all | 2 | -0.500" in text and "| peer-rag | sleuth-rag | hotpotqa | 2 |" in text
+    assert "- peer-rag: 2 of 3 questions answered so far" in text
+    assert "sleuth-rag: " not in text.split("stopped early")[1]  # complete rows are not listed
+
+
+def test_an_adapter_starts_no_question_after_its_deadline(tmp_path: Path) -> None:
+    import argparse
+    import time
+
+    from benchmarks.peers.adapters.common import run_questions
+
+    qs = tmp_path / "q.jsonl"
+    qs.write_text("".join(json.dumps({"qid": f"q{i}", "question": f"Q{i}?"}) + "\n" for i in range(3)))
+    out = tmp_path / "a.jsonl"
+    asked: list[str] = []
+
+    def answer(q: str) -> str:
+        asked.append(q)
+        return "A"
+
+    with FakeOpenAIServer(llamacpp_timings=True) as srv, CountingProxy(srv.url) as proxy:
+        args = argparse.Namespace(questions=qs, out=out, llm=proxy.url, row="r", deadline=time.time() - 1)
+        run_questions(args, answer)
+        assert asked == [] and not out.exists()
+        args.deadline = None
+        run_questions(args, answer)
+    assert asked == ["Q0?", "Q1?", "Q2?"] and [x["qid"] for x in read_lines(out)] == ["q0", "q1", "q2"]
+
+
+def test_a_stopped_driver_stops_the_peer_adapter_it_started(tmp_path: Path) -> None:
+    import os
+    import signal
+    import threading
+    import time
+
+    from benchmarks.peers.rows import ROWS, run_peer_row
+
+    pidfile = tmp_path / "pid"
+    fake_python = tmp_path / "python"  # stands in for a peer venv's python: records its pid, then waits
+    fake_python.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 60\n")
+    fake_python.chmod(0o755)
+
+    class _Bench:
+        def questions(self) -> list[dict]:
+            return [{"qid": "q1", "question": "Q?"}]
+
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_peer_row(
+            ROWS["dspy-react"],
+            fake_python,
+            _Bench(),  # type: ignore[arg-type]
+            "http://127.0.0.1:9",
+            "http://127.0.0.1:9/search/x",
+            "m",
+            5,
+            tmp_path / "a.jsonl",
+            tmp_path / "log",
+            deadline=time.time() + 600,
+        )
+    assert time.monotonic() - t0 < 30
+    stat = Path(f"/proc/{int(pidfile.read_text())}/stat")
+    for _ in range(50):  # the adapter is killed, not left running against the model (a zombie until reaped)
+        if not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the adapter is still running")
+    assert "--deadline" in (tmp_path / "log").read_text()
+
+
+def test_time_limit_is_parsed_and_kept_out_of_the_reported_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.peers.run import _command, parse_args
+
+    args = parse_args(["--time-limit", "90m", "--rows", "sleuth-rag,flashrag-standard", "--work-dir", "/tmp/w"])
+    assert args.time_limit == 5400
+    cmd = _command(args)
+    assert "--rows sleuth-rag,flashrag-standard" in cmd and "--time-limit" not in cmd and "--work-dir" not in cmd
+    assert _command(parse_args([])).endswith("python -m benchmarks.peers.run")
+    with pytest.raises(SystemExit) as e:
+        parse_args(["--time-limit", "5"])
+    assert e.value.code == 2 and "with its unit" in capsys.readouterr().err

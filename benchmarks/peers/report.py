@@ -59,22 +59,9 @@ def _f(x: float | None, digits: int = 3) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def render(
-    records: Sequence[Mapping[str, Any]],
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    header: str,
-    command: str,
-    versions: Sequence[str],
-    pairs: Mapping[str, str],
-    not_run: Mapping[str, str],
-) -> str:
-    """The markdown report.  ``rows``: ``{name, system, pipeline}`` in display order; ``pairs``: row ->
-    Sleuth's row of the same method (the baseline of its paired difference)."""
-    order = [r["name"] for r in rows]
-    table = {r["strategy"]: r for r in summarise(records, order)}
-    out = [header, "", f"Command: `{command}`", "", "Versions: " + "; ".join(versions), ""]
-    out += [
+def _row_table(records: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    table = {r["strategy"]: r for r in summarise(records, [r["name"] for r in rows])}
+    out = [
         "| row | pipeline | n | EM | F1 | cover-EM | LLM calls | processed prompt tokens | s/question | "
         + " | ".join(FAILURE_KINDS)
         + " |",
@@ -91,24 +78,63 @@ def render(
             + " | ".join(str(fails.get(k, 0)) for k in FAILURE_KINDS)
             + " |"
         )
+    return out
+
+
+def _of(records: Sequence[Mapping[str, Any]], dataset: str) -> list[Mapping[str, Any]]:
+    return [r for r in records if str(r["qid"]).startswith(dataset + ":")]
+
+
+def render(
+    records: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    header: str,
+    command: str,
+    versions: Sequence[str],
+    pairs: Mapping[str, str],
+    not_run: Mapping[str, str],
+    datasets: Mapping[str, int] | None = None,
+) -> str:
+    """The markdown report.  ``rows``: ``{name, system, pipeline}`` in display order; ``pairs``: row ->
+    Sleuth's row of the same method (the baseline of its paired difference); ``datasets``: each
+    dataset's number of questions, for a table per dataset and to name the rows not yet complete
+    (records' ``qid`` is ``"<dataset>:<id>"``)."""
+    datasets = dict(datasets or {})
+    out = [header, "", f"Command: `{command}`", "", "Versions: " + "; ".join(versions), ""]
+    if len(datasets) > 1:
+        out += [f"## All {sum(datasets.values())} questions", ""]
+    out += _row_table(records, rows)
+    if len(datasets) > 1:
+        for name, n in datasets.items():
+            out += ["", f"## {name} ({n} questions)", "", *_row_table(_of(records, name), rows)]
     out += ["", "## Paired differences against Sleuth's row of the same method", ""]
     out += ["Primary score (F1) per question, peer minus Sleuth, mean with a 95 % paired bootstrap interval.", ""]
-    out += ["| row | against | n | difference [95 % CI] | wins / losses / ties |", "|---|---|---|---|---|"]
+    out += [
+        "| row | against | questions | n | difference [95 % CI] | wins / losses / ties |",
+        "|---|---|---|---|---|---|",
+    ]
+    scopes = [("all", records)] + ([(name, _of(records, name)) for name in datasets] if len(datasets) > 1 else [])
     for r in rows:
         base = pairs.get(r["name"])
         if not base or base == r["name"]:
             continue
-        sub = [x for x in records if x["strategy"] in (r["name"], base)]
-        _, diffs = paired_differences(sub, [base, r["name"]], baseline=base)
-        for d in diffs:
-            mean, lo, hi = d["diff"]
-            out.append(
-                f"| {r['name']} | {base} | {d['n']} | {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
-                f"{d['wins']} / {d['losses']} / {d['ties']} |"
-            )
-    missing = [r["name"] for r in rows if r["name"] not in table and r["name"] not in not_run]
-    if not_run or missing:
+        for scope, subset in scopes:
+            sub = [x for x in subset if x["strategy"] in (r["name"], base)]
+            _, diffs = paired_differences(sub, [base, r["name"]], baseline=base)
+            for d in diffs:
+                mean, lo, hi = d["diff"]
+                out.append(
+                    f"| {r['name']} | {base} | {scope} | {d['n']} | {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+                    f"{d['wins']} / {d['losses']} / {d['ties']} |"
+                )
+    answered = Counter(r["strategy"] for r in records)
+    total = sum(datasets.values())
+    missing = [r["name"] for r in rows if not answered[r["name"]] and r["name"] not in not_run]
+    short = [r["name"] for r in rows if total and 0 < answered[r["name"]] < total and r["name"] not in not_run]
+    if not_run or missing or short:
         out += ["", "## Rows that did not run, or stopped early", ""]
         out += [f"- {name}: {why}" for name, why in not_run.items()]
+        out += [f"- {name}: {answered[name]} of {total} questions answered so far" for name in short]
         out += [f"- {name}: no answers recorded" for name in missing]
     return "\n".join(out) + "\n"

@@ -60,8 +60,12 @@ UNRUNNABLE: dict[str, str] = {
 _SLEUTH_FAILURE = {"step_limit": "step_limit", "parse_error": "parse_error", "loop": "loop"}
 
 
-def run_sleuth_row(row: Row, bench: Benchmark, proxy: CountingProxy, model: str, k: int, out: Path) -> None:
-    """Sleuth's strategy through Sleuth's own eval worker, on the proxy (as a remote OpenAI-compatible server)."""
+def run_sleuth_row(
+    row: Row, bench: Benchmark, proxy: CountingProxy, model: str, k: int, out: Path, deadline: float | None = None
+) -> None:
+    """Sleuth's strategy through Sleuth's own eval worker, on the proxy (as a remote OpenAI-compatible server).
+
+    No question starts after ``deadline`` (``time.time()`` seconds)."""
     from sleuth.eval.worker import run_task
 
     config = {
@@ -88,6 +92,9 @@ def run_sleuth_row(row: Row, bench: Benchmark, proxy: CountingProxy, model: str,
     for item in bench.dataset.items:
         if item.id in seen:
             continue
+        if deadline is not None and time.time() >= deadline:
+            print(f"{row.name}: time limit reached; stopping before {item.id}", flush=True)
+            return
         before = proxy.counters()
         t0 = time.perf_counter()
         rec = run_task({"item": item.to_dict(), "strategy": row.pipeline, "config": config})
@@ -110,17 +117,32 @@ def run_sleuth_row(row: Row, bench: Benchmark, proxy: CountingProxy, model: str,
 
 
 def run_peer_row(
-    row: Row, python: Path, bench: Benchmark, llm_url: str, search_url: str, model: str, k: int, out: Path, log: Path
+    row: Row,
+    python: Path,
+    bench: Benchmark,
+    llm_url: str,
+    search_url: str,
+    model: str,
+    k: int,
+    out: Path,
+    log: Path,
+    deadline: float | None = None,
 ) -> int:
-    """The peer's adapter in the peer's own venv; its exit status (its lines are in ``out``)."""
+    """The peer's adapter in the peer's own venv; its exit status (its lines are in ``out``).
+
+    The adapter starts no question after ``deadline``; if this process is stopped (Ctrl-C, or
+    SIGTERM, which the driver turns into Ctrl-C) the adapter is killed with it, never left running
+    against the model."""
     qfile = out.with_suffix(".questions.jsonl")
     qfile.parent.mkdir(parents=True, exist_ok=True)
     qfile.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in bench.questions()), encoding="utf-8")
     adapter = ADAPTERS / f"{PEERS[row.system].name}_row.py"
     cmd = [str(python), str(adapter), "--row", row.name, "--questions", str(qfile), "--out", str(out)]
     cmd += ["--llm", llm_url, "--search", search_url, "--model", model, "--k", str(k)]
+    if deadline is not None:
+        cmd += ["--deadline", f"{deadline:.3f}"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a", encoding="utf-8") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
-        return subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+        return subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)  # kills the adapter if we are stopped

@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "peers.md")
     ap.add_argument("--smoke", action="store_true", help="head the report as a smoke run, not a result")
     ap.add_argument("--report-only", action="store_true", help="score what is recorded; run nothing")
+    ap.add_argument(
+        "--time-limit",
+        default=None,
+        metavar="DURATION",
+        help="start no question after this long (e.g. 90m, 2h); the report says which rows stopped early",
+    )
     args = ap.parse_args(argv)
+    if args.time_limit is not None:
+        from sleuth.cli.eval import parse_duration
+
+        try:
+            args.time_limit = parse_duration(args.time_limit)
+        except Exception as e:  # sleuth's UserError: its message says what is wrong
+            ap.error(str(e))
     unknown = [r for r in args.rows.split(",") if r not in ROWS]
     if unknown:
         ap.error(f"unknown rows {', '.join(unknown)}; choose from {', '.join(ROWS)}")
@@ -84,7 +99,11 @@ def _log_tail(log: Path, n: int = 3) -> str:
 
 
 def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> dict[str, str]:
-    """Run the chosen rows; returns the rows that could not run, with why."""
+    """Run the chosen rows; returns the rows that could not run, with why.
+
+    With ``--time-limit`` no question starts after the limit (counted from here); the rows not
+    reached are left for the next sitting, which the same command resumes."""
+    deadline = None if args.time_limit is None else time.time() + args.time_limit
     from sleuth.eval.corpus import open_index
     from sleuth.llm.embedded import get_server, stop_all
 
@@ -101,6 +120,9 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
     print(f"model {model} at {upstream}; proxy {proxy.url}; search {endpoint.url}", flush=True)
     try:
         for name in args.rows.split(","):
+            if deadline is not None and time.time() >= deadline:
+                print(f"time limit reached; not starting {name}", flush=True)
+                break
             row = ROWS[name]
             python = None
             if row.system != "sleuth":
@@ -113,11 +135,11 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
                 out = work / "answers" / f"{name}.{b.name}.jsonl"
                 try:
                     if python is None:
-                        run_sleuth_row(row, b, proxy, model, args.k, out)
+                        run_sleuth_row(row, b, proxy, model, args.k, out, deadline)
                         continue
                     log = work / "logs" / f"{name}.{b.name}.log"
                     search_url = f"{endpoint.url}/search/{b.name}"
-                    rc = run_peer_row(row, python, b, proxy.url, search_url, model, args.k, out, log)
+                    rc = run_peer_row(row, python, b, proxy.url, search_url, model, args.k, out, log, deadline)
                 except Exception as e:  # one row's crash never stops the others
                     not_run[name] = f"the driver failed on {b.name}: {type(e).__name__}: {e}"
                     continue
@@ -131,6 +153,27 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
     return not_run
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The command that makes these figures: the selection's options, without the sitting's own
+    (``--time-limit``, ``--report-only``, ``--work-dir``, ``--out``), which change nothing in them."""
+    parts = ["OMP_WAIT_POLICY=PASSIVE", "PYTHONPATH=src:.", "python", "-m", "benchmarks.peers.run"]
+    if args.rows != ",".join(ROWS):
+        parts += ["--rows", args.rows]
+    if args.datasets != ",".join(DATASETS):
+        parts += ["--datasets", args.datasets]
+    for flag, value, default in (("--n", args.n, 30), ("--seed", args.seed, 0), ("--k", args.k, 5)):
+        if value != default:
+            parts += [flag, str(value)]
+    if args.limit is not None:
+        parts += ["--limit", str(args.limit)]
+    parts += ["--base-url", args.base_url] if args.base_url else []
+    if args.model != "qwen2.5-1.5b":
+        parts += ["--model", args.model]
+    if args.smoke:
+        parts.append("--smoke")
+    return shlex.join(parts)
+
+
 def write_report(args: argparse.Namespace, benches: list[Benchmark], work: Path, not_run: dict[str, str]) -> str:
     chosen = args.rows.split(",")
     records: list[dict[str, Any]] = []
@@ -140,7 +183,8 @@ def write_report(args: argparse.Namespace, benches: list[Benchmark], work: Path,
             records += scored_records(name, b.name, read_lines(work / "answers" / f"{name}.{b.name}.jsonl"), items)
     rows = [{"name": n, "system": ROWS[n].system, "pipeline": ROWS[n].pipeline} for n in chosen]
     pairs = {n: f"sleuth-{ROWS[n].method}" for n in chosen if f"sleuth-{ROWS[n].method}" in chosen}
-    n_q = sum(len(b.dataset.items) for b in benches)
+    datasets = {b.name: len(b.dataset.items) for b in benches}
+    n_q = sum(datasets.values())
     if args.smoke:
         header = f"# Peers: SMOKE RUN, {n_q} questions, not a result\n\nThis proves the rows run end to end; its figures mean nothing."
     else:
@@ -154,10 +198,11 @@ def write_report(args: argparse.Namespace, benches: list[Benchmark], work: Path,
         records,
         rows,
         header=header,
-        command="PYTHONPATH=src:. python -m benchmarks.peers.run " + shlex.join(sys.argv[1:]),
+        command=_command(args),
         versions=_versions(),
         pairs=pairs,
         not_run={**not_run, **UNRUNNABLE},
+        datasets=datasets,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
@@ -176,12 +221,18 @@ def main(argv: list[str] | None = None) -> int:
         except KeyError as e:
             print(f"error: {e.args[0]}", file=sys.stderr)
             return 2
+    # SIGTERM (a `timeout`, a job scheduler) stops like Ctrl-C: the model server, the proxy, the
+    # search endpoint and a running peer adapter are all stopped, never left holding the cores
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         benches = _benchmarks(args)
         not_run = {} if args.report_only else run_rows(args, benches, work)
     except (ValueError, FileNotFoundError, LLMUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"stopped; what was answered is kept in {work}: the same command resumes", file=sys.stderr)
+        return 130
     print(write_report(args, benches, work, not_run))
     print(f"wrote {args.out}; answers and logs in {work}")
     return 0

@@ -3,7 +3,8 @@
 An adapter is started as ``python <adapter>.py --row ROW --questions Q.jsonl --out OUT.jsonl
 --llm URL --search URL --model NAME --k K`` and writes one JSON line per question:
 ``{qid, answer, llm_calls, prompt_tokens, processed_prompt_tokens, seconds, failure, error}``.
-Questions already in OUT are skipped (resume).  LLM figures are the counting proxy's
+Questions already in OUT are skipped (resume); with ``--deadline`` (epoch seconds) no question
+starts after it, so a time-limited sitting ends between questions.  LLM figures are the counting proxy's
 ``/_counters`` before and after the question.
 """
 
@@ -41,6 +42,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--search", required=True, help="the search endpoint for this dataset")
     ap.add_argument("--model", required=True)
     ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--deadline", type=float, default=None, help="epoch seconds: start no question after it")
     return ap.parse_args()
 
 
@@ -89,6 +91,9 @@ def run_questions(
     for q in questions:
         if str(q["qid"]) in seen:
             continue
+        if args.deadline is not None and time.time() >= args.deadline:
+            print(f"{args.row}: time limit reached; stopping before {q['qid']}", flush=True)
+            return
         before = counters(args.llm)
         t0 = time.perf_counter()
         rec: dict[str, Any] = {"qid": q["qid"], "answer": "", "failure": "", "error": ""}
