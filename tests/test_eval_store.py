@@ -184,3 +184,22 @@ def test_compact_command(tmp_path: Path) -> None:
     assert said.startswith("3 records in ") and "2 more replaced ones kept aside" in said
     res = CliRunner().invoke(app, ["eval", "compact", str(tmp_path / "empty")])
     assert res.exit_code != 0 and "holds no results" in str(res.exception)  # a UserError: one sentence
+
+
+def test_the_reported_command_reruns_on_the_runs_own_folder() -> None:
+    from sleuth.eval.store import resume_command
+
+    first = (
+        "sleuth eval --data ../shared/data/musique/train.json --setting open --strategies rag,self-ask "
+        "--out /work/runs/mh42 --redo-stale --only rag --time-limit 4812s"
+    )
+    assert resume_command(first) == (
+        "sleuth eval --data ../shared/data/musique/train.json --setting open --strategies rag,self-ask "
+        "--out DIR --redo-stale --only rag"
+    )
+    assert resume_command("sleuth eval --out=/tmp/x --time-limit=2h --seed 0") == "sleuth eval --out=DIR --seed 0"
+    assert (
+        resume_command("sleuth eval --data 'my questions.jsonl' --out r")
+        == "sleuth eval --data 'my questions.jsonl' --out DIR"
+    )
+    assert resume_command("sleuth eval --data 'unclosed") == "sleuth eval --data 'unclosed"  # shown as recorded

@@ -20,7 +20,16 @@ from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.leading import leading_section
 from sleuth.eval.metrics import PRIMARY
 from sleuth.eval.plots import PLOTS, write_plots
-from sleuth.eval.store import RESULTS, in_order, is_composed, primary_score, read_manifest, read_records, results_files
+from sleuth.eval.store import (
+    RESULTS,
+    in_order,
+    is_composed,
+    primary_score,
+    read_manifest,
+    read_records,
+    results_files,
+    resume_command,
+)
 from sleuth.eval.summary import (
     BOOT_SEED,
     BOOTSTRAP,
@@ -303,7 +312,7 @@ def render(
     lines += [
         "| | |",
         "|---|---|",
-        f"| command | `{manifest.get('command', '?')}` |",
+        f"| command | `{resume_command(str(manifest.get('command', '?')))}` (DIR: this folder) |",
         f"| data | `{data.get('path', '?')}` (sha256 `{str(data.get('sha256', ''))[:16]}…`, {data.get('questions', '?')} questions) |",
         f"| format / setting | {settings.get('format', '?')} / {settings.get('setting', '?')} |",
         f"| model | {settings.get('model', '?')}" + (f" (served as: {', '.join(models)})" if models else "") + " |",

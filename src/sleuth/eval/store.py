@@ -15,6 +15,7 @@ import fcntl
 import gzip
 import json
 import os
+import shlex
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -311,6 +312,30 @@ def read_manifest(out: str | Path) -> dict[str, Any] | None:
         return json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ManifestMismatch(f"{p} is damaged ({e.msg}); use another --out directory") from e
+
+
+def resume_command(command: str) -> str:
+    """A manifest's command as one reruns it on the run's own folder: ``--out DIR`` (the first
+    sitting may have written into a scratch copy) and no ``--time-limit`` (a sitting's own limit,
+    not part of the run's settings)."""
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return command
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        a = parts[i]
+        name, eq, _ = a.partition("=")
+        if name in ("--out", "--time-limit"):
+            if name == "--out":
+                out.append("--out=DIR" if eq else "--out")
+                out += [] if eq else ["DIR"]
+            i += 1 if eq else 2
+            continue
+        out.append(a)
+        i += 1
+    return shlex.join(out)
 
 
 def write_manifest(out: str | Path, manifest: Mapping[str, Any]) -> None:
