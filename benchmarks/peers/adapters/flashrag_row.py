@@ -185,7 +185,9 @@ def main() -> None:
             return str(out.pred[0])
 
     elif args.row == "flashrag-self-ask":
-        pipe = active.SelfAskPipeline(config)
+        # the setting of FlashRAG's own experiment script (examples/methods/run_exp.py) for multi-hop
+        # datasets; the class default, single_hop=True, is its prompt for single-hop ones
+        pipe = active.SelfAskPipeline(config, max_iter=5, single_hop=False)
 
         def answer(question: str) -> str:
             item = FItem({"id": "q", "question": question, "golden_answers": []})
@@ -199,7 +201,7 @@ def main() -> None:
             return final
 
     elif args.row == "flashrag-ircot":
-        pipe = active.IRCOTPipeline(config)
+        pipe = active.IRCOTPipeline(config, max_iter=5)  # as FlashRAG's run_exp.py runs it (class default 2)
         fix_truncation(pipe.prompt_template)
 
         def answer(question: str) -> str:
