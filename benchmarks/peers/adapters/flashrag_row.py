@@ -185,8 +185,9 @@ def main() -> None:
             return str(out.pred[0])
 
     elif args.row == "flashrag-self-ask":
-        # the setting of FlashRAG's own experiment script (examples/methods/run_exp.py) for multi-hop
-        # datasets; the class default, single_hop=True, is its prompt for single-hop ones
+        # the setting FlashRAG's own experiment script (examples/methods/run_exp.py) runs this pipeline
+        # with (its "ret-robust" method; later versions keep single_hop=True only for NQ, TriviaQA,
+        # PopQA, WebQuestions); the class default, single_hop=True, is its prompt for single-hop data
         pipe = active.SelfAskPipeline(config, max_iter=5, single_hop=False)
 
         def answer(question: str) -> str:
