@@ -179,6 +179,7 @@ def test_report_has_a_table_per_dataset_and_names_rows_not_yet_complete() -> Non
     # paired over all the questions both answered, and per dataset
     assert "| peer-rag | sleuth-rag | all | 2 | -0.500" in text and "| peer-rag | sleuth-rag | hotpotqa | 2 |" in text
     assert "- peer-rag: 2 of 3 questions answered so far" in text
+    assert "**In progress: 1 of 2 rows have answered all 3 questions**" in text
     assert "sleuth-rag: " not in text.split("stopped early")[1]  # complete rows are not listed
 
 

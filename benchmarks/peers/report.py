@@ -101,7 +101,17 @@ def render(
     dataset's number of questions, for a table per dataset and to name the rows not yet complete
     (records' ``qid`` is ``"<dataset>:<id>"``)."""
     datasets = dict(datasets or {})
-    out = [header, "", f"Command: `{command}`", "", "Versions: " + "; ".join(versions), ""]
+    answered = Counter(r["strategy"] for r in records)
+    total = sum(datasets.values())
+    complete = [r["name"] for r in rows if total and answered[r["name"]] >= total]
+    out = [header, ""]
+    if total and len(complete) < len(rows):
+        out += [
+            f"**In progress: {len(complete)} of {len(rows)} rows have answered all {total} questions**; "
+            "the others' figures are partial (last section). The same command resumes the run.",
+            "",
+        ]
+    out += [f"Command: `{command}`", "", "Versions: " + "; ".join(versions), ""]
     if len(datasets) > 1:
         out += [f"## All {sum(datasets.values())} questions", ""]
     out += _row_table(records, rows)
@@ -128,8 +138,6 @@ def render(
                     f"| {r['name']} | {base} | {scope} | {d['n']} | {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
                     f"{d['wins']} / {d['losses']} / {d['ties']} |"
                 )
-    answered = Counter(r["strategy"] for r in records)
-    total = sum(datasets.values())
     missing = [r["name"] for r in rows if not answered[r["name"]] and r["name"] not in not_run]
     short = [r["name"] for r in rows if total and 0 < answered[r["name"]] < total and r["name"] not in not_run]
     if not_run or missing or short:
