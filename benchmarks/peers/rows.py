@@ -39,7 +39,7 @@ ROWS: dict[str, Row] = {
         Row("sleuth-self-ask", "sleuth", "self-ask", "self-ask"),
         Row("sleuth-search-o1", "sleuth", "search-o1", "search-o1"),
         Row("flashrag-standard", "flashrag", "rag", "SequentialPipeline (standard RAG)"),
-        Row("flashrag-self-ask", "flashrag", "self-ask", "SelfAskPipeline (multi-hop, max_iter=5)"),
+        Row("flashrag-self-ask", "flashrag", "self-ask", "SelfAskPipeline (multi-hop, max_iter=5, max_tokens=100)"),
         Row("flashrag-ircot", "flashrag", "search-o1", "IRCOTPipeline (max_iter=5)"),
         Row("langchain-self-ask", "langchain", "self-ask", "self-ask-with-search agent"),
         Row("dspy-multihop", "dspy", "self-ask", "SimplifiedBaleen (docs' multi-hop program)"),

@@ -84,6 +84,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+#: what FlashRAG's experiment script (examples/methods/run_exp.py) sets for a pipeline beyond the
+#: basic config: for SelfAskPipeline (its "ret-robust" method) longer generations and inputs
+ROW_CONFIG: dict[str, dict[str, Any]] = {
+    "flashrag-self-ask": {"generation_params": {"max_tokens": 100}, "generator_max_input_len": 4096},
+}
+
+
 class _Config(Config):
     def _get_internal_config(self) -> dict[str, Any]:
         return json.loads(json.dumps(DEFAULTS))
@@ -167,6 +174,7 @@ def main() -> None:
             "retrieval_topk": args.k,
             "index_path": "sleuth-http",
             "metrics": ["em"],
+            **ROW_CONFIG.get(args.row, {}),
         }
     )
     retriever = HttpRetriever(args.search, args.k)
