@@ -262,3 +262,58 @@ def test_time_limit_is_parsed_and_kept_out_of_the_reported_command(capsys: pytes
     with pytest.raises(SystemExit) as e:
         parse_args(["--time-limit", "5"])
     assert e.value.code == 2 and "with its unit" in capsys.readouterr().err
+
+
+def _tiny_hotpotqa(root: Path) -> None:
+    rows = []
+    for i, (who, year) in enumerate((("Ada Lovelace", "1815"), ("Alan Turing", "1912"))):
+        rows.append(
+            {
+                "id": f"q{i}",
+                "question": f"In what year was {who} born?",
+                "answer": year,
+                "type": "bridge",
+                "level": "hard",
+                "supporting_facts": {"title": [who], "sent_id": [0]},
+                "context": {"title": [who], "sentences": [[f"{who} was born in {year}."]]},
+            }
+        )
+    (root / "hotpotqa").mkdir(parents=True)
+    (root / "hotpotqa" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_sigterm_stops_the_driver_mid_question_and_keeps_the_answers(tmp_path: Path) -> None:
+    """SIGTERM (a `timeout`, a scheduler) while a row waits on the model: the driver stops within
+    seconds, says the same command resumes, exits 130, and what was answered stays readable."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    _tiny_hotpotqa(tmp_path / "data")
+    env = {
+        **os.environ,
+        "SLEUTH_CACHE_DIR": str(tmp_path / "cache"),
+        "SLEUTH_EVAL_CACHE": str(tmp_path / "idx"),
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
+    }
+    with FakeOpenAIServer(fault="slow", slow_s=120) as srv:
+        work = tmp_path / "w"
+        cmd = [sys.executable, "-m", "benchmarks.peers.run", "--base-url", srv.url, "--model", "fake-model"]
+        cmd += ["--rows", "sleuth-direct", "--datasets", "hotpotqa", "--n", "2", "--data-dir", str(tmp_path / "data")]
+        cmd += ["--work-dir", str(work), "--out", str(tmp_path / "peers.md")]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            while not srv.requests and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert srv.requests, f"the row never reached the model: {proc.poll()} {proc.stderr and proc.stderr.read()}"
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=30)  # not the 120 s the model would still take
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "the same command resumes" in err and "Traceback" not in err
+    assert not (tmp_path / "peers.md").exists()  # a stopped run writes no report
+    assert read_lines(work / "answers" / "sleuth-direct.hotpotqa.jsonl") == []  # nothing half-written
