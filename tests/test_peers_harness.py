@@ -224,22 +224,27 @@ def test_a_stopped_driver_stops_the_peer_adapter_it_started(tmp_path: Path) -> N
         def questions(self) -> list[dict]:
             return [{"qid": "q1", "question": "Q?"}]
 
+    # Ctrl-C's own handler, whatever an earlier test (a server's signal handling) left installed
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        run_peer_row(
-            ROWS["dspy-react"],
-            fake_python,
-            _Bench(),  # type: ignore[arg-type]
-            "http://127.0.0.1:9",
-            "http://127.0.0.1:9/search/x",
-            "m",
-            5,
-            tmp_path / "a.jsonl",
-            tmp_path / "log",
-            deadline=time.time() + 600,
-        )
+        try:
+            run_peer_row(
+                ROWS["dspy-react"],
+                fake_python,
+                _Bench(),  # type: ignore[arg-type]
+                "http://127.0.0.1:9",
+                "http://127.0.0.1:9/search/x",
+                "m",
+                5,
+                tmp_path / "a.jsonl",
+                tmp_path / "log",
+                deadline=time.time() + 600,
+            )
+        finally:
+            signal.signal(signal.SIGINT, old)
     assert time.monotonic() - t0 < 30
     stat = Path(f"/proc/{int(pidfile.read_text())}/stat")
     for _ in range(50):  # the adapter is killed, not left running against the model (a zombie until reaped)
