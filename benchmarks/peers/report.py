@@ -112,19 +112,19 @@ def render(
             "",
         ]
     out += [f"Command: `{command}`", "", "Versions: " + "; ".join(versions), ""]
-    if len(datasets) > 1:
-        out += [f"## All {sum(datasets.values())} questions", ""]
+    per_dataset = {name: _of(records, name) for name in datasets} if len(datasets) > 1 else {}
+    if per_dataset:
+        out += [f"## All {total} questions", ""]
     out += _row_table(records, rows)
-    if len(datasets) > 1:
-        for name, n in datasets.items():
-            out += ["", f"## {name} ({n} questions)", "", *_row_table(_of(records, name), rows)]
+    for name, subset in per_dataset.items():
+        out += ["", f"## {name} ({datasets[name]} questions)", "", *_row_table(subset, rows)]
     out += ["", "## Paired differences against Sleuth's row of the same method", ""]
     out += ["Primary score (F1) per question, peer minus Sleuth, mean with a 95 % paired bootstrap interval.", ""]
     out += [
         "| row | against | questions | n | difference [95 % CI] | wins / losses / ties |",
         "|---|---|---|---|---|---|",
     ]
-    scopes = [("all", records)] + ([(name, _of(records, name)) for name in datasets] if len(datasets) > 1 else [])
+    scopes = [("all", records), *per_dataset.items()]
     for r in rows:
         base = pairs.get(r["name"])
         if not base or base == r["name"]:

@@ -55,11 +55,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     args = ap.parse_args(argv)
     if args.time_limit is not None:
+        from sleuth.cli.common import UserError
         from sleuth.cli.eval import parse_duration
 
         try:
             args.time_limit = parse_duration(args.time_limit)
-        except Exception as e:  # sleuth's UserError: its message says what is wrong
+        except UserError as e:
             ap.error(str(e))
     unknown = [r for r in args.rows.split(",") if r not in ROWS]
     if unknown:
@@ -157,18 +158,11 @@ def _command(args: argparse.Namespace) -> str:
     """The command that makes these figures: the selection's options, without the sitting's own
     (``--time-limit``, ``--report-only``, ``--work-dir``, ``--out``), which change nothing in them."""
     parts = ["OMP_WAIT_POLICY=PASSIVE", "PYTHONPATH=src:.", "python", "-m", "benchmarks.peers.run"]
-    if args.rows != ",".join(ROWS):
-        parts += ["--rows", args.rows]
-    if args.datasets != ",".join(DATASETS):
-        parts += ["--datasets", args.datasets]
-    for flag, value, default in (("--n", args.n, 30), ("--seed", args.seed, 0), ("--k", args.k, 5)):
-        if value != default:
-            parts += [flag, str(value)]
-    if args.limit is not None:
-        parts += ["--limit", str(args.limit)]
-    parts += ["--base-url", args.base_url] if args.base_url else []
-    if args.model != "qwen2.5-1.5b":
-        parts += ["--model", args.model]
+    default = parse_args([])
+    for key in ("rows", "datasets", "n", "seed", "k", "limit", "base_url", "model"):
+        value = getattr(args, key)
+        if value != getattr(default, key):
+            parts += ["--" + key.replace("_", "-"), str(value)]
     if args.smoke:
         parts.append("--smoke")
     return shlex.join(parts)

@@ -329,8 +329,7 @@ def resume_command(command: str) -> str:
         name, eq, _ = a.partition("=")
         if name in ("--out", "--time-limit"):
             if name == "--out":
-                out.append("--out=DIR" if eq else "--out")
-                out += [] if eq else ["DIR"]
+                out += ["--out=DIR"] if eq else ["--out", "DIR"]
             i += 1 if eq else 2
             continue
         out.append(a)
