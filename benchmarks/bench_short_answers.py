@@ -10,6 +10,14 @@ strategy, and per expected answer type, in one run::
 
 Only the *post-check* can be measured this way: a change to the short-answer prompt
 changes what the model writes, which needs a real run.
+
+``--from-long`` measures instead whether the short-answer *call* could be dropped: for the
+records whose reply had no "So the answer is:" line (a ``parse_fallback`` note: the short
+answer came from ``short_answer.txt``), the new short answer is the long answer fitted
+directly (citation marks and a leading "The answer is:" removed), kept only when it comes to
+at most 8 words::
+
+    python benchmarks/bench_short_answers.py docs/results/hotpotqa-hybrid docs/results/musique-hybrid --from-long
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +54,22 @@ def records(path: Path) -> Iterator[dict[str, Any]]:
                     continue
 
 
+_CITES = re.compile(r"\s*\[\d+(?:\s*[,\-]\s*\d+)*\]")
+_ANSWER_IS = re.compile(r"^(?:the\s+)?answer\s+is:?\s*", re.I)
+
+
+def fell_back(r: dict[str, Any]) -> bool:
+    """The record's short answer came from the short-answer call (no "So the answer is:" line)."""
+    trace = (r.get("result") or {}).get("trace") or []
+    return any(e.get("kind") == "note" and (e.get("data") or {}).get("type") == "parse_fallback" for e in trace)
+
+
+def from_long(question: str, long: str, old: str) -> str:
+    """The long answer fitted as the short one, when that is at most 8 words; else ``old``."""
+    fitted = fit_short(question, _ANSWER_IS.sub("", _CITES.sub("", long).strip()))
+    return fitted if len(fitted.split()) <= 8 else old
+
+
 def em_f1(pred: str, golds: list[str]) -> tuple[float, float]:
     if any(is_chinese(g) for g in golds):
         return em_zh(pred, golds), f1_zh(pred, golds)
@@ -56,6 +81,7 @@ def main() -> None:
     ap.add_argument("files", nargs="+", type=Path, help="results.jsonl[.gz] files or run directories")
     ap.add_argument("--task", default="", help="only records of this task kind (main, sub)")
     ap.add_argument("--show", type=int, default=0, help="print this many changed answers")
+    ap.add_argument("--from-long", action="store_true", help="fallback records: the long answer fitted, no call")
     args = ap.parse_args()
     missing = [str(p) for p in args.files if not p.exists()]
     if missing:
@@ -75,7 +101,12 @@ def main() -> None:
                 continue
             old = str(r.get("short_answer") or "") or str(r.get("answer") or "")
             t = answer_type(r["question"])
-            new = fit_short(r["question"], old, t)
+            if args.from_long:
+                if not fell_back(r):
+                    continue
+                new = from_long(r["question"], str(r.get("answer") or ""), old)
+            else:
+                new = fit_short(r["question"], old, t)
             (e0, f0), (e1, f1_) = em_f1(old, golds), em_f1(new, golds)
             for acc in (sums[(str(r.get("dataset", path.parent.name)), r["strategy"])], by_type[t.kind]):
                 acc[0] += 1
