@@ -33,6 +33,35 @@ def make_key(*parts: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+BUSY_TIMEOUT_S = 30.0
+
+
+def use_wal(conn: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (a property of the file, kept once set).
+
+    Changing the journal mode takes an exclusive lock and SQLite answers
+    "database is locked" at once, without its busy handler, while another
+    connection holds any lock -- which is what several threads or processes
+    opening a new cache file together meet.  So: read the mode first (a file
+    already in WAL needs nothing) and retry the change until the busy timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() == "wal":
+                return
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+
 class KVCache:
     """``get``/``set`` of JSON values in a named table of an SQLite file."""
 
@@ -49,8 +78,8 @@ class KVCache:
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
             self._local.pid = os.getpid()

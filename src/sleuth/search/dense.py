@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sleuth.config import settings
-from sleuth.kvcache import default_cache_dir
+from sleuth.kvcache import default_cache_dir, use_wal
 from sleuth.search.base import Filters, SearchError
 from sleuth.search.embedder import LazyEmbedder
 from sleuth.search.multilingual import AUTO, MULTILINGUAL_EMBEDDER, E5Embedder, choose_embedder
@@ -146,7 +146,7 @@ class EmbeddingCache:
         self.path = Path(path) if path else default_cache_dir() / "embeddings.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        use_wal(self.conn)
         self.conn.execute("CREATE TABLE IF NOT EXISTS emb (k TEXT PRIMARY KEY, v BLOB NOT NULL)")
 
     @staticmethod
@@ -196,7 +196,11 @@ def embed_texts(
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         with Progress(
-            TextColumn("embedding passages"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress
+            TextColumn("embedding passages"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            disable=not progress,
         ) as bar:
             task = bar.add_task("embed", total=len(todo))
             step = max(batch_size * 8, 256)
