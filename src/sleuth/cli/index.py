@@ -54,7 +54,9 @@ def build_cmd(
     fmt: str = typer.Option("auto", "--format", help=f"Corpus format: {'|'.join(FORMATS)}."),
     dense: bool = typer.Option(False, "--dense/--no-dense", help="Also embed passages (hybrid search)."),
     embedder: str = typer.Option(
-        None, "--embedder", help="auto (default: multilingual for Chinese corpora), all-MiniLM-L6-v2, multilingual-e5-small."
+        None,
+        "--embedder",
+        help="auto (default: multilingual for Chinese corpora), all-MiniLM-L6-v2, multilingual-e5-small.",
     ),
     max_chars: int = typer.Option(1200, "--max-chars", help="Chunk size in characters (Chinese: half)."),
     default_acl: str = typer.Option(

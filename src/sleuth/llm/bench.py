@@ -97,7 +97,9 @@ def bench_model(
                 n_d = int(t["predicted_n"])
                 best_d = max(best_d, float(t["predicted_per_second"]))
         rss, hwm = _rss_mb(srv.pid)
-        return ModelFigures(name, threads, round(srv.load_s, 2), n_p, round(best_p, 1), n_d, round(best_d, 1), round(rss), round(hwm))
+        return ModelFigures(
+            name, threads, round(srv.load_s, 2), n_p, round(best_p, 1), n_d, round(best_d, 1), round(rss), round(hwm)
+        )
     finally:
         srv.stop()
 

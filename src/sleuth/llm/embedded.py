@@ -42,7 +42,15 @@ from sleuth.llm.models import EmbeddedModel, ensure_model, get_model
 from sleuth.llm.settings import embedded_mode
 from sleuth.llm.settings import threads as _threads
 
-__all__ = ["DEFAULT_CTX_SIZE", "EmbeddedServer", "get_server", "running_servers", "stop_all", "stop_model", "stop_server"]
+__all__ = [
+    "DEFAULT_CTX_SIZE",
+    "EmbeddedServer",
+    "get_server",
+    "running_servers",
+    "stop_all",
+    "stop_model",
+    "stop_server",
+]
 
 #: context tokens per slot
 DEFAULT_CTX_SIZE = 8192
@@ -214,7 +222,9 @@ class EmbeddedServer:
         for i in range(self.n_parallel):
             r = httpx.post(f"{self.base_url}/slots/{i}", params={"action": "erase"}, timeout=60)
             if r.status_code != 200:
-                raise LLMUnavailable(f"erasing slot {i} of the embedded server failed: HTTP {r.status_code} {r.text[:200]}")
+                raise LLMUnavailable(
+                    f"erasing slot {i} of the embedded server failed: HTTP {r.status_code} {r.text[:200]}"
+                )
             erased += int(r.json().get("n_erased", 0))
         return erased
 

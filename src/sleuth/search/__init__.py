@@ -74,7 +74,9 @@ def corpus_index_dir(
     return base / f"{root.name[:40]}-{h.hexdigest()[:20]}"
 
 
-def _open_corpus(corpus: Path, *, format: str, dense: bool, embedder: str | None, cache_dir: Any, progress: bool) -> Index:
+def _open_corpus(
+    corpus: Path, *, format: str, dense: bool, embedder: str | None, cache_dir: Any, progress: bool
+) -> Index:
     target = corpus_index_dir(corpus, format=format, dense=dense, embedder=embedder, cache_dir=cache_dir)
     with file_lock(target.with_name(target.name + ".lock")):
         if not Index.is_index(target):

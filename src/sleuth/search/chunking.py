@@ -77,7 +77,9 @@ def _blocks(doc: Doc) -> list[tuple[str, str]]:
     return [(doc.section, p.strip()) for p in _BLANK.split(doc.text) if p.strip()]
 
 
-def chunk_doc(doc: Doc, *, max_chars: int = DEFAULT_MAX_CHARS, default_acl: tuple[str, ...] = ("all",)) -> list[Passage]:
+def chunk_doc(
+    doc: Doc, *, max_chars: int = DEFAULT_MAX_CHARS, default_acl: tuple[str, ...] = ("all",)
+) -> list[Passage]:
     """The passages of one document, in order, with full provenance."""
     out: list[Passage] = []
     acl = list(doc.acl) if doc.acl is not None else list(default_acl)

@@ -211,7 +211,8 @@ class Index:
                 ranked = dense_hits
             else:
                 ranked = [
-                    rrf([self.lexical.search(q, depth, filters), dh], k) for q, dh in zip(queries, dense_hits, strict=True)
+                    rrf([self.lexical.search(q, depth, filters), dh], k)
+                    for q, dh in zip(queries, dense_hits, strict=True)
                 ]
         return [self._passages(hits, filters) for hits in ranked]
 

@@ -113,8 +113,21 @@ class PgRetriever:
         for i, p in enumerate(passages):
             acl, eq, rng = passage_terms(p)
             rec = [
-                start_row + i, p.id, p.doc_id, p.title, p.text, p.source, p.section, p.version, p.region, p.url,
-                acl, eq, rng, json.dumps(p.metadata, ensure_ascii=False), " ".join(tokenize(f"{p.title}\n{p.section}\n{p.text}")),
+                start_row + i,
+                p.id,
+                p.doc_id,
+                p.title,
+                p.text,
+                p.source,
+                p.section,
+                p.version,
+                p.region,
+                p.url,
+                acl,
+                eq,
+                rng,
+                json.dumps(p.metadata, ensure_ascii=False),
+                " ".join(tokenize(f"{p.title}\n{p.section}\n{p.text}")),
             ]
             if vectors is not None:
                 rec.append(_vec(vectors[i]))
@@ -127,7 +140,9 @@ class PgRetriever:
             cols += ", embedding"
             tmpl += ", %s::vector"
         with self.conn.cursor() as cur:
-            execute_values(cur, f"INSERT INTO {self.table} ({cols}) VALUES %s", rows, template=tmpl + ")", page_size=500)
+            execute_values(
+                cur, f"INSERT INTO {self.table} ({cols}) VALUES %s", rows, template=tmpl + ")", page_size=500
+            )
             cur.execute(f"ANALYZE {self.table}")
         return len(rows)
 
@@ -191,7 +206,9 @@ class PgRetriever:
         )
         return [(int(r), float(s)) for r, s in cur.fetchall()]
 
-    def _dense(self, cur: Any, qv: np.ndarray, k: int, where: str, args: list[Any], scoped: bool) -> list[tuple[int, float]]:
+    def _dense(
+        self, cur: Any, qv: np.ndarray, k: int, where: str, args: list[Any], scoped: bool
+    ) -> list[tuple[int, float]]:
         if scoped:
             cur.execute("SET LOCAL enable_indexscan = off")
         cur.execute(
@@ -201,7 +218,9 @@ class PgRetriever:
         )
         return [(int(r), float(s)) for r, s in cur.fetchall()]
 
-    def search(self, query: str, k: int = 5, filters: Filters | None = None, *, mode: str | None = None) -> list[Passage]:
+    def search(
+        self, query: str, k: int = 5, filters: Filters | None = None, *, mode: str | None = None
+    ) -> list[Passage]:
         return self.search_batch([query], k, filters, mode=mode)[0]
 
     def search_batch(
@@ -237,7 +256,13 @@ class PgRetriever:
                     else:
                         assert qvs is not None
                         depth = max(4 * k, 40)
-                        hits = rrf([self._lexical(cur, q, depth, where, args), self._dense(cur, qvs[i], depth, where, args, scoped)], k)
+                        hits = rrf(
+                            [
+                                self._lexical(cur, q, depth, where, args),
+                                self._dense(cur, qvs[i], depth, where, args, scoped),
+                            ],
+                            k,
+                        )
                     out.append(self._fetch(cur, hits, filters))
                 cur.execute("COMMIT")
         except psycopg2.OperationalError as e:
@@ -254,8 +279,16 @@ class PgRetriever:
         for rec in cur.fetchall():
             row, pid, doc_id, title, text, source, section, version, region, url, acl, meta = rec
             by_row[int(row)] = Passage(
-                id=pid, text=text or "", doc_id=doc_id, title=title or "", source=source or "", section=section or "",
-                version=version or "", region=region or "", url=url or "", acl=list(acl or []),
+                id=pid,
+                text=text or "",
+                doc_id=doc_id,
+                title=title or "",
+                source=source or "",
+                section=section or "",
+                version=version or "",
+                region=region or "",
+                url=url or "",
+                acl=list(acl or []),
                 metadata=meta if isinstance(meta, dict) else json.loads(meta or "{}"),
             )
         out = []
@@ -330,7 +363,9 @@ class LocalPostgres:
         log = self.datadir / "server.log"
         pg_ctl(
             ["-w", "-t", "60", "-o", f"-h {self.host} -p {self.port} -k ''", "-l", str(log), "start"],
-            pgdata=self.datadir, user=self.user, timeout=90,
+            pgdata=self.datadir,
+            user=self.user,
+            timeout=90,
         )
         return self
 

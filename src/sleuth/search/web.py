@@ -84,7 +84,9 @@ class WebRetriever:
                     continue
                 raise SearchUnavailable(f"{self.engine} did not answer within {self.timeout:g}s") from e
             except httpx.TransportError as e:
-                raise SearchUnavailable(f"{self.engine} is unreachable ({type(e).__name__}); check the network or the URL") from e
+                raise SearchUnavailable(
+                    f"{self.engine} is unreachable ({type(e).__name__}); check the network or the URL"
+                ) from e
             if resp.status_code in (401, 403):
                 raise SearchUnavailable(self._denied_message(resp.status_code))
             if resp.status_code == 429 or resp.status_code >= 500:
@@ -92,7 +94,9 @@ class WebRetriever:
                     attempt += 1
                     time.sleep(_retry_after(resp, attempt))
                     continue
-                raise SearchUnavailable(f"{self.engine} is unavailable (HTTP {resp.status_code} after {attempt + 1} tries)")
+                raise SearchUnavailable(
+                    f"{self.engine} is unavailable (HTTP {resp.status_code} after {attempt + 1} tries)"
+                )
             if resp.status_code >= 400:
                 raise SearchError(f"{self.engine} rejected the request (HTTP {resp.status_code})")
             try:
@@ -152,8 +156,15 @@ class TavilyRetriever(WebRetriever):
 
     def _request(self, query: str, k: int) -> httpx.Request:
         if not self._key:
-            raise SearchUnavailable("Tavily web search needs an API key: set TAVILY_API_KEY (or search a local index instead)")
-        body = {"query": query, "max_results": max(1, min(k, 20)), "search_depth": self.search_depth, "include_answer": False}
+            raise SearchUnavailable(
+                "Tavily web search needs an API key: set TAVILY_API_KEY (or search a local index instead)"
+            )
+        body = {
+            "query": query,
+            "max_results": max(1, min(k, 20)),
+            "search_depth": self.search_depth,
+            "include_answer": False,
+        }
         return self._client.build_request(
             "POST", f"{self.base_url}/search", json=body, headers={"Authorization": f"Bearer {self._key}"}
         )
@@ -175,8 +186,15 @@ class TavilyRetriever(WebRetriever):
             pid = _url_id(url, title, text)
             out.append(
                 Passage(
-                    id=pid, doc_id=pid, text=text, title=title, url=url, source="tavily",
-                    score=_score(r.get("score")), acl=list(self.acl), metadata=meta,
+                    id=pid,
+                    doc_id=pid,
+                    text=text,
+                    title=title,
+                    url=url,
+                    source="tavily",
+                    score=_score(r.get("score")),
+                    acl=list(self.acl),
+                    metadata=meta,
                 )
             )
         return out
@@ -241,8 +259,15 @@ class SearxngRetriever(WebRetriever):
             pid = _url_id(url, title, text)
             out.append(
                 Passage(
-                    id=pid, doc_id=pid, text=text or title, title=title, url=url, source="searxng",
-                    score=_score(r.get("score")), acl=list(self.acl), metadata=meta,
+                    id=pid,
+                    doc_id=pid,
+                    text=text or title,
+                    title=title,
+                    url=url,
+                    source="searxng",
+                    score=_score(r.get("score")),
+                    acl=list(self.acl),
+                    metadata=meta,
                 )
             )
         out.sort(key=lambda p: -p.score)
