@@ -287,9 +287,11 @@ def _tiny_hotpotqa(root: Path) -> None:
     (root / "hotpotqa" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_sigterm_stops_the_driver_mid_question_and_keeps_the_answers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("row", ["sleuth-direct", "sleuth-search-o1"])
+def test_sigterm_stops_the_driver_mid_question_and_keeps_the_answers(tmp_path: Path, row: str) -> None:
     """SIGTERM (a `timeout`, a scheduler) while a row waits on the model: the driver stops within
-    seconds, says the same command resumes, exits 130, and what was answered stays readable."""
+    seconds, says the same command resumes, exits 130, and what was answered stays readable.
+    Search-o1 waits on the model from a worker thread of its batch loop, which must not hold the exit."""
     import os
     import signal
     import subprocess
@@ -305,7 +307,7 @@ def test_sigterm_stops_the_driver_mid_question_and_keeps_the_answers(tmp_path: P
     with FakeOpenAIServer(fault="slow", slow_s=120) as srv:
         work = tmp_path / "w"
         cmd = [sys.executable, "-m", "benchmarks.peers.run", "--base-url", srv.url, "--model", "fake-model"]
-        cmd += ["--rows", "sleuth-direct", "--datasets", "hotpotqa", "--n", "2", "--data-dir", str(tmp_path / "data")]
+        cmd += ["--rows", row, "--datasets", "hotpotqa", "--n", "2", "--data-dir", str(tmp_path / "data")]
         cmd += ["--work-dir", str(work), "--out", str(tmp_path / "peers.md")]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -321,4 +323,4 @@ def test_sigterm_stops_the_driver_mid_question_and_keeps_the_answers(tmp_path: P
     assert proc.returncode == 130, err[-2000:]
     assert "the same command resumes" in err and "Traceback" not in err
     assert not (tmp_path / "peers.md").exists()  # a stopped run writes no report
-    assert read_lines(work / "answers" / "sleuth-direct.hotpotqa.jsonl") == []  # nothing half-written
+    assert read_lines(work / "answers" / f"{row}.hotpotqa.jsonl") == []  # nothing half-written
