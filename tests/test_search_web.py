@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from serverkit import running
 from sleuth.search import Filters, SearchError, SearchUnavailable, open_retriever
 from sleuth.search.cache import CachedRetriever
-from sleuth.search.web import SearxngRetriever, TavilyRetriever
+from sleuth.search.web import SearxngRetriever, TavilyRetriever, _url_id
 
 KEY = "tvly-test-key-123"
 
@@ -76,6 +76,7 @@ def _app(state: dict[str, Any]) -> FastAPI:
                     "publishedDate": "2023-01-02T00:00:00",
                 },
                 {"url": "https://c.example/3", "title": "", "content": "", "engine": "x", "score": 9.0},
+                {"url": "https://d.example/4", "title": "Gamma", "content": "", "score": 0.5},
             ],
         }
 
@@ -153,7 +154,9 @@ def test_searxng_results_and_errors(server: tuple[str, dict[str, Any]]) -> None:
     url, state = server
     r = open_retriever(f"searxng:{url}", cache=False)
     got = r.search("owls", k=5)
-    assert [p.title for p in got] == ["Beta", "Alpha"], "sorted by score; empty results dropped"
+    assert [p.title for p in got] == ["Beta", "Alpha", "Gamma"], "sorted by score; empty results dropped"
+    assert got[2].text == "Gamma", "a result without text reads as its title"
+    assert got[2].id == _url_id("https://d.example/4", "Gamma", ""), "its id is of the result as sent"
     assert got[0].metadata == {"engine": "wikipedia", "published_date": "2023-01-02T00:00:00"}
     assert got[0].source == "searxng" and got[0].url == "https://b.example/2"
     assert len(r.search("owls", k=1)) == 1

@@ -54,6 +54,25 @@ class WebRetriever:
     def _parse(self, data: Any, query: str) -> list[Passage]:
         raise NotImplementedError
 
+    def _passage(
+        self, url: str, title: str, text: str, *, source: str, score: Any, meta: dict[str, Any], or_title: bool = False
+    ) -> Passage:
+        """One result as a passage: its id from URL, title and text; this retriever's ACL; with
+        ``or_title``, a result without text reads as its title."""
+        pid = _url_id(url, title, text)
+        body = text or title if or_title else text
+        return Passage(
+            id=pid,
+            doc_id=pid,
+            text=body,
+            title=title,
+            url=url,
+            source=source,
+            score=_score(score),
+            acl=list(self.acl),
+            metadata=meta,
+        )
+
     # -- protocol
 
     def search(self, query: str, k: int = 5, filters: Filters | None = None) -> list[Passage]:
@@ -183,20 +202,7 @@ class TavilyRetriever(WebRetriever):
             if not text.strip():
                 continue
             meta = {k: r[k] for k in ("published_date",) if r.get(k)}
-            pid = _url_id(url, title, text)
-            out.append(
-                Passage(
-                    id=pid,
-                    doc_id=pid,
-                    text=text,
-                    title=title,
-                    url=url,
-                    source="tavily",
-                    score=_score(r.get("score")),
-                    acl=list(self.acl),
-                    metadata=meta,
-                )
-            )
+            out.append(self._passage(url, title, text, source="tavily", score=r.get("score"), meta=meta))
         return out
 
 
@@ -256,19 +262,8 @@ class SearxngRetriever(WebRetriever):
                 meta["engine"] = str(r["engine"])
             if r.get("publishedDate"):
                 meta["published_date"] = str(r["publishedDate"])
-            pid = _url_id(url, title, text)
             out.append(
-                Passage(
-                    id=pid,
-                    doc_id=pid,
-                    text=text or title,
-                    title=title,
-                    url=url,
-                    source="searxng",
-                    score=_score(r.get("score")),
-                    acl=list(self.acl),
-                    metadata=meta,
-                )
+                self._passage(url, title, text, source="searxng", score=r.get("score"), meta=meta, or_title=True)
             )
         out.sort(key=lambda p: -p.score)
         return out
