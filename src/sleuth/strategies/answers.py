@@ -10,12 +10,18 @@ import re
 from collections.abc import Callable
 
 from sleuth.llm.base import Completion
+from sleuth.strategies.answer_type import CHOICE, YESNO, answer_type
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.parsing import parse_cot
-from sleuth.strategies.text import clean_short
+from sleuth.strategies.short_fit import fit_short
+from sleuth.strategies.text import ANSWER_PREFIX, clean_short, content_tokens, strip_citations
 
 # "<short answer>" copied from the instruction instead of an answer
 _PLACEHOLDER = re.compile(r"<[^<>]{0,40}>")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_ALTERNATIVES = re.compile(r"\bor\b", re.I)
+#: the longest reading of the reply's own sentence taken as a short answer (words)
+OWN_READING_WORDS = 8
 
 
 def short_answer(
@@ -55,7 +61,37 @@ def extract_short(strategy: Strategy, st: RunState, question: str, text: str) ->
         step="short answer",
         max_tokens=32,
     )
-    return clean_short(sc.text)
+    short = clean_short(sc.text)
+    if restates(question, short):
+        own = own_reading(question, text)
+        if own and not restates(question, own):
+            st.emit(
+                "note",
+                type="short_restates_question",
+                message="the short answer only repeats the question; the reply's own sentence is read instead",
+                short=short,
+                read=own,
+            )
+            return own
+    return short
+
+
+def restates(question: str, span: str) -> bool:
+    """Whether ``span`` only repeats words of ``question`` (English), which asks for something else:
+    not a choice between options it names ("A or B") and not yes/no.  "Pak Sao" for "Pak Sao is a
+    technique in the martial art specializing in what type of combat?" answers nothing."""
+    words = content_tokens(span)
+    if not words or _HAN.search(question) or _HAN.search(span) or _ALTERNATIVES.search(question):
+        return False
+    return answer_type(question).kind not in (CHOICE, YESNO) and words <= content_tokens(question)
+
+
+def own_reading(question: str, text: str) -> str:
+    """The reply's own first sentence fitted to the question (citations and an "Answer:" label
+    removed), when that comes to at most :data:`OWN_READING_WORDS` words; else "" ."""
+    fitted = fit_short(question, ANSWER_PREFIX.sub("", strip_citations(text)).strip())
+    fitted = fitted.strip().rstrip(".").strip()
+    return fitted if 0 < len(fitted.split()) <= OWN_READING_WORDS else ""
 
 
 def cut_inside(reply: str, short: str) -> bool:

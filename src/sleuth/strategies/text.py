@@ -224,7 +224,7 @@ def normalize_query(q: str) -> str:
 
 #: a citation mark: ``[1]``, ``[2, 3]``, ``【1】``
 CITE_MARK = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
-_ANSWER_PREFIX = re.compile(
+ANSWER_PREFIX = re.compile(
     r"^\s*(?:(?:short\s+|final\s+)?answer|so\s+the\s+(?:final\s+)?answer\s+is|the\s+answer\s+is|a|答案|简短答案|最终答案)\s*[:：]\s*",
     re.I,
 )
@@ -250,7 +250,7 @@ def clean_short(text: str, max_chars: int = 200) -> str:
     head = (text or "")[:20_000]
     t = next((ln.strip() for ln in head.splitlines() if ln.strip()), "")
     for _ in range(2):
-        t = _ANSWER_PREFIX.sub("", t)
+        t = ANSWER_PREFIX.sub("", t)
     t = strip_citations(t)
     t = t.strip().strip("*").strip().rstrip("。．.!！ ").strip()
     if len(t) >= 2 and t[0] in "\"'“‘「" and t[-1] in "\"'”’」":

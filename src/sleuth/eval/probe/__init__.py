@@ -35,7 +35,8 @@ LANGS = ("en", "zh")
 CORPUS = {lang: Path(__file__).resolve().parent / "corpus" / f"{lang}.jsonl" for lang in LANGS}
 
 #: (question, filters) per language: single- and multi-hop, one under an ACL and a version,
-#: one the model gives up on (server.GIVE_UP_MARK), one whose filters leave nothing to retrieve
+#: one the model gives up on (server.GIVE_UP_MARK), one whose filters leave nothing to retrieve,
+#: one whose short answer repeats the question (server.RESTATED_SHORT_MARK, English)
 QUESTIONS: dict[str, tuple[tuple[str, Filters], ...]] = {
     "en": (
         ("Who was the father of the director of Jaws?", Filters()),
@@ -43,6 +44,8 @@ QUESTIONS: dict[str, tuple[tuple[str, Filters], ...]] = {
         ("How many days of annual leave are there each year?", Filters.make(acl=["hr"], equals={"version": "2025"})),
         ("What is the top speed of a Zorblax swamp eel?", Filters()),
         ("Who founded the Hanseatic League?", Filters.make(acl=["nobody"])),
+        # chat replies without an answer line, a short-answer call that repeats the subject (server.RESTATED_SHORT_MARK)
+        ("What type of combat does Pak Sao train for?", Filters()),
     ),
     "zh": (
         ("《大白鲨》导演的父亲是做什么工作的？", Filters()),

@@ -10,7 +10,8 @@ main branches (follow-ups, final answers, search queries, revisions, step-back
 questions, missing answer lines).  A prompt that holds :data:`GIVE_UP_MARK` is
 always answered with :data:`GIVE_UP` (the model gives up); one holding :data:`NEAR_QUERY_MARK`
 walks a scripted pair of near search queries (:func:`near_queries`), one holding
-:data:`RESTATE_MARK` a search whose facts restate the query (:func:`restated_query`).  Like a real server it
+:data:`RESTATE_MARK` a search whose facts restate the query (:func:`restated_query`), a chat
+call holding :data:`RESTATED_SHORT_MARK` a short answer that repeats the question (:func:`restated_short`).  Like a real server it
 cuts the reply at the first stop string and at ``max_tokens`` words.
 """
 
@@ -55,6 +56,23 @@ def restated_query(prompt: str) -> str:
     if re.search(re.escape(RESTATE_QUERY) + r"\s*<\|end_search_query\|>", prompt):
         return "Final answer: \\boxed{The Million Dollar Duck}"
     return f"Let me check which one is a comedy. <|begin_search_query|>{RESTATE_QUERY}<|end_search_query|>"
+
+
+#: a word of the English probe question whose chat replies have no "So the answer is:" line and
+#: whose short-answer call only repeats the question's subject (:func:`restated_short`): the probe
+#: sees whether the short answer gives way to the reply's own words (strategies/answers.py)
+RESTATED_SHORT_MARK = "Pak Sao"
+
+
+def restated_short(text: str) -> str:
+    """The chat reply for the restated-short question: the short-answer call gets the question's
+    subject back, Step-back's answer call an abstention (so that its second reader, RAG's prompt,
+    runs), every other call a cited sentence without an answer line."""
+    if "The question asks for" in text:  # short_answer.txt
+        return RESTATED_SHORT_MARK
+    if "step-back question" in text:  # step_back_answer.txt (and the step-back question's own call)
+        return "Answer: The documents do not answer the question.\nShort answer: unknown"
+    return "Pak Sao trains for close range combat [1]."
 
 
 #: replies to raw completions (Self-Ask and Search-o1 continue an append-only prompt), as
@@ -110,6 +128,8 @@ def reply_for(path: str, body: dict[str, Any]) -> str:
         return near_queries(text)
     if RESTATE_MARK in text and replies is COMPLETION_REPLIES:
         return restated_query(text)
+    if RESTATED_SHORT_MARK in text and replies is CHAT_REPLIES:
+        return restated_short(text)
     if RESTATE_QUERY in text and replies is CHAT_REPLIES:  # its Reason-in-Documents call
         return "Don Quixote is a comedy film. [1] The Million Dollar Duck is a 1971 American comedy film. [2]"
     candidates = [r for tag, r in replies if tag in text]
