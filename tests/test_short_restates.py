@@ -87,3 +87,13 @@ def test_a_choice_answer_in_the_question_s_words_is_kept() -> None:
     q = "Which band, A Silent Film or The Frames, has more members?"
     r, _ = _run("The Frames have more members than A Silent Film.", "The Frames", q)
     assert r.short_answer == "The Frames"
+
+
+@pytest.mark.parametrize("strategy", ["cot", "rag", "rat", "self-ask", "step-back"])
+def test_the_fingerprint_s_probe_walks_it(strategy: str) -> None:
+    # the probe question of server.RESTATED_SHORT_MARK: a change to this rule moves these fingerprints
+    from sleuth.eval.probe import run_probe
+    from sleuth.eval.probe.server import RESTATED_SHORT_MARK
+
+    runs = [r for r in run_probe(strategy, "en")["runs"] if RESTATED_SHORT_MARK in r["question"]]
+    assert [r["short_answer"] for r in runs] == ["close range combat"]

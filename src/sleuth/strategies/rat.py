@@ -26,12 +26,12 @@ from collections.abc import Sequence
 
 from sleuth.llm.base import LLMError
 from sleuth.search.base import Passage, SearchError
-from sleuth.strategies.answers import last_line, short_answer
+from sleuth.strategies.answers import extract_short, last_line, short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import RATOptions
 from sleuth.strategies.parsing import parse_cot, parse_long_answer, parse_query, parse_revision, split_paragraphs
 from sleuth.strategies.short_fit import fit_short
-from sleuth.strategies.text import cited_numbers, clean_short, format_passages
+from sleuth.strategies.text import cited_numbers, format_passages
 
 #: the final pass shows as many passages as the budget gives this many characters each (at least ``k``)
 FINAL_CHARS_PER_PASSAGE = 500
@@ -149,13 +149,7 @@ class RAT(Strategy):
         if not answer.strip():
             answer = notes
         if short is None:
-            sc = self.ask(
-                st,
-                self.prompt(st, "short_answer", question=question, answer=answer[-1500:]),
-                step="short answer",
-                max_tokens=32,
-            )
-            short = clean_short(sc.text)
+            short = extract_short(self, st, question, answer)
         st.result.answer = answer.strip()
         st.result.short_answer = short
         st.cite(sources.passages, claim=answer, query=question, marks=cited_numbers(answer))  # grounded in finish
