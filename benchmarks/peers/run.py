@@ -115,7 +115,10 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
     if args.base_url:
         upstream, model = args.base_url.rstrip("/").removesuffix("/v1"), args.model
     else:
-        srv = get_server(args.model)
+        # the engine in a child process: stopping it is bounded (stdin closed, then terminate and kill).
+        # In-process, its destructor once blocked for minutes after a stop mid-request (it joins a
+        # thread of the engine's HTTP server; released only when a debugger attached)
+        srv = get_server(args.model, mode="subprocess")
         upstream, model = str(srv.base_url), srv.name
     proxy = CountingProxy(upstream).start()
     print(f"model {model} at {upstream}; proxy {proxy.url}; search {endpoint.url}", flush=True)
