@@ -324,3 +324,13 @@ def test_sigterm_stops_the_driver_mid_question_and_keeps_the_answers(tmp_path: P
     assert "the same command resumes" in err and "Traceback" not in err
     assert not (tmp_path / "peers.md").exists()  # a stopped run writes no report
     assert read_lines(work / "answers" / f"{row}.hotpotqa.jsonl") == []  # nothing half-written
+
+
+def test_sleuth_finish_reasons_map_onto_the_reports_failure_kinds() -> None:
+    from benchmarks.peers.rows import sleuth_failure
+
+    assert sleuth_failure("finished") == ""
+    assert sleuth_failure("step_limit") == "step_limit"
+    # Search-o1's queries kept repeating and its answer was forced: a loop, not an exception
+    assert sleuth_failure("repeat_limit") == "loop"
+    assert sleuth_failure("llm_unavailable") == sleuth_failure("error") == "exception"

@@ -57,7 +57,15 @@ UNRUNNABLE: dict[str, str] = {
     "not reachable offline",
 }
 
-_SLEUTH_FAILURE = {"step_limit": "step_limit", "parse_error": "parse_error", "loop": "loop"}
+#: a Sleuth finish reason -> the report's failure kind ("finished" is none; an unlisted reason,
+#: such as a model or search error, is an exception); Search-o1's repeat_limit (its queries kept
+#: repeating, the answer forced) is a loop
+_SLEUTH_FAILURE = {"step_limit": "step_limit", "repeat_limit": "loop", "parse_error": "parse_error", "loop": "loop"}
+
+
+def sleuth_failure(reason: str) -> str:
+    """The failure kind of a Sleuth record that ended with ``reason`` ("" when it finished)."""
+    return "" if reason == "finished" else _SLEUTH_FAILURE.get(reason, "exception")
 
 
 def run_sleuth_row(
@@ -102,12 +110,13 @@ def run_sleuth_row(
         after = proxy.counters()
         result = rec.get("result") or {}
         reason = str(rec.get("reason") or "")
-        failure = "" if reason == "finished" else _SLEUTH_FAILURE.get(reason, "exception")
+        failure = sleuth_failure(reason)
         line: dict[str, Any] = {
             "qid": item.id,
             "answer": str(result.get("answer") or ""),
             "short_answer": str(result.get("short_answer") or ""),
             "failure": failure,
+            "reason": reason,
             "error": str(rec.get("error") or "")[:2000],
             "seconds": round(seconds, 3),
             **{key: after[key] - before[key] for key in ("llm_calls", "prompt_tokens", "processed_prompt_tokens")},
