@@ -54,7 +54,10 @@ def short_answer(
 
 def extract_short(strategy: Strategy, st: RunState, question: str, text: str) -> str:
     """One short call (``short_answer.txt``, step ``short answer``) that reads the short answer
-    out of ``text`` (its last 1500 characters); "" when it returns nothing."""
+    out of ``text`` (its last 1500 characters); "" when it returns nothing.  A span that only
+    repeats the question (:func:`restates`) gives way to ``text``'s own first sentence fitted to
+    the question (:func:`own_reading`) when that adds something, with a ``short_restates_question``
+    note."""
     sc = strategy.ask(
         st,
         strategy.prompt(st, "short_answer", question=question, answer=text[-1500:]),
