@@ -1,7 +1,8 @@
 """The rows of the comparison: which system and pipeline, which Sleuth method it pairs with, how it runs.
 
-Every row writes the same JSON lines (``{qid, answer, short_answer?, llm_calls, prompt_tokens,
-processed_prompt_tokens, seconds, failure, error}``), one file per (row, dataset), resumable.
+Every row writes the same JSON lines (``{qid, answer, llm_calls, prompt_tokens,
+processed_prompt_tokens, seconds, failure, error}``; Sleuth's rows also ``short_answer`` and
+``reason``), one file per (row, dataset), resumable.
 """
 
 from __future__ import annotations
