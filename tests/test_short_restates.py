@@ -83,6 +83,18 @@ def test_a_reply_that_only_restates_too_keeps_the_call_s_answer() -> None:
     assert not [e for e in r.trace.of("note") if e.data.get("type") == "short_restates_question"]
 
 
+def test_a_reading_left_with_no_word_of_its_own_keeps_the_call_s_answer() -> None:
+    # peers run, self-ask, musique (gold "Karl Renner"): the reply restates the question, and
+    # cutting the restatement leaves "where", a word without content: the call's span stands
+    q = "Who was in charge of the country where the composer of Aschenbrodel was a citizen?"
+    reply = (
+        "The composer of Aschenbrodel was in charge of the country where the composer of Aschenbrodel was a citizen."
+    )
+    r, _ = _run(reply, "composer of Aschenbrodel", q)
+    assert r.short_answer == "composer of Aschenbrodel"
+    assert not [e for e in r.trace.of("note") if e.data.get("type") == "short_restates_question"]
+
+
 def test_a_choice_answer_in_the_question_s_words_is_kept() -> None:
     q = "Which band, A Silent Film or The Frames, has more members?"
     r, _ = _run("The Frames have more members than A Silent Film.", "The Frames", q)

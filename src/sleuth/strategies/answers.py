@@ -67,7 +67,7 @@ def extract_short(strategy: Strategy, st: RunState, question: str, text: str) ->
     short = clean_short(sc.text)
     if restates(question, short):
         own = own_reading(question, text)
-        if own and not restates(question, own):
+        if content_tokens(own) - content_tokens(question):  # a word of its own, not only "where"
             st.emit(
                 "note",
                 type="short_restates_question",
