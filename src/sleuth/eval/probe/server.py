@@ -11,8 +11,9 @@ questions, missing answer lines).  A prompt that holds :data:`GIVE_UP_MARK` is
 always answered with :data:`GIVE_UP` (the model gives up); one holding :data:`NEAR_QUERY_MARK`
 walks a scripted pair of near search queries (:func:`near_queries`), one holding
 :data:`RESTATE_MARK` a search whose facts restate the query (:func:`restated_query`), a chat
-call holding :data:`RESTATED_SHORT_MARK` a short answer that repeats the question (:func:`restated_short`).  Like a real server it
-cuts the reply at the first stop string and at ``max_tokens`` words.
+call holding :data:`RESTATED_SHORT_MARK` a short answer that repeats the question
+(:func:`restated_short`).  Like a real server it cuts the reply at the first stop string and at
+``max_tokens`` words.
 """
 
 from __future__ import annotations
