@@ -69,36 +69,38 @@ def test_a_restating_short_answer_gives_way_to_the_replys_own_words() -> None:
     assert notes and notes[0]["short"] == "Pak Sao" and notes[0]["read"] == "close range combat"
 
 
-def test_an_answer_that_adds_something_is_kept() -> None:
-    r, _ = _run("Pak Sao is a technique in the martial art specializing in close range combat.", "close range")
-    assert r.short_answer == "close range"
+@pytest.mark.parametrize(
+    ("question", "reply", "short"),
+    [
+        # the call's span adds something: it stands
+        (PAK_SAO, "Pak Sao is a technique in the martial art specializing in close range combat.", "close range"),
+        # self-ask, hotpotqa (gold "a body of water"): the reply's sentence adds nothing either
+        (
+            "What is the Landsman Kill near New York State Route 308?",
+            "The Landsman Kill is near New York State Route 308.",
+            "Landsman Kill",
+        ),
+        # peers run, self-ask, musique (gold "Karl Renner"): the reply restates the question, and
+        # cutting the restatement leaves "where", a word without content
+        (
+            "Who was in charge of the country where the composer of Aschenbrodel was a citizen?",
+            "The composer of Aschenbrodel was in charge of the country where the composer of Aschenbrodel "
+            "was a citizen.",
+            "composer of Aschenbrodel",
+        ),
+        # a choice, answered in the question's own words
+        (
+            "Which band, A Silent Film or The Frames, has more members?",
+            "The Frames have more members than A Silent Film.",
+            "The Frames",
+        ),
+    ],
+    ids=["adds-something", "reply-restates-too", "reading-left-with-where", "choice"],
+)
+def test_the_call_s_answer_stands(question: str, reply: str, short: str) -> None:
+    r, _ = _run(reply, short, question)
+    assert r.short_answer == short
     assert not [e for e in r.trace.of("note") if e.data.get("type") == "short_restates_question"]
-
-
-def test_a_reply_that_only_restates_too_keeps_the_call_s_answer() -> None:
-    # self-ask, hotpotqa (gold "a body of water"): the reply's sentence adds nothing either
-    q = "What is the Landsman Kill near New York State Route 308?"
-    r, _ = _run("The Landsman Kill is near New York State Route 308.", "Landsman Kill", q)
-    assert r.short_answer == "Landsman Kill"
-    assert not [e for e in r.trace.of("note") if e.data.get("type") == "short_restates_question"]
-
-
-def test_a_reading_left_with_no_word_of_its_own_keeps_the_call_s_answer() -> None:
-    # peers run, self-ask, musique (gold "Karl Renner"): the reply restates the question, and
-    # cutting the restatement leaves "where", a word without content: the call's span stands
-    q = "Who was in charge of the country where the composer of Aschenbrodel was a citizen?"
-    reply = (
-        "The composer of Aschenbrodel was in charge of the country where the composer of Aschenbrodel was a citizen."
-    )
-    r, _ = _run(reply, "composer of Aschenbrodel", q)
-    assert r.short_answer == "composer of Aschenbrodel"
-    assert not [e for e in r.trace.of("note") if e.data.get("type") == "short_restates_question"]
-
-
-def test_a_choice_answer_in_the_question_s_words_is_kept() -> None:
-    q = "Which band, A Silent Film or The Frames, has more members?"
-    r, _ = _run("The Frames have more members than A Silent Film.", "The Frames", q)
-    assert r.short_answer == "The Frames"
 
 
 @pytest.mark.parametrize("strategy", ["cot", "rag", "rat", "self-ask", "step-back"])

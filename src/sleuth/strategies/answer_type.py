@@ -243,13 +243,14 @@ def _answer_type_zh_one(q: str) -> AnswerType:
     return AnswerType(ENTITY)
 
 
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+#: a Han character (a Chinese question, span or option)
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 def answer_type(question: str) -> AnswerType:
     """The answer ``question`` expects, from its wording (Chinese when it holds Han characters)."""
     q = _WS.sub(" ", (question or "")[:1000]).strip()
-    if _HAN.search(q):
+    if HAN.search(q):
         return _answer_type_zh(q)
     t = _answer_type_en(q)
     return AnswerType(t.kind, t.options, LIST) if t.kind != CHOICE and _LIST_EN.search(q) else t

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 
 from sleuth.llm.base import Completion
-from sleuth.strategies.answer_type import CHOICE, YESNO, answer_type
+from sleuth.strategies.answer_type import CHOICE, HAN, YESNO, answer_type
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.parsing import parse_cot
 from sleuth.strategies.short_fit import fit_short
@@ -18,7 +18,6 @@ from sleuth.strategies.text import ANSWER_PREFIX, clean_short, content_tokens, s
 
 # "<short answer>" copied from the instruction instead of an answer
 _PLACEHOLDER = re.compile(r"<[^<>]{0,40}>")
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _ALTERNATIVES = re.compile(r"\bor\b", re.I)
 #: the longest reading of the reply's own sentence taken as a short answer (words)
 OWN_READING_WORDS = 8
@@ -84,7 +83,7 @@ def restates(question: str, span: str) -> bool:
     not a choice between options it names ("A or B") and not yes/no.  "Pak Sao" for "Pak Sao is a
     technique in the martial art specializing in what type of combat?" answers nothing."""
     words = content_tokens(span)
-    if not words or _HAN.search(question) or _HAN.search(span) or _ALTERNATIVES.search(question):
+    if not words or HAN.search(question) or HAN.search(span) or _ALTERNATIVES.search(question):
         return False
     return answer_type(question).kind not in (CHOICE, YESNO) and words <= content_tokens(question)
 

@@ -25,6 +25,7 @@ from sleuth.strategies.answer_type import (
     CHOICE,
     DATE,
     ENTITY,
+    HAN,
     LIST,
     NUMBER,
     PERSON,
@@ -35,7 +36,6 @@ from sleuth.strategies.answer_type import (
 )
 from sleuth.strategies.text import content_tokens
 
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _WORD = re.compile(r"[0-9a-z\u00c0-\u024f]+")
 
 # -- yes / no ---------------------------------------------------------------------------
@@ -51,7 +51,7 @@ _YESNO_ZH = re.compile(
 def fit_yes_no(short: str) -> str | None:
     """ "yes"/"no" (English) or the leading 是/否 word (Chinese) a span states; None if it states neither."""
     s = short.strip()
-    if _HAN.match(s):
+    if HAN.match(s):
         m = _YESNO_ZH.match(s)
         return m.group(1) if m else None
     if _YES_EN.match(s):
@@ -73,7 +73,7 @@ def _names(text: str, option: str, other: str) -> bool:
     """Whether ``text`` names ``option`` (its own words, not those it shares with ``other``)."""
     if option.lower() in text.lower():
         return True
-    if _HAN.search(option):
+    if HAN.search(option):
         return False
     own = content_tokens(option) - content_tokens(other)
     toks = content_tokens(text)
@@ -109,7 +109,7 @@ _NAME_PARTICLES = frozenset(
 
 def _not_a_name(short: str, option: str) -> bool:
     """Whether ``short`` has a lower-case word beyond ``option``'s own that no name has."""
-    if _HAN.search(short):
+    if HAN.search(short):
         return False
     own = {w.lower() for w in option.split()}
     words = (w.strip(".,;:!?\"'()") for w in short.split())
@@ -250,7 +250,7 @@ def _cut(words: list[str], qtok: set[str]) -> list[str] | None:
 def trim_restatement(question: str, short: str) -> str:
     """Cut a sentence that restates the question down to the words that answer it."""
     words = short.split()
-    if len(words) < 3 or _HAN.search(short):
+    if len(words) < 3 or HAN.search(short):
         return short
     qtok = content_tokens(question)
     rest = _cut(words, qtok)
@@ -375,7 +375,7 @@ def fit_short(question: str, short: str, atype: AnswerType | None = None) -> str
     if t.kind == YESNO:
         yn = fit_yes_no(s)
         return s if yn is None or yn == s.lower() else yn  # "Yes" stays as written
-    if _HAN.search(s):
+    if HAN.search(s):
         return _fit_zh(s, t)
     s = drop_parenthesis(first_sentence(s))
     s = trim_restatement(question, s)
