@@ -2,11 +2,14 @@
 
 Every row writes the same JSON lines (``{qid, answer, llm_calls, prompt_tokens,
 processed_prompt_tokens, seconds, failure, error}``; Sleuth's rows also ``short_answer`` and
-``reason``), one file per (row, dataset), resumable.
+``reason``), one file per (row, dataset), resumable.  Sleuth's rows also keep each question's
+whole record (its trace: every model reply and search result) in ``records/``, so that a later
+change to Sleuth's code can be replayed on them with no model (:mod:`benchmarks.peers.replay`).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import time
@@ -19,7 +22,16 @@ from benchmarks.peers.proxy import CountingProxy
 from benchmarks.peers.questions import Benchmark
 from benchmarks.peers.venvs import PEERS
 
-__all__ = ["ROWS", "UNRUNNABLE", "Row", "run_peer_row", "run_sleuth_row"]
+__all__ = [
+    "ROWS",
+    "UNRUNNABLE",
+    "Row",
+    "answer_fields",
+    "append_record",
+    "run_peer_row",
+    "run_sleuth_row",
+    "sleuth_config",
+]
 
 ADAPTERS = Path(__file__).resolve().parent / "adapters"
 
@@ -69,18 +81,25 @@ def sleuth_failure(reason: str) -> str:
     return "" if reason == "finished" else _SLEUTH_FAILURE.get(reason, "exception")
 
 
-def run_sleuth_row(
-    row: Row, bench: Benchmark, proxy: CountingProxy, model: str, k: int, out: Path, deadline: float | None = None
-) -> None:
-    """Sleuth's strategy through Sleuth's own eval worker, on the proxy (as a remote OpenAI-compatible server).
+def answer_fields(rec: dict[str, Any]) -> dict[str, str]:
+    """What a Sleuth row's line says of an eval worker's record: its answers and how it ended."""
+    result = rec.get("result") or {}
+    reason = str(rec.get("reason") or "")
+    return {
+        "answer": str(result.get("answer") or ""),
+        "short_answer": str(result.get("short_answer") or ""),
+        "failure": sleuth_failure(reason),
+        "reason": reason,
+        "error": str(rec.get("error") or "")[:2000],
+    }
 
-    No question starts after ``deadline`` (``time.time()`` seconds)."""
-    from sleuth.eval.worker import run_task
 
-    config = {
+def sleuth_config(model: str, base_url: str, k: int, bench: Benchmark) -> dict[str, Any]:
+    """The eval worker's task config of a Sleuth row (the model reached at ``base_url``)."""
+    return {
         "code_lang": None,
         "model": model,
-        "base_url": proxy.url + "/v1",
+        "base_url": base_url,
         "k": k,
         "max_steps": None,
         "max_tokens": None,
@@ -96,6 +115,34 @@ def run_sleuth_row(
         },
         "retrieval": bench.plan.to_dict(),
     }
+
+
+def append_record(path: Path, rec: dict[str, Any]) -> None:
+    """Append one record to a gzip file as a member of its own (a kill mid-write loses only that
+    member: :func:`benchmarks.peers.replay.read_records` stops before it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "ab") as f:
+        f.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def run_sleuth_row(
+    row: Row,
+    bench: Benchmark,
+    proxy: CountingProxy,
+    model: str,
+    k: int,
+    out: Path,
+    deadline: float | None = None,
+    records: Path | None = None,
+) -> None:
+    """Sleuth's strategy through Sleuth's own eval worker, on the proxy (as a remote OpenAI-compatible server).
+
+    No question starts after ``deadline`` (``time.time()`` seconds).  With ``records``, each
+    question's whole record is appended there before its answer line is (a kill between the two
+    runs the question again; the last record of a question is the one that counts)."""
+    from sleuth.eval.worker import run_task
+
+    config = sleuth_config(model, proxy.url + "/v1", k, bench)
     seen = done_ids(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     for item in bench.dataset.items:
@@ -109,21 +156,16 @@ def run_sleuth_row(
         rec = run_task({"item": item.to_dict(), "strategy": row.pipeline, "config": config})
         seconds = time.perf_counter() - t0
         after = proxy.counters()
-        result = rec.get("result") or {}
-        reason = str(rec.get("reason") or "")
-        failure = sleuth_failure(reason)
+        if records is not None:
+            append_record(records, rec)
         line: dict[str, Any] = {
             "qid": item.id,
-            "answer": str(result.get("answer") or ""),
-            "short_answer": str(result.get("short_answer") or ""),
-            "failure": failure,
-            "reason": reason,
-            "error": str(rec.get("error") or "")[:2000],
+            **answer_fields(rec),
             "seconds": round(seconds, 3),
             **{key: after[key] - before[key] for key in ("llm_calls", "prompt_tokens", "processed_prompt_tokens")},
         }
         append_line(out, line)
-        print(f"{row.name} {item.id}: {line['short_answer'] or line['answer'][:80]!r} {failure}", flush=True)
+        print(f"{row.name} {item.id}: {line['short_answer'] or line['answer'][:80]!r} {line['failure']}", flush=True)
 
 
 def run_peer_row(

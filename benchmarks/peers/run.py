@@ -24,6 +24,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before the engine loads
 
 from benchmarks.peers.proxy import CountingProxy
 from benchmarks.peers.questions import DATASETS, Benchmark, load_benchmark
+from benchmarks.peers.replay import records_path, replay_rows
 from benchmarks.peers.report import read_lines, render, scored_records
 from benchmarks.peers.rows import ROWS, UNRUNNABLE, run_peer_row, run_sleuth_row
 from benchmarks.peers.searchd import SearchEndpoint
@@ -47,6 +48,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "peers.md")
     ap.add_argument("--smoke", action="store_true", help="head the report as a smoke run, not a result")
     ap.add_argument("--report-only", action="store_true", help="score what is recorded; run nothing")
+    ap.add_argument(
+        "--replay",
+        action="store_true",
+        help="no model: answer Sleuth's rows again from their kept records with the running code, then report",
+    )
     ap.add_argument(
         "--time-limit",
         default=None,
@@ -139,7 +145,7 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
                 out = work / "answers" / f"{name}.{b.name}.jsonl"
                 try:
                     if python is None:
-                        run_sleuth_row(row, b, proxy, model, args.k, out, deadline)
+                        run_sleuth_row(row, b, proxy, model, args.k, out, deadline, records_path(work, name, b.name))
                         continue
                     log = work / "logs" / f"{name}.{b.name}.log"
                     search_url = f"{endpoint.url}/search/{b.name}"
@@ -159,7 +165,7 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
 
 def _command(args: argparse.Namespace) -> str:
     """The command that makes these figures: the selection's options, without the sitting's own
-    (``--time-limit``, ``--report-only``, ``--work-dir``, ``--out``), which change nothing in them."""
+    (``--time-limit``, ``--report-only``, ``--replay``, ``--work-dir``, ``--out``), which change nothing in them."""
     parts = ["OMP_WAIT_POLICY=PASSIVE", "PYTHONPATH=src:.", "python", "-m", "benchmarks.peers.run"]
     default = parse_args([])
     for key in ("rows", "datasets", "n", "seed", "k", "limit", "base_url", "model"):
@@ -212,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     from sleuth.llm.base import LLMUnavailable
     from sleuth.llm.models import get_model
 
-    if not args.base_url:
+    if not (args.base_url or args.report_only or args.replay):  # the rest start no model
         try:
             get_model(args.model)
         except KeyError as e:
@@ -223,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         benches = _benchmarks(args)
-        not_run = {} if args.report_only else run_rows(args, benches, work)
+        if args.replay:
+            for found in replay_rows(args.rows.split(","), benches, work, args.model, args.k):
+                print(found.summary(), flush=True)
+        not_run = {} if args.report_only or args.replay else run_rows(args, benches, work)
     except (ValueError, FileNotFoundError, LLMUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
