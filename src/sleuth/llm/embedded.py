@@ -1,6 +1,6 @@
 """The embedded model: llama.cpp's own OpenAI-compatible server on 127.0.0.1.
 
-Sleuth starts the server (via ``xllamacpp``, in-process by default), on a random
+Sleuth starts the server (via ``xllamacpp``, in a child process by default), on a random
 free port, waits until ``/health`` answers, and talks to it with the same
 :class:`~sleuth.llm.client.OpenAICompatLLM` client as any remote
 backend.  The prompt cache is on, so an append-only prompt only costs its new
@@ -8,11 +8,17 @@ tokens (visible as ``Usage.processed_prompt_tokens``).
 
 Two modes (``mode=`` or ``$SLEUTH_EMBEDDED_MODE``):
 
-* ``inprocess`` (default): ``xllamacpp.Server`` inside this process; the
-  engine's threads run outside the GIL.
-* ``subprocess``: the same server in a child Python process (crash isolation,
-  fork-safe for process pools).  The child exits when its stdin closes, so it
-  never outlives Sleuth.
+* ``subprocess`` (default): the server in a child Python process (crash
+  isolation, fork-safe for process pools).  The child exits at once when its
+  stdin closes (``os._exit``: the engine's destructor is never run, the OS frees
+  it), so it never outlives Sleuth and a stop takes a fraction of a second even
+  with a request in flight; it ignores Ctrl-C, which its parent handles.
+* ``inprocess``: ``xllamacpp.Server`` inside this process (starts about half a
+  second sooner).  Its destructor joins the engine's HTTP thread while holding
+  the GIL, so stopping it while another thread of this process waits on a request
+  deadlocks (measured: a 400-token request from a worker thread, then ``stop()``:
+  neither returned in 300 s).  Use it only where no request can be in flight at
+  a stop.
 
 ``OMP_WAIT_POLICY=PASSIVE`` is set before the engine is loaded: with spinning
 OpenMP threads decode speed collapses on a busy 2-core machine.
@@ -25,6 +31,7 @@ import atexit
 import contextlib
 import gc
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -408,10 +415,12 @@ def _child_main(argv: list[str] | None = None) -> None:
         threads=a.threads,
         slot_dir=Path(a.slot_dir) if a.slot_dir else None,
     )
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
     server = xlc.Server(params)
     print(str(server.listening_address), flush=True)
     sys.stdin.read()  # returns when the parent closes the pipe or dies
-    del server
+    # no destructor: with a request in flight it blocks (it joins the HTTP thread); the OS frees the engine
+    os._exit(0)
 
 
 if __name__ == "__main__":

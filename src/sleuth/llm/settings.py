@@ -62,8 +62,9 @@ def default_model() -> str:
 
 
 def embedded_mode(override: str | None = None) -> str:
-    """How the embedded engine runs: argument > ``$SLEUTH_EMBEDDED_MODE`` > ``inprocess``."""
-    return (override or settings.get("SLEUTH_EMBEDDED_MODE") or "inprocess").lower()
+    """How the embedded engine runs: argument > ``$SLEUTH_EMBEDDED_MODE`` > ``subprocess``
+    (:mod:`sleuth.llm.embedded` says why)."""
+    return (override or settings.get("SLEUTH_EMBEDDED_MODE") or "subprocess").lower()
 
 
 def ctx_size(override: int | None, default: int) -> int:
