@@ -84,6 +84,31 @@ def test_counting_proxy_counts_calls_and_tokens() -> None:
         assert proxy.counters()["llm_errors"] == 1 and proxy.counters()["llm_calls"] == 4
 
 
+def test_a_client_that_leaves_before_its_answer_costs_the_proxy_no_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    """A stopped peer adapter leaves mid-request; the model's answer then has nowhere to go."""
+    import socket
+    import time
+
+    slow = FakeOpenAIServer(script=lambda body: "word " * 40000, fault="slow", slow_s=1.0)
+    with slow as srv, CountingProxy(srv.url) as proxy:
+        body = json.dumps({"model": "m", "prompt": "x"}).encode()
+        port = int(proxy.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+        for _ in range(100):  # the upstream answers after 1 s; the proxy writes to the closed socket
+            if proxy.counters()["llm_calls"]:
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert proxy.counters()["llm_calls"] == 1
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err[-1500:]
+
+
 def testusage_of_a_streamed_llamacpp_answer() -> None:
     events = [
         {"choices": [{"delta": {"content": "Hi"}}]},

@@ -7,9 +7,21 @@ handler class in :meth:`LocalService.handler` and gets ``url``, ``start``/``stop
 
 from __future__ import annotations
 
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from typing import Any, Self
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that left before its answer (a stopped peer adapter) is not an error worth a
+        traceback; anything else is reported as the standard library does."""
+        if isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipeError, ConnectionResetError, ...
+            return
+        super().handle_error(request, client_address)
 
 
 class LocalService:
@@ -28,8 +40,7 @@ class LocalService:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def start(self) -> Self:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), self.handler())
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
         return self
 
