@@ -119,8 +119,9 @@ def replay_row(row: str, bench: Benchmark, work: Path, model: str, k: int) -> Ro
     for line in lines:
         qid = str(line.get("qid"))
         rec, item = records.get(qid), items.get(qid)
-        if rec is None or item is None:
-            found.no_record.append(qid)
+        if rec is None or item is None:  # no record, or a question of another selection (left as the report leaves it)
+            if item is not None:
+                found.no_record.append(qid)
             new_lines.append(line)
             continue
         payload = {"item": item.to_dict(), "strategy": ROWS[row].pipeline, "config": config}
