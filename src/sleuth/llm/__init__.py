@@ -148,7 +148,7 @@ def get_llm(
         independent of earlier ones (evaluations do this per task).  Ignored for
         remote servers, whose ``reset_prompt_cache()`` returns ``False``.
     kw:
-        ``embedded_mode="inprocess"|"subprocess"`` for the embedded server;
+        ``embedded_mode="subprocess"|"inprocess"`` (default subprocess) for the embedded server;
         the rest goes to :class:`OpenAICompatLLM` (``backoff_base``,
         ``extra_body``, ``headers``, ``retry_after_cap``, ``transport``, ...).
 

@@ -10,7 +10,7 @@ argument always wins. Variables (see ``docs/llm.md``):
 * ``DEEPSEEK_API_KEY``: DeepSeek (with ``deepseek:MODEL`` model names).
 * ``SLEUTH_MODEL``: the embedded model used when no base URL is configured.
 * ``SLEUTH_THREADS``: threads of the embedded engine (default ``min(2, cpus)``);
-  ``SLEUTH_EMBEDDED_MODE``: ``inprocess`` (default) or ``subprocess``;
+  ``SLEUTH_EMBEDDED_MODE``: ``subprocess`` (default) or ``inprocess``;
   ``SLEUTH_CTX_SIZE``: context tokens per slot.
 * ``SLEUTH_LLM_TIMEOUT``, ``SLEUTH_LLM_MAX_RETRIES``, ``SLEUTH_LLM_RPM``,
   ``SLEUTH_LLM_TPM``, ``SLEUTH_LLM_MAX_CONCURRENCY``: client behaviour;
