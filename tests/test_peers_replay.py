@@ -86,11 +86,15 @@ def test_a_replay_answers_sleuths_rows_again_from_their_records_with_no_model(tm
 
 def test_records_cut_short_by_a_kill_keep_what_was_whole(tmp_path: Path) -> None:
     path = tmp_path / "records" / "r.jsonl.gz"
-    append_record(path, {"qid": "a", "result": {"answer": "1"}})
-    append_record(path, {"qid": "b", "result": {"answer": "2"}})
-    append_record(path, {"qid": "a", "result": {"answer": "3"}})  # a run again: the last one counts
+
+    def rec(qid: str, answer: str) -> dict[str, Any]:  # the eval worker's record shape
+        return {"strategy": "rag", "qid": qid, "result": {"answer": answer}}
+
+    append_record(path, rec("a", "1"))
+    append_record(path, rec("b", "2"))
+    append_record(path, rec("a", "3"))  # a run again: the last one counts
     whole = path.read_bytes()
-    append_record(path, {"qid": "c", "result": {"answer": "4"}})
+    append_record(path, rec("c", "4"))
     path.write_bytes(path.read_bytes()[: len(whole) + 12])  # killed in the middle of the last write
     records = read_records(path)
     assert {q: r["result"]["answer"] for q, r in records.items()} == {"a": "3", "b": "2"}

@@ -16,10 +16,8 @@ named, to be run again on the model (delete its line; the next sitting answers i
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,8 @@ from typing import Any
 from benchmarks.peers.questions import Benchmark
 from benchmarks.peers.report import read_lines
 from benchmarks.peers.rows import ROWS, answer_fields, sleuth_config
+
+from sleuth.eval.store import iter_lines
 
 __all__ = ["RowReplay", "read_records", "records_path", "replay_rows"]
 
@@ -39,23 +39,11 @@ def records_path(work: Path, row: str, dataset: str) -> Path:
 
 
 def read_records(path: Path) -> dict[str, dict[str, Any]]:
-    """The last record of each question in ``path`` (a later one is the question run again).
-
-    A member cut short by a kill ends the reading there: what was whole before it is kept."""
-    out: dict[str, dict[str, Any]] = {}
+    """The last record of each question in ``path`` (a later one is the question run again); a
+    member cut short by a kill ends the reading there (:func:`sleuth.eval.store.iter_lines`)."""
     if not path.exists():
-        return out
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                out[str(rec.get("qid"))] = rec
-    except (EOFError, OSError, zlib.error):
-        pass  # the last member was cut short
-    return out
+        return {}
+    return {str(rec["qid"]): rec for rec in iter_lines(path)}
 
 
 @dataclass
@@ -82,11 +70,6 @@ class RowReplay:
         return "\n".join(lines)
 
 
-def _recorded_calls(rec: dict[str, Any]) -> int:
-    trace = (rec.get("result") or {}).get("trace") or []
-    return sum(1 for ev in trace if ev.get("kind") == "llm")
-
-
 def replay_line(
     line: dict[str, Any], rec: dict[str, Any], payload: dict[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
@@ -100,9 +83,9 @@ def replay_line(
     parted = str(fresh.get("replay_parted") or "")
     if parted:
         return None, parted
-    if replay.calls_served < _recorded_calls(rec):
+    if replay.calls_served < replay.calls_recorded:
         # the code now stops sooner: the answer is known, but not the calls and tokens it would cost
-        return None, f"the running code makes {replay.calls_served} of the record's {_recorded_calls(rec)} model calls"
+        return None, f"the running code makes {replay.calls_served} of the record's {replay.calls_recorded} model calls"
     return {**line, **answer_fields(fresh)}, ""
 
 
@@ -145,11 +128,8 @@ def replay_row(row: str, bench: Benchmark, work: Path, model: str, k: int) -> Ro
 
 def replay_rows(rows: list[str], benches: list[Benchmark], work: Path, model: str, k: int) -> list[RowReplay]:
     """Replay every Sleuth row among ``rows`` on every benchmark (peer rows have no records)."""
-    found = []
-    for name in rows:
-        if ROWS[name].system != "sleuth":
-            continue
+    sleuth_rows = [name for name in rows if ROWS[name].system == "sleuth"]
+    if sleuth_rows:
         for b in benches:
-            b.plan.prepare()
-            found.append(replay_row(name, b, work, model, k))
-    return found
+            b.plan.prepare()  # the index the records' passages are looked up in
+    return [replay_row(name, b, work, model, k) for name in sleuth_rows for b in benches]

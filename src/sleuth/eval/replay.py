@@ -58,6 +58,11 @@ class Replay:
         self.parted = ""
         self.llm = _ReplayLLM(self, str(result.get("model") or "replay"))
 
+    @property
+    def calls_recorded(self) -> int:
+        """How many model calls the record holds (:attr:`calls_served` says how many were asked for)."""
+        return len(self._calls)
+
     def serve(self, passages: Mapping[str, Passage] | None) -> _ReplayRetriever | None:
         """The retriever that serves the record's searches, its passages looked up in ``passages``
         (the run's, by id: :func:`passages_of`); None for a run without retrieval."""
