@@ -359,3 +359,42 @@ def test_sleuth_finish_reasons_map_onto_the_reports_failure_kinds() -> None:
     # Search-o1's queries kept repeating and its answer was forced: a loop, not an exception
     assert sleuth_failure("repeat_limit") == "loop"
     assert sleuth_failure("llm_unavailable") == sleuth_failure("error") == "exception"
+
+
+def test_an_optional_row_is_not_counted_as_in_progress_and_says_why_it_may_be_left_out() -> None:
+    items = {"h1": Item("h1", "Who?", ["Ada"]), "h2": Item("h2", "Who?", ["Bo"])}
+    full = [{"qid": "h1", "answer": "Ada"}, {"qid": "h2", "answer": "Bo"}]
+    rows = [
+        {"name": "sleuth-rag", "pipeline": "rag"},
+        {"name": "peer-rag", "pipeline": "Standard"},
+        {"name": "peer-alt", "pipeline": "Alt"},
+    ]
+
+    def report(alt: list[dict], peer: list[dict]) -> str:
+        recs = scored_records("sleuth-rag", "hotpotqa", full, items) + scored_records(
+            "peer-rag", "hotpotqa", peer, items
+        )
+        recs += scored_records("peer-alt", "hotpotqa", alt, items)
+        return render(
+            recs,
+            rows,
+            header="# T",
+            command="c",
+            versions=[],
+            pairs={"peer-rag": "sleuth-rag", "peer-alt": "sleuth-rag"},
+            not_run={},
+            datasets={"hotpotqa": 2},
+            optional={"peer-alt": "an alternative to peer-rag; hours", "not-chosen": "x"},
+        )
+
+    text = report([], full[:1])  # a required row is short: in progress, counted over the required rows only
+    assert "**In progress: 1 of 2 rows have answered all 2 questions**" in text
+    assert "- peer-alt (optional): not run; an alternative to peer-rag; hours" in text
+    assert "- peer-rag: 1 of 2 questions answered so far" in text and "not-chosen" not in text
+    text = report(full[:1], full)  # every required row complete, the optional one partial
+    assert "In progress" not in text
+    assert "All 2 rows have answered all 2 questions; the optional peer-alt has not (last section)." in text
+    assert "- peer-alt (optional): 1 of 2 questions answered; an alternative to peer-rag; hours" in text
+    assert "| peer-alt | sleuth-rag | all | 1 |" in text  # its answers are still scored and paired
+    text = report(full, full)  # all complete: nothing left to list
+    assert "optional" not in text and "stopped early" not in text

@@ -95,20 +95,32 @@ def render(
     pairs: Mapping[str, str],
     not_run: Mapping[str, str],
     datasets: Mapping[str, int] | None = None,
+    optional: Mapping[str, str] | None = None,
 ) -> str:
     """The markdown report.  ``rows``: ``{name, system, pipeline}`` in display order; ``pairs``: row ->
     Sleuth's row of the same method (the baseline of its paired difference); ``datasets``: each
     dataset's number of questions, for a table per dataset and to name the rows not yet complete
-    (records' ``qid`` is ``"<dataset>:<id>"``)."""
+    (records' ``qid`` is ``"<dataset>:<id>"``); ``optional``: row -> why the comparison is complete
+    without it (such a row is not counted as in progress, and its state is named in the last section)."""
     datasets = dict(datasets or {})
+    optional = {r["name"]: optional[r["name"]] for r in rows if optional and r["name"] in optional}
     answered = Counter(r["strategy"] for r in records)
     total = sum(datasets.values())
-    complete = [r["name"] for r in rows if total and answered[r["name"]] >= total]
+    required = [r["name"] for r in rows if r["name"] not in optional]
+    complete = [name for name in required if total and answered[name] >= total]
+    short_optional = [name for name in optional if total and answered[name] < total]
     out = [header, ""]
-    if total and len(complete) < len(rows):
+    if total and len(complete) < len(required):
         out += [
-            f"**In progress: {len(complete)} of {len(rows)} rows have answered all {total} questions**; "
+            f"**In progress: {len(complete)} of {len(required)} rows have answered all {total} questions**; "
             "the others' figures are partial (last section). The same command resumes the run.",
+            "",
+        ]
+    elif short_optional:
+        out += [
+            f"All {len(required)} rows have answered all {total} questions; the optional "
+            + ", ".join(short_optional)
+            + " has not (last section).",
             "",
         ]
     out += [f"Command: `{command}`", "", "Versions: " + "; ".join(versions), ""]
@@ -138,11 +150,15 @@ def render(
                     f"| {r['name']} | {base} | {scope} | {d['n']} | {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
                     f"{d['wins']} / {d['losses']} / {d['ties']} |"
                 )
-    missing = [r["name"] for r in rows if not answered[r["name"]] and r["name"] not in not_run]
-    short = [r["name"] for r in rows if total and 0 < answered[r["name"]] < total and r["name"] not in not_run]
-    if not_run or missing or short:
+    listed = set(not_run) | set(optional)
+    missing = [r["name"] for r in rows if not answered[r["name"]] and r["name"] not in listed]
+    short = [r["name"] for r in rows if total and 0 < answered[r["name"]] < total and r["name"] not in listed]
+    if not_run or missing or short or short_optional:
         out += ["", "## Rows that did not run, or stopped early", ""]
         out += [f"- {name}: {why}" for name, why in not_run.items()]
         out += [f"- {name}: {answered[name]} of {total} questions answered so far" for name in short]
         out += [f"- {name}: no answers recorded" for name in missing]
+        for name in (n for n in short_optional if n not in not_run):
+            state = f"{answered[name]} of {total} questions answered" if answered[name] else "not run"
+            out.append(f"- {name} (optional): {state}; {optional[name]}")
     return "\n".join(out) + "\n"

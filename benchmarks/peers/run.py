@@ -206,6 +206,7 @@ def write_report(args: argparse.Namespace, benches: list[Benchmark], work: Path,
         pairs=pairs,
         not_run={**not_run, **UNRUNNABLE},
         datasets=datasets,
+        optional={n: ROWS[n].optional for n in chosen if ROWS[n].optional},
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
