@@ -452,6 +452,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "cache_n": cached,
                 "prompt_n": usage["prompt_tokens"] - cached,
                 "predicted_n": usage["completion_tokens"],
+                # llama.cpp's model time: a fake 0.5 ms a prompt token evaluated, 2 ms a generated one
+                "prompt_ms": 0.5 * (usage["prompt_tokens"] - cached),
+                "predicted_ms": 2.0 * usage["completion_tokens"],
             }
         data = json.dumps(resp).encode()
         if fault == "malformed":

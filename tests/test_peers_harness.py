@@ -79,6 +79,9 @@ def test_counting_proxy_counts_calls_and_tokens() -> None:
         assert counted["prompt_tokens"] == want
         processed = sum(r.json()["timings"]["prompt_n"] for r in (r1, r2))
         assert counted["processed_prompt_tokens"] == processed > 0
+        assert counted["completion_tokens"] == sum(r.json()["usage"]["completion_tokens"] for r in (r1, r2)) > 0
+        model_ms = sum(r.json()["timings"]["prompt_ms"] + r.json()["timings"]["predicted_ms"] for r in (r1, r2))
+        assert counted["model_ms"] == pytest.approx(model_ms) and model_ms > 0
         srv.push_faults("500")
         assert httpx.post(f"{base}/completions", json={"model": "m", "prompt": "x"}).status_code == 500
         assert proxy.counters()["llm_errors"] == 1 and proxy.counters()["llm_calls"] == 4
@@ -224,12 +227,17 @@ def test_an_adapter_starts_no_question_after_its_deadline(tmp_path: Path) -> Non
         return "A"
 
     with FakeOpenAIServer(llamacpp_timings=True) as srv, CountingProxy(srv.url) as proxy:
-        args = argparse.Namespace(questions=qs, out=out, llm=proxy.url, row="r", deadline=time.time() - 1)
+        args = argparse.Namespace(
+            questions=qs, out=out, llm=proxy.url, row="r", deadline=time.time() - 1, sitting="20261205T080000Z"
+        )
         run_questions(args, answer)
         assert asked == [] and not out.exists()
         args.deadline = None
         run_questions(args, answer)
-    assert asked == ["Q0?", "Q1?", "Q2?"] and [x["qid"] for x in read_lines(out)] == ["q0", "q1", "q2"]
+    lines = read_lines(out)
+    assert asked == ["Q0?", "Q1?", "Q2?"] and [x["qid"] for x in lines] == ["q0", "q1", "q2"]
+    assert {x["sitting"] for x in lines} == {"20261205T080000Z"}  # every line names the sitting that answered it
+    assert all(set(x) >= {"llm_calls", "completion_tokens", "model_ms", "seconds"} for x in lines)
 
 
 def test_a_stopped_driver_stops_the_peer_adapter_it_started(tmp_path: Path) -> None:
@@ -398,3 +406,64 @@ def test_an_optional_row_is_not_counted_as_in_progress_and_says_why_it_may_be_le
     assert "| peer-alt | sleuth-rag | all | 1 |" in text  # its answers are still scored and paired
     text = report(full, full)  # all complete: nothing left to list
     assert "optional" not in text and "stopped early" not in text
+
+
+def test_report_says_which_sitting_answered_what_and_how_fast_its_machine_was() -> None:
+    items = {q: Item(q, "Who?", ["Ada"]) for q in ("h1", "h2", "h3")}
+    old = [{"qid": "h1", "answer": "Ada", "seconds": 10.0}]  # answered before sittings were recorded
+    new = [{"qid": q, "answer": "Ada", "seconds": s, "sitting": "20261205T080000Z"} for q, s in (("h2", 4), ("h3", 6))]
+    recs = scored_records("sleuth-rag", "hotpotqa", old + new, items)
+    recs += scored_records(
+        "peer-rag", "hotpotqa", [{"qid": "h1", "answer": "x", "seconds": 3.0, "sitting": "S0"}], items
+    )
+    sittings = {
+        "20261205T080000Z": {"cpu": "AMD EPYC", "cores": 2, "prompt_tok_s": 61.04, "decode_tok_s": 14.96},
+        "S0": {"cpu": "Other", "cores": 2, "not_measured": "KeyError: 'timings'"},
+    }
+    text = render(
+        recs,
+        [{"name": "sleuth-rag", "pipeline": "rag"}, {"name": "peer-rag", "pipeline": "Standard"}],
+        header="# T",
+        command="c",
+        versions=[],
+        pairs={},
+        not_run={},
+        datasets={"hotpotqa": 3},
+        sittings=sittings,
+    )
+    section = text.split("## Sittings: where the seconds were measured")[1]
+    assert "| not recorded | – | – | – | sleuth-rag 1 (10.0) |" in section
+    assert "| 20261205T080000Z | AMD EPYC (2) | 61.0 | 15.0 | sleuth-rag 2 (5.0) |" in section
+    assert "| S0 | Other (2) | not measured: KeyError: 'timings' | – | peer-rag 1 (3.0) |" in section
+    # lines that name no sitting, and no sitting recorded: no section
+    plain = render(
+        recs[:1],
+        [{"name": "sleuth-rag", "pipeline": "rag"}],
+        header="# T",
+        command="c",
+        versions=[],
+        pairs={},
+        not_run={},
+    )
+    assert "Sittings" not in plain
+
+
+def test_a_sitting_measures_the_model_it_runs_on(tmp_path: Path, tiny_llm) -> None:
+    """On the real engine (135M model): the calibration's rates are recorded; a server that is not
+    llama.cpp is recorded as not measured, with why, and the sitting still gets its id."""
+    from benchmarks.peers.sittings import CALIBRATION, read_sittings, start_sitting
+
+    from sleuth.llm.embedded import get_server
+
+    srv = get_server("smollm2-135m")
+    sid = start_sitting(tmp_path, str(srv.base_url), "smollm2-135m")
+    entry = read_sittings(tmp_path)[sid]
+    assert (
+        entry["prompt_tokens"] >= CALIBRATION["prompt_tokens"]
+        and entry["decode_tokens"] == CALIBRATION["decode_tokens"]
+    )
+    assert entry["prompt_tok_s"] > 0 and entry["decode_tok_s"] > 0 and entry["cores"] >= 1 and entry["cpu"]
+    with FakeOpenAIServer() as fake:
+        other = start_sitting(tmp_path / "w2", fake.url, "fake-model")
+    entry = read_sittings(tmp_path / "w2")[other]
+    assert "prompt_tok_s" not in entry and entry["not_measured"]

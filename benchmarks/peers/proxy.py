@@ -1,7 +1,8 @@
 """A counting proxy in front of the OpenAI-compatible LLM server.
 
-Every row (Sleuth's and each peer's) talks to the model through this proxy, so LLM calls
-and processed prompt tokens are counted the same way for all of them.  ``GET /_counters``
+Every row (Sleuth's and each peer's) talks to the model through this proxy, so LLM calls,
+prompt tokens (processed and all), generated tokens and the model's own time are counted the
+same way for all of them.  ``GET /_counters``
 answers the running totals; a row reads them before and after each question.
 Streamed answers are buffered and passed on whole (their last events carry the usage).
 """
@@ -18,13 +19,18 @@ from benchmarks.peers.local_http import LocalService
 
 from sleuth.llm.wire import usage_from
 
-__all__ = ["CountingProxy", "usage_of"]
+__all__ = ["FIGURES", "CountingProxy", "figures_of", "usage_of"]
+
+#: what the proxy sums over the answers, besides calls and errors
+FIGURES = ("prompt_tokens", "processed_prompt_tokens", "completion_tokens", "model_ms")
 
 _HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
 
 
-def usage_of(body: bytes, content_type: str) -> tuple[int, int]:
-    """(prompt tokens, processed prompt tokens) reported in one answer; (0, 0) when none is."""
+def figures_of(body: bytes, content_type: str) -> dict[str, float]:
+    """What one answer reports: ``prompt_tokens``, ``processed_prompt_tokens``, ``completion_tokens``
+    and ``model_ms`` (llama.cpp's ``timings``: prompt evaluation plus generation, the model's own
+    time); zeros where it reports none.  A stream's last event that carries usage counts."""
     datas: list[dict[str, Any]] = []
     text = body.decode("utf-8", "replace")
     if "event-stream" in content_type:
@@ -38,13 +44,29 @@ def usage_of(body: bytes, content_type: str) -> tuple[int, int]:
         try:
             datas.append(json.loads(text))
         except json.JSONDecodeError:
-            return 0, 0
-    best = (0, 0)
+            datas = []
+    best = dict.fromkeys(FIGURES, 0.0)
     for d in datas:
         if isinstance(d, dict) and (d.get("usage") or d.get("timings")):
             u = usage_from(d)
-            best = (u.prompt_tokens, u.processed_prompt_tokens)
+            t = d.get("timings") if isinstance(d.get("timings"), dict) else {}
+            try:
+                ms = float(t.get("prompt_ms") or 0) + float(t.get("predicted_ms") or 0)
+            except (TypeError, ValueError):
+                ms = 0.0
+            best = {
+                "prompt_tokens": u.prompt_tokens,
+                "processed_prompt_tokens": u.processed_prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "model_ms": ms,
+            }
     return best
+
+
+def usage_of(body: bytes, content_type: str) -> tuple[int, int]:
+    """(prompt tokens, processed prompt tokens) reported in one answer; (0, 0) when none is."""
+    f = figures_of(body, content_type)
+    return int(f["prompt_tokens"]), int(f["processed_prompt_tokens"])
 
 
 class CountingProxy(LocalService):
@@ -57,29 +79,25 @@ class CountingProxy(LocalService):
         self.upstream = upstream.rstrip("/")
         self.calls = 0
         self.errors = 0
-        self.prompt_tokens = 0
-        self.processed_prompt_tokens = 0
+        self.sums = dict.fromkeys(FIGURES, 0.0)
         self._lock = threading.Lock()
         self._client = httpx.Client(timeout=timeout)
 
     def counters(self) -> dict[str, int]:
         with self._lock:
-            return {
-                "llm_calls": self.calls,
-                "llm_errors": self.errors,
-                "prompt_tokens": self.prompt_tokens,
-                "processed_prompt_tokens": self.processed_prompt_tokens,
-            }
+            out: dict[str, float] = {"llm_calls": self.calls, "llm_errors": self.errors}
+            out.update((k, round(v, 1) if k == "model_ms" else int(v)) for k, v in self.sums.items())
+            return out
 
     def _record(self, path: str, status: int, body: bytes, content_type: str) -> None:
         if not path.rstrip("/").endswith("completions"):
             return
-        prompt, processed = usage_of(body, content_type)
+        figures = figures_of(body, content_type)
         with self._lock:
             self.calls += 1
             self.errors += status >= 400
-            self.prompt_tokens += prompt
-            self.processed_prompt_tokens += processed
+            for k, v in figures.items():
+                self.sums[k] += v
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self

@@ -49,6 +49,7 @@ def scored_records(row: str, dataset: str, lines: Sequence[Mapping[str, Any]], i
                 "qid": f"{dataset}:{ln['qid']}",
                 "status": "failed" if failure else "ok",
                 "reason": failure or "finished",
+                "sitting": str(ln.get("sitting") or ""),
                 "scores": s,
             }
         )
@@ -81,6 +82,44 @@ def _row_table(records: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str,
     return out
 
 
+def _sittings_section(
+    records: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]], sittings: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """Which sitting (machine) answered which questions, with each machine's measured model speed."""
+    seconds: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        seconds.setdefault(str(r.get("sitting") or ""), {}).setdefault(r["strategy"], []).append(r["scores"]["seconds"])
+    if not seconds or (list(seconds) == [""] and not sittings):
+        return []  # nothing says where: no section rather than one row of "not recorded"
+    out = [
+        "",
+        "## Sittings: where the seconds were measured",
+        "",
+        "Seconds per question compare rows answered on the same machine. Each sitting first measures the "
+        "model on its machine (a fixed prompt with the prompt cache off, then a fixed number of decoded "
+        "tokens, best of two: `benchmarks/peers/sittings.py`).",
+        "",
+        "| sitting | CPU (cores) | prompt tok/s | decode tok/s | answered: row questions (s/question) |",
+        "|---|---|---|---|---|",
+    ]
+    order = [r["name"] for r in rows]
+    for sid in sorted(seconds, key=lambda x: (x != "", x)):
+        meta = sittings.get(sid, {})
+        answered = "; ".join(
+            f"{name} {len(v)} ({sum(v) / len(v):.1f})" for name in order if (v := seconds[sid].get(name))
+        )
+        if not sid:
+            out.append(f"| not recorded | – | – | – | {answered} |")
+            continue
+        cpu = f"{meta.get('cpu', '?')} ({meta.get('cores', '?')})"
+        if "prompt_tok_s" in meta:
+            rates = f"{meta['prompt_tok_s']:.1f} | {meta['decode_tok_s']:.1f}"
+        else:
+            rates = f"not measured: {meta.get('not_measured', 'no record of this sitting')} | –"
+        out.append(f"| {sid} | {cpu} | {rates} | {answered} |")
+    return out
+
+
 def _of(records: Sequence[Mapping[str, Any]], dataset: str) -> list[Mapping[str, Any]]:
     return [r for r in records if str(r["qid"]).startswith(dataset + ":")]
 
@@ -96,12 +135,15 @@ def render(
     not_run: Mapping[str, str],
     datasets: Mapping[str, int] | None = None,
     optional: Mapping[str, str] | None = None,
+    sittings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
     """The markdown report.  ``rows``: ``{name, system, pipeline}`` in display order; ``pairs``: row ->
     Sleuth's row of the same method (the baseline of its paired difference); ``datasets``: each
     dataset's number of questions, for a table per dataset and to name the rows not yet complete
     (records' ``qid`` is ``"<dataset>:<id>"``); ``optional``: row -> why the comparison is complete
-    without it (such a row is not counted as in progress, and its state is named in the last section)."""
+    without it (such a row is not counted as in progress, and its state is named in the last section);
+    ``sittings``: id -> the sitting's machine and calibration (:mod:`benchmarks.peers.sittings`), for
+    the section saying where each row's seconds were measured."""
     datasets = dict(datasets or {})
     optional = {r["name"]: optional[r["name"]] for r in rows if optional and r["name"] in optional}
     answered = Counter(r["strategy"] for r in records)
@@ -150,6 +192,7 @@ def render(
                     f"| {r['name']} | {base} | {scope} | {d['n']} | {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
                     f"{d['wins']} / {d['losses']} / {d['ties']} |"
                 )
+    out += _sittings_section(records, rows, sittings or {})
     listed = set(not_run) | set(optional)
     missing = [r["name"] for r in rows if not answered[r["name"]] and r["name"] not in listed]
     short = [r["name"] for r in rows if total and 0 < answered[r["name"]] < total and r["name"] not in listed]

@@ -1,8 +1,8 @@
 """The rows of the comparison: which system and pipeline, which Sleuth method it pairs with, how it runs.
 
 Every row writes the same JSON lines (``{qid, answer, llm_calls, prompt_tokens,
-processed_prompt_tokens, seconds, failure, error}``; Sleuth's rows also ``short_answer`` and
-``reason``), one file per (row, dataset), resumable.  Sleuth's rows also keep each question's
+processed_prompt_tokens, completion_tokens, model_ms, seconds, failure, error, sitting}``;
+Sleuth's rows also ``short_answer`` and ``reason``), one file per (row, dataset), resumable.  Sleuth's rows also keep each question's
 whole record (its trace: every model reply and search result) in ``records/``, so that a later
 change to Sleuth's code can be replayed on them with no model (:mod:`benchmarks.peers.replay`).
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.adapters.common import append_line, done_ids
+from benchmarks.peers.adapters.common import append_line, counted, done_ids
 from benchmarks.peers.proxy import CountingProxy
 from benchmarks.peers.questions import Benchmark
 from benchmarks.peers.venvs import PEERS
@@ -145,6 +145,7 @@ def run_sleuth_row(
     out: Path,
     deadline: float | None = None,
     records: Path | None = None,
+    sitting: str = "",
 ) -> None:
     """Sleuth's strategy through Sleuth's own eval worker, on the proxy (as a remote OpenAI-compatible server).
 
@@ -173,8 +174,10 @@ def run_sleuth_row(
             "qid": item.id,
             **answer_fields(rec),
             "seconds": round(seconds, 3),
-            **{key: after[key] - before[key] for key in ("llm_calls", "prompt_tokens", "processed_prompt_tokens")},
+            **counted(before, after),
         }
+        if sitting:
+            line["sitting"] = sitting
         append_line(out, line)
         print(f"{row.name} {item.id}: {line['short_answer'] or line['answer'][:80]!r} {line['failure']}", flush=True)
 
@@ -190,6 +193,7 @@ def run_peer_row(
     out: Path,
     log: Path,
     deadline: float | None = None,
+    sitting: str = "",
 ) -> int:
     """The peer's adapter in the peer's own venv; its exit status (its lines are in ``out``).
 
@@ -204,6 +208,8 @@ def run_peer_row(
     cmd += ["--llm", llm_url, "--search", search_url, "--model", model, "--k", str(k)]
     if deadline is not None:
         cmd += ["--deadline", f"{deadline:.3f}"]
+    if sitting:
+        cmd += ["--sitting", sitting]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a", encoding="utf-8") as f:
         f.write("$ " + " ".join(cmd) + "\n")

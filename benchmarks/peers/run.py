@@ -28,6 +28,7 @@ from benchmarks.peers.replay import records_path, replay_rows
 from benchmarks.peers.report import read_lines, render, scored_records
 from benchmarks.peers.rows import ROWS, UNRUNNABLE, run_peer_row, run_sleuth_row
 from benchmarks.peers.searchd import SearchEndpoint
+from benchmarks.peers.sittings import read_sittings, start_sitting
 from benchmarks.peers.venvs import PEERS, ensure_venv, peers_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,6 +49,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "peers.md")
     ap.add_argument("--smoke", action="store_true", help="head the report as a smoke run, not a result")
     ap.add_argument("--report-only", action="store_true", help="score what is recorded; run nothing")
+    ap.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="start the model, record this machine's sitting (its speed) and run no row",
+    )
     ap.add_argument(
         "--replay",
         action="store_true",
@@ -105,6 +111,31 @@ def _log_tail(log: Path, n: int = 3) -> str:
     return " | ".join(lines[-n:])[-600:]
 
 
+def _model_server(args: argparse.Namespace) -> tuple[str, str]:
+    """The model's base URL (no ``/v1``) and name: ``--base-url``, or the embedded engine started."""
+    if args.base_url:
+        return args.base_url.rstrip("/").removesuffix("/v1"), args.model
+    from sleuth.llm.embedded import get_server
+
+    # the engine in a child process: stopping it is bounded (stdin closed, then terminate and kill).
+    # In-process, its destructor once blocked for minutes after a stop mid-request (it joins a
+    # thread of the engine's HTTP server; released only when a debugger attached)
+    srv = get_server(args.model, mode="subprocess")
+    return str(srv.base_url), srv.name
+
+
+def calibrate(args: argparse.Namespace, work: Path) -> str:
+    """``--calibrate``: record this machine's sitting (the model's speed on it), run nothing else."""
+    from sleuth.llm.embedded import stop_all
+
+    try:
+        upstream, model = _model_server(args)
+        return start_sitting(work, upstream, model)
+    finally:
+        if not args.base_url:
+            stop_all()
+
+
 def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> dict[str, str]:
     """Run the chosen rows; returns the rows that could not run, with why.
 
@@ -112,23 +143,18 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
     reached are left for the next sitting, which the same command resumes."""
     deadline = None if args.time_limit is None else time.time() + args.time_limit
     from sleuth.eval.corpus import open_index
-    from sleuth.llm.embedded import get_server, stop_all
+    from sleuth.llm.embedded import stop_all
 
     not_run: dict[str, str] = {}
     for b in benches:
         b.plan.prepare()
     endpoint = SearchEndpoint({b.name: open_index(b.plan.spec) for b in benches}).start()
-    if args.base_url:
-        upstream, model = args.base_url.rstrip("/").removesuffix("/v1"), args.model
-    else:
-        # the engine in a child process: stopping it is bounded (stdin closed, then terminate and kill).
-        # In-process, its destructor once blocked for minutes after a stop mid-request (it joins a
-        # thread of the engine's HTTP server; released only when a debugger attached)
-        srv = get_server(args.model, mode="subprocess")
-        upstream, model = str(srv.base_url), srv.name
+    upstream, model = _model_server(args)
     proxy = CountingProxy(upstream).start()
     print(f"model {model} at {upstream}; proxy {proxy.url}; search {endpoint.url}", flush=True)
     try:
+        sitting = start_sitting(work, upstream, model)
+        print(f"sitting {sitting}: {read_sittings(work)[sitting]}", flush=True)
         for name in args.rows.split(","):
             if deadline is not None and time.time() >= deadline:
                 print(f"time limit reached; not starting {name}", flush=True)
@@ -145,11 +171,13 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
                 out = work / "answers" / f"{name}.{b.name}.jsonl"
                 try:
                     if python is None:
-                        run_sleuth_row(row, b, proxy, model, args.k, out, deadline, records_path(work, name, b.name))
+                        run_sleuth_row(
+                            row, b, proxy, model, args.k, out, deadline, records_path(work, name, b.name), sitting
+                        )
                         continue
                     log = work / "logs" / f"{name}.{b.name}.log"
                     search_url = f"{endpoint.url}/search/{b.name}"
-                    rc = run_peer_row(row, python, b, proxy.url, search_url, model, args.k, out, log, deadline)
+                    rc = run_peer_row(row, python, b, proxy.url, search_url, model, args.k, out, log, deadline, sitting)
                 except Exception as e:  # one row's crash never stops the others
                     not_run[name] = f"the driver failed on {b.name}: {type(e).__name__}: {e}"
                     continue
@@ -207,6 +235,7 @@ def write_report(args: argparse.Namespace, benches: list[Benchmark], work: Path,
         not_run={**not_run, **UNRUNNABLE},
         datasets=datasets,
         optional={n: ROWS[n].optional for n in chosen if ROWS[n].optional},
+        sittings=read_sittings(work),
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
@@ -219,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     from sleuth.llm.base import LLMUnavailable
     from sleuth.llm.models import get_model
 
-    if not (args.base_url or args.report_only or args.replay):  # the rest start no model
+    if not (args.base_url or args.report_only or args.replay):  # these start no model
         try:
             get_model(args.model)
         except KeyError as e:
@@ -229,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     # search endpoint and a running peer adapter are all stopped, never left holding the cores
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
+        if args.calibrate:
+            sitting = calibrate(args, work)
+            print(f"sitting {sitting}: {read_sittings(work)[sitting]}")
+            return 0
         benches = _benchmarks(args)
         if args.replay:
             for found in replay_rows(args.rows.split(","), benches, work, args.model, args.k):

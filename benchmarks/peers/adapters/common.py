@@ -2,7 +2,8 @@
 
 An adapter is started as ``python <adapter>.py --row ROW --questions Q.jsonl --out OUT.jsonl
 --llm URL --search URL --model NAME --k K`` and writes one JSON line per question:
-``{qid, answer, llm_calls, prompt_tokens, processed_prompt_tokens, seconds, failure, error}``.
+``{qid, answer, llm_calls, prompt_tokens, processed_prompt_tokens, completion_tokens, model_ms,
+seconds, failure, error, sitting}``.
 Questions already in OUT are skipped (resume); with ``--deadline`` (epoch seconds) no question
 starts after it, so a time-limited sitting ends between questions.  LLM figures are the counting proxy's
 ``/_counters`` before and after the question.
@@ -43,6 +44,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--model", required=True)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--deadline", type=float, default=None, help="epoch seconds: start no question after it")
+    ap.add_argument("--sitting", default="", help="the sitting's id, kept on every line")
     return ap.parse_args()
 
 
@@ -56,6 +58,18 @@ def search(url: str, query: str, k: int) -> list[dict[str, Any]]:
 def counters(llm_url: str) -> dict[str, int]:
     with urllib.request.urlopen(f"{llm_url}/_counters", timeout=30) as r:
         return json.loads(r.read())
+
+
+#: the proxy's counters a line keeps, as differences over its question
+COUNTED = ("llm_calls", "prompt_tokens", "processed_prompt_tokens", "completion_tokens", "model_ms")
+
+
+def counted(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The proxy's counters over one question (``model_ms`` rounded to a tenth)."""
+    out = {k: after[k] - before[k] for k in COUNTED if k in after and k in before}
+    if "model_ms" in out:
+        out["model_ms"] = round(out["model_ms"], 1)
+    return out
 
 
 def done_ids(out: Path) -> set[str]:
@@ -107,7 +121,8 @@ def run_questions(
             rec["traceback"] = traceback.format_exc(limit=8)[-3000:]
         rec["seconds"] = round(time.perf_counter() - t0, 3)
         after = counters(args.llm)
-        for key in ("llm_calls", "prompt_tokens", "processed_prompt_tokens"):
-            rec[key] = after[key] - before[key]
+        rec.update(counted(before, after))
+        if args.sitting:
+            rec["sitting"] = args.sitting
         append_line(args.out, rec)
         print(f"{args.row} {q['qid']}: {rec['answer'][:80]!r} {rec['failure']}", flush=True)

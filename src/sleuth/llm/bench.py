@@ -16,7 +16,7 @@ import httpx
 
 from sleuth.llm.embedded import EmbeddedServer
 
-__all__ = ["ModelFigures", "bench_model", "format_table"]
+__all__ = ["ModelFigures", "bench_model", "format_table", "measure_rates"]
 
 _FILLER = (
     "The river flows past the old mill, where the miller keeps his records of grain and flour. "
@@ -53,6 +53,46 @@ def _rss_mb(pid: int) -> tuple[float, float]:
     return rss, hwm
 
 
+def measure_rates(
+    base_url: str, *, prompt_tokens: int = 384, decode_tokens: int = 64, repeats: int = 2, timeout: float = 600
+) -> tuple[int, float, int, float]:
+    """Prompt and decode speed of a running llama.cpp server (its ``/tokenize``, ``/detokenize`` and
+    the ``timings`` of ``/v1/completions``): ``(prompt tokens, prompt tok/s, decoded tokens, decode
+    tok/s)``, best of ``repeats``.  The prompt is never served from the cache (``cache_prompt``
+    off, a different first word each time); decoding ignores end-of-sequence, so every repeat
+    decodes ``decode_tokens``.  Raises ``httpx.HTTPError`` or ``KeyError`` where the server is not
+    llama.cpp."""
+    base_url = base_url.rstrip("/")
+    url = base_url + "/v1/completions"
+    with httpx.Client(timeout=timeout) as c:
+        text = _FILLER * 40
+        toks = c.post(base_url + "/tokenize", json={"content": text}).json()["tokens"][:prompt_tokens]
+        prompt = c.post(base_url + "/detokenize", json={"tokens": toks}).json()["content"]
+        best_p = best_d = 0.0
+        n_p = n_d = 0
+        for i in range(repeats):
+            r = c.post(
+                url, json={"prompt": f"{i} {prompt}", "max_tokens": 1, "temperature": 0, "cache_prompt": False}
+            ).json()
+            t = r["timings"]
+            n_p = int(t["prompt_n"])
+            best_p = max(best_p, float(t["prompt_per_second"]))
+            r = c.post(
+                url,
+                json={
+                    "prompt": f"Story {i}: Once upon a time",
+                    "max_tokens": decode_tokens,
+                    "temperature": 0,
+                    "ignore_eos": True,
+                    "cache_prompt": False,
+                },
+            ).json()
+            t = r["timings"]
+            n_d = int(t["predicted_n"])
+            best_d = max(best_d, float(t["predicted_per_second"]))
+    return n_p, best_p, n_d, best_d
+
+
 def bench_model(
     name: str,
     *,
@@ -67,35 +107,9 @@ def bench_model(
     srv.start()
     try:
         assert srv.base_url is not None and srv.pid is not None
-        url = srv.base_url + "/v1/completions"
-        with httpx.Client(timeout=600) as c:
-            # prompt of about ``prompt_tokens`` tokens, never served from the cache
-            text = _FILLER * 40
-            toks = c.post(srv.base_url + "/tokenize", json={"content": text}).json()["tokens"][:prompt_tokens]
-            prompt = c.post(srv.base_url + "/detokenize", json={"tokens": toks}).json()["content"]
-            best_p = best_d = 0.0
-            n_p = n_d = 0
-            for i in range(repeats):
-                r = c.post(
-                    url,
-                    json={"prompt": f"{i} {prompt}", "max_tokens": 1, "temperature": 0, "cache_prompt": False},
-                ).json()
-                t = r["timings"]
-                n_p = int(t["prompt_n"])
-                best_p = max(best_p, float(t["prompt_per_second"]))
-                r = c.post(
-                    url,
-                    json={
-                        "prompt": f"Story {i}: Once upon a time",
-                        "max_tokens": decode_tokens,
-                        "temperature": 0,
-                        "ignore_eos": True,
-                        "cache_prompt": False,
-                    },
-                ).json()
-                t = r["timings"]
-                n_d = int(t["predicted_n"])
-                best_d = max(best_d, float(t["predicted_per_second"]))
+        n_p, best_p, n_d, best_d = measure_rates(
+            srv.base_url, prompt_tokens=prompt_tokens, decode_tokens=decode_tokens, repeats=repeats
+        )
         rss, hwm = _rss_mb(srv.pid)
         return ModelFigures(
             name, threads, round(srv.load_s, 2), n_p, round(best_p, 1), n_d, round(best_d, 1), round(rss), round(hwm)
