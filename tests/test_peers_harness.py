@@ -357,6 +357,10 @@ def test_sigterm_stops_the_driver_mid_question_and_keeps_the_answers(tmp_path: P
     assert "the same command resumes" in err and "Traceback" not in err
     assert not (tmp_path / "peers.md").exists()  # a stopped run writes no report
     assert read_lines(work / "answers" / f"{row}.hotpotqa.jsonl") == []  # nothing half-written
+    from benchmarks.peers.sittings import read_sittings
+
+    (sitting,) = read_sittings(work).values()  # recorded before the row; the fake is no llama.cpp to measure
+    assert sitting["model"] == "fake-model" and "not_measured" in sitting
 
 
 def test_sleuth_finish_reasons_map_onto_the_reports_failure_kinds() -> None:
@@ -456,14 +460,13 @@ def test_a_sitting_measures_the_model_it_runs_on(tmp_path: Path, tiny_llm) -> No
     from sleuth.llm.embedded import get_server
 
     srv = get_server("smollm2-135m")
-    sid = start_sitting(tmp_path, str(srv.base_url), "smollm2-135m")
-    entry = read_sittings(tmp_path)[sid]
+    entry = start_sitting(tmp_path, str(srv.base_url), "smollm2-135m")
+    assert read_sittings(tmp_path) == {entry["sitting"]: entry}
     assert (
         entry["prompt_tokens"] >= CALIBRATION["prompt_tokens"]
         and entry["decode_tokens"] == CALIBRATION["decode_tokens"]
     )
     assert entry["prompt_tok_s"] > 0 and entry["decode_tok_s"] > 0 and entry["cores"] >= 1 and entry["cpu"]
     with FakeOpenAIServer() as fake:
-        other = start_sitting(tmp_path / "w2", fake.url, "fake-model")
-    entry = read_sittings(tmp_path / "w2")[other]
+        entry = start_sitting(tmp_path / "w2", fake.url, "fake-model")
     assert "prompt_tok_s" not in entry and entry["not_measured"]

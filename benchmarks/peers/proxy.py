@@ -83,7 +83,7 @@ class CountingProxy(LocalService):
         self._lock = threading.Lock()
         self._client = httpx.Client(timeout=timeout)
 
-    def counters(self) -> dict[str, int]:
+    def counters(self) -> dict[str, float]:
         with self._lock:
             out: dict[str, float] = {"llm_calls": self.calls, "llm_errors": self.errors}
             out.update((k, round(v, 1) if k == "model_ms" else int(v)) for k, v in self.sums.items())

@@ -124,7 +124,7 @@ def _model_server(args: argparse.Namespace) -> tuple[str, str]:
     return str(srv.base_url), srv.name
 
 
-def calibrate(args: argparse.Namespace, work: Path) -> str:
+def calibrate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """``--calibrate``: record this machine's sitting (the model's speed on it), run nothing else."""
     from sleuth.llm.embedded import stop_all
 
@@ -153,8 +153,9 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
     proxy = CountingProxy(upstream).start()
     print(f"model {model} at {upstream}; proxy {proxy.url}; search {endpoint.url}", flush=True)
     try:
-        sitting = start_sitting(work, upstream, model)
-        print(f"sitting {sitting}: {read_sittings(work)[sitting]}", flush=True)
+        entry = start_sitting(work, upstream, model)
+        sitting = entry["sitting"]
+        print(f"sitting {entry}", flush=True)
         for name in args.rows.split(","):
             if deadline is not None and time.time() >= deadline:
                 print(f"time limit reached; not starting {name}", flush=True)
@@ -259,8 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if args.calibrate:
-            sitting = calibrate(args, work)
-            print(f"sitting {sitting}: {read_sittings(work)[sitting]}")
+            print(f"sitting {calibrate(args, work)}")
             return 0
         benches = _benchmarks(args)
         if args.replay:

@@ -38,9 +38,9 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def start_sitting(work: Path, upstream: str, model: str) -> str:
+def start_sitting(work: Path, upstream: str, model: str) -> dict[str, Any]:
     """Measure the model at ``upstream`` (a llama.cpp server's base URL, no ``/v1``), record the
-    sitting in ``work/sittings.jsonl`` and return its id.  A server that is not llama.cpp is
+    sitting in ``work/sittings.jsonl`` and return that entry (its id is ``entry["sitting"]``).  A server that is not llama.cpp is
     recorded as not measured, with why; the sitting still runs."""
     sid = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     entry: dict[str, Any] = {"sitting": sid, "cpu": cpu_name(), "cores": os.cpu_count(), "model": model}
@@ -51,7 +51,7 @@ def start_sitting(work: Path, upstream: str, model: str) -> str:
         entry["not_measured"] = f"{type(e).__name__}: {e}"[:300]
     work.mkdir(parents=True, exist_ok=True)
     append_line(work / "sittings.jsonl", entry)
-    return sid
+    return entry
 
 
 def read_sittings(work: Path) -> dict[str, dict[str, Any]]:
