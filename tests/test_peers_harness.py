@@ -184,6 +184,13 @@ def test_a_line_cut_short_by_a_kill_is_run_again_and_never_swallows_the_next(tmp
     assert done_ids(out) == {"a", "b"}
 
 
+def _report(recs: list[dict], rows: dict[str, str], **kw: object) -> str:
+    """The report of hand-made records; ``rows``: name -> pipeline, in display order."""
+    kw = {"pairs": {}, "not_run": {}, **kw}
+    named = [{"name": n, "pipeline": p} for n, p in rows.items()]
+    return render(recs, named, header="# T", command="c", versions=[], **kw)  # type: ignore[arg-type]
+
+
 def test_report_has_a_table_per_dataset_and_names_rows_not_yet_complete() -> None:
     items = {"h1": Item("h1", "Who?", ["Ada"]), "h2": Item("h2", "Who?", ["Bo"]), "m1": Item("m1", "Where?", ["Oslo"])}
     sleuth = [{"qid": q, "answer": a} for q, a in (("h1", "Ada"), ("h2", "Bo"))]
@@ -191,14 +198,10 @@ def test_report_has_a_table_per_dataset_and_names_rows_not_yet_complete() -> Non
     recs = scored_records("sleuth-rag", "hotpotqa", sleuth, items)
     recs += scored_records("sleuth-rag", "musique", [{"qid": "m1", "answer": "Oslo"}], items)
     recs += scored_records("peer-rag", "hotpotqa", peer, items)
-    text = render(
+    text = _report(
         recs,
-        [{"name": "sleuth-rag", "pipeline": "rag"}, {"name": "peer-rag", "pipeline": "Standard"}],
-        header="# T",
-        command="c",
-        versions=[],
+        {"sleuth-rag": "rag", "peer-rag": "Standard"},
         pairs={"peer-rag": "sleuth-rag"},
-        not_run={},
         datasets={"hotpotqa": 2, "musique": 1},
     )
     assert "## All 3 questions" in text and "## hotpotqa (2 questions)" in text and "## musique (1 questions)" in text
@@ -376,25 +379,16 @@ def test_sleuth_finish_reasons_map_onto_the_reports_failure_kinds() -> None:
 def test_an_optional_row_is_not_counted_as_in_progress_and_says_why_it_may_be_left_out() -> None:
     items = {"h1": Item("h1", "Who?", ["Ada"]), "h2": Item("h2", "Who?", ["Bo"])}
     full = [{"qid": "h1", "answer": "Ada"}, {"qid": "h2", "answer": "Bo"}]
-    rows = [
-        {"name": "sleuth-rag", "pipeline": "rag"},
-        {"name": "peer-rag", "pipeline": "Standard"},
-        {"name": "peer-alt", "pipeline": "Alt"},
-    ]
 
     def report(alt: list[dict], peer: list[dict]) -> str:
         recs = scored_records("sleuth-rag", "hotpotqa", full, items) + scored_records(
             "peer-rag", "hotpotqa", peer, items
         )
         recs += scored_records("peer-alt", "hotpotqa", alt, items)
-        return render(
+        return _report(
             recs,
-            rows,
-            header="# T",
-            command="c",
-            versions=[],
+            {"sleuth-rag": "rag", "peer-rag": "Standard", "peer-alt": "Alt"},
             pairs={"peer-rag": "sleuth-rag", "peer-alt": "sleuth-rag"},
-            not_run={},
             datasets={"hotpotqa": 2},
             optional={"peer-alt": "an alternative to peer-rag; hours", "not-chosen": "x"},
         )
@@ -424,31 +418,13 @@ def test_report_says_which_sitting_answered_what_and_how_fast_its_machine_was() 
         "20261205T080000Z": {"cpu": "AMD EPYC", "cores": 2, "prompt_tok_s": 61.04, "decode_tok_s": 14.96},
         "S0": {"cpu": "Other", "cores": 2, "not_measured": "KeyError: 'timings'"},
     }
-    text = render(
-        recs,
-        [{"name": "sleuth-rag", "pipeline": "rag"}, {"name": "peer-rag", "pipeline": "Standard"}],
-        header="# T",
-        command="c",
-        versions=[],
-        pairs={},
-        not_run={},
-        datasets={"hotpotqa": 3},
-        sittings=sittings,
-    )
+    text = _report(recs, {"sleuth-rag": "rag", "peer-rag": "Standard"}, datasets={"hotpotqa": 3}, sittings=sittings)
     section = text.split("## Sittings: where the seconds were measured")[1]
     assert "| not recorded | – | – | – | sleuth-rag 1 (10.0) |" in section
     assert "| 20261205T080000Z | AMD EPYC (2) | 61.0 | 15.0 | sleuth-rag 2 (5.0) |" in section
     assert "| S0 | Other (2) | not measured: KeyError: 'timings' | – | peer-rag 1 (3.0) |" in section
     # lines that name no sitting, and no sitting recorded: no section
-    plain = render(
-        recs[:1],
-        [{"name": "sleuth-rag", "pipeline": "rag"}],
-        header="# T",
-        command="c",
-        versions=[],
-        pairs={},
-        not_run={},
-    )
+    plain = _report(recs[:1], {"sleuth-rag": "rag"})
     assert "Sittings" not in plain
 
 
