@@ -366,6 +366,38 @@ def test_sigterm_stops_the_driver_mid_question_and_keeps_the_answers(tmp_path: P
     assert sitting["model"] == "fake-model" and "not_measured" in sitting
 
 
+def test_every_row_starts_on_a_fresh_engine(tmp_path: Path, tiny_llm) -> None:
+    """On the real engine (135M model): each row gets a freshly started engine, so no row reuses
+    prompts an earlier row left in the engine's prompt cache (Sleuth's Self-Ask after its RAG
+    processed up to a third fewer prompt tokens on one shared engine); the sitting says so."""
+    import os
+    import re
+    import subprocess
+
+    from benchmarks.peers.sittings import read_sittings
+
+    _tiny_hotpotqa(tmp_path / "data")
+    env = {
+        **os.environ,
+        "SLEUTH_EVAL_CACHE": str(tmp_path / "idx"),
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
+    }
+    work = tmp_path / "w"
+    cmd = [sys.executable, "-m", "benchmarks.peers.run", "--model", "smollm2-135m", "--n", "1"]
+    cmd += ["--rows", "sleuth-direct,sleuth-rag", "--datasets", "hotpotqa", "--data-dir", str(tmp_path / "data")]
+    cmd += ["--work-dir", str(work), "--out", str(tmp_path / "peers.md")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    engines = dict(re.findall(r"^(sleuth-[a-z]+): on a fresh engine at (http://\S+)$", done.stdout, re.M))
+    assert set(engines) == {"sleuth-direct", "sleuth-rag"}, done.stdout
+    assert engines["sleuth-direct"] != engines["sleuth-rag"]  # another server, not the same one reused
+    for row in engines:
+        assert len(read_lines(work / "answers" / f"{row}.hotpotqa.jsonl")) == 1
+    (sitting,) = read_sittings(work).values()
+    assert sitting["engine"] == "fresh per row"
+    assert "| fresh per row |" in (tmp_path / "peers.md").read_text()
+
+
 def test_sleuth_finish_reasons_map_onto_the_reports_failure_kinds() -> None:
     from benchmarks.peers.rows import sleuth_failure
 
@@ -416,13 +448,14 @@ def test_report_says_which_sitting_answered_what_and_how_fast_its_machine_was() 
     )
     sittings = {
         "20261205T080000Z": {"cpu": "AMD EPYC", "cores": 2, "prompt_tok_s": 61.04, "decode_tok_s": 14.96},
-        "S0": {"cpu": "Other", "cores": 2, "not_measured": "KeyError: 'timings'"},
+        "S0": {"cpu": "Other", "cores": 2, "not_measured": "KeyError: 'timings'", "engine": "fresh per row"},
     }
     text = _report(recs, {"sleuth-rag": "rag", "peer-rag": "Standard"}, datasets={"hotpotqa": 3}, sittings=sittings)
     section = text.split("## Sittings: where the seconds were measured")[1]
-    assert "| not recorded | – | – | – | sleuth-rag 1 (10.0) |" in section
-    assert "| 20261205T080000Z | AMD EPYC (2) | 61.0 | 15.0 | sleuth-rag 2 (5.0) |" in section
-    assert "| S0 | Other (2) | not measured: KeyError: 'timings' | – | peer-rag 1 (3.0) |" in section
+    assert "| not recorded | – | – | – | – | sleuth-rag 1 (10.0) |" in section
+    # a sitting recorded before the engine was (stop 49) ran every row on one engine
+    assert "| 20261205T080000Z | AMD EPYC (2) | 61.0 | 15.0 | one for all rows | sleuth-rag 2 (5.0) |" in section
+    assert "| S0 | Other (2) | not measured: KeyError: 'timings' | – | fresh per row | peer-rag 1 (3.0) |" in section
     # lines that name no sitting, and no sitting recorded: no section
     plain = _report(recs[:1], {"sleuth-rag": "rag"})
     assert "Sittings" not in plain

@@ -83,6 +83,10 @@ class CountingProxy(LocalService):
         self._lock = threading.Lock()
         self._client = httpx.Client(timeout=timeout)
 
+    def retarget(self, upstream: str) -> None:
+        """Forward to ``upstream`` from now on (a model server started afresh); the counts go on."""
+        self.upstream = upstream.rstrip("/")
+
     def counters(self) -> dict[str, float]:
         with self._lock:
             out: dict[str, float] = {"llm_calls": self.calls, "llm_errors": self.errors}

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.peers.sittings import ENGINE_SHARED
+
 from sleuth.eval.items import Item
 from sleuth.eval.metrics import score
 from sleuth.eval.summary import paired_differences, summarise
@@ -97,10 +99,12 @@ def _sittings_section(
         "",
         "Seconds per question compare rows answered on the same machine. Each sitting first measures the "
         "model on its machine (a fixed prompt with the prompt cache off, then a fixed number of decoded "
-        "tokens, best of two: `benchmarks/peers/sittings.py`).",
+        "tokens, best of two: `benchmarks/peers/sittings.py`). *Engine*: whether each row started on a freshly "
+        "started model server (its prompt cache empty) or all the sitting's rows shared one, where a row can "
+        "reuse prompts an earlier row left in the cache and process fewer tokens.",
         "",
-        "| sitting | CPU (cores) | prompt tok/s | decode tok/s | answered: row questions (s/question) |",
-        "|---|---|---|---|---|",
+        "| sitting | CPU (cores) | prompt tok/s | decode tok/s | engine | answered: row questions (s/question) |",
+        "|---|---|---|---|---|---|",
     ]
     order = [r["name"] for r in rows]
     for sid in sorted(seconds, key=lambda x: (x != "", x)):
@@ -109,14 +113,15 @@ def _sittings_section(
             f"{name} {len(v)} ({sum(v) / len(v):.1f})" for name in order if (v := seconds[sid].get(name))
         )
         if not sid:
-            out.append(f"| not recorded | – | – | – | {answered} |")
+            out.append(f"| not recorded | – | – | – | – | {answered} |")
             continue
         cpu = f"{meta.get('cpu', '?')} ({meta.get('cores', '?')})"
         if "prompt_tok_s" in meta:
             rates = f"{meta['prompt_tok_s']:.1f} | {meta['decode_tok_s']:.1f}"
         else:
             rates = f"not measured: {meta.get('not_measured', 'no record of this sitting')} | –"
-        out.append(f"| {sid} | {cpu} | {rates} | {answered} |")
+        engine = meta.get("engine", ENGINE_SHARED) if meta else "–"
+        out.append(f"| {sid} | {cpu} | {rates} | {engine} | {answered} |")
     return out
 
 

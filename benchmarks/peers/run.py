@@ -2,9 +2,9 @@
 
     PYTHONPATH=src:. python -m benchmarks.peers.run [--limit N] [--rows a,b] [--model NAME]
 
-See benchmarks/peers/README.md.  Starts one embedded llama.cpp server (or uses ``--base-url``), a
-counting proxy in front of it and a search endpoint over Sleuth's open-setting index of each dataset;
-runs every row (each peer in its own venv), then scores all rows with Sleuth's metrics and writes
+See benchmarks/peers/README.md.  Starts the embedded llama.cpp server afresh for every row (or uses
+``--base-url``), a counting proxy in front of it and a search endpoint over Sleuth's open-setting
+index of each dataset; runs every row (each peer in its own venv), then scores all rows with Sleuth's metrics and writes
 ``docs/results/peers.md``.  Answers are kept per (row, dataset) under ``--work-dir``; a rerun skips
 questions already answered.
 """
@@ -124,6 +124,20 @@ def _model_server(args: argparse.Namespace) -> tuple[str, str]:
     return str(srv.base_url), srv.name
 
 
+def _fresh_model_server(args: argparse.Namespace) -> str:
+    """The embedded engine stopped and started again: a row starts with the engine's prompt cache
+    empty, so what it processes (and how long it takes) never depends on the rows before it.
+
+    One engine for all rows let a row reuse the prompts an earlier row left in llama.cpp's
+    host-memory prompt cache: Sleuth's Self-Ask after Sleuth's RAG on the same questions processed
+    2,113 / 829 / 1,912 prompt tokens on three HotpotQA questions against 2,404 / 1,299 / 1,939 on
+    a fresh engine, the same calls and prompts (docs/results/README.md, *Stop 49*)."""
+    from sleuth.llm.embedded import stop_all
+
+    stop_all()
+    return _model_server(args)[0]
+
+
 def calibrate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """``--calibrate``: record this machine's sitting (the model's speed on it), run nothing else."""
     from sleuth.llm.embedded import stop_all
@@ -153,7 +167,9 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
     proxy = CountingProxy(upstream).start()
     print(f"model {model} at {upstream}; proxy {proxy.url}; search {endpoint.url}", flush=True)
     try:
-        entry = start_sitting(work, upstream, model)
+        # each row on a fresh engine, unless the caller's server is used (it cannot be restarted)
+        fresh = not args.base_url
+        entry = start_sitting(work, upstream, model, engine="fresh per row" if fresh else "one for all rows")
         sitting = entry["sitting"]
         print(f"sitting {entry}", flush=True)
         for name in args.rows.split(","):
@@ -168,6 +184,9 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
                 except RuntimeError as e:
                     not_run[name] = str(e)
                     continue
+            if fresh:
+                proxy.retarget(_fresh_model_server(args))
+                print(f"{name}: on a fresh engine at {proxy.upstream}", flush=True)
             for b in benches:
                 out = work / "answers" / f"{name}.{b.name}.jsonl"
                 try:

@@ -21,7 +21,11 @@ from benchmarks.peers.adapters.common import append_line
 
 from sleuth.llm.bench import measure_rates
 
-__all__ = ["CALIBRATION", "cpu_name", "read_sittings", "start_sitting"]
+__all__ = ["CALIBRATION", "ENGINE_SHARED", "cpu_name", "read_sittings", "start_sitting"]
+
+#: how the rows of a sitting shared the model server; sittings recorded before this was (stop 49)
+#: all ran their rows on one engine
+ENGINE_SHARED = "one for all rows"
 
 #: the calibration request: prompt tokens, decoded tokens, repeats (best of)
 CALIBRATION = {"prompt_tokens": 256, "decode_tokens": 32, "repeats": 2}
@@ -38,12 +42,20 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def start_sitting(work: Path, upstream: str, model: str) -> dict[str, Any]:
+def start_sitting(work: Path, upstream: str, model: str, engine: str = ENGINE_SHARED) -> dict[str, Any]:
     """Measure the model at ``upstream`` (a llama.cpp server's base URL, no ``/v1``), record the
     sitting in ``work/sittings.jsonl`` and return that entry (its id is ``entry["sitting"]``).  A server that is not llama.cpp is
-    recorded as not measured, with why; the sitting still runs."""
+    recorded as not measured, with why; the sitting still runs.  ``engine`` says whether each row
+    ran on a freshly started engine (``"fresh per row"``) or all rows on one (``"one for all rows"``:
+    a row may then reuse prompts an earlier row left in the engine's prompt cache)."""
     sid = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    entry: dict[str, Any] = {"sitting": sid, "cpu": cpu_name(), "cores": os.cpu_count(), "model": model}
+    entry: dict[str, Any] = {
+        "sitting": sid,
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        "model": model,
+        "engine": engine,
+    }
     try:
         n_p, p, n_d, d = measure_rates(upstream, **CALIBRATION)
         entry.update(prompt_tokens=n_p, prompt_tok_s=round(p, 1), decode_tokens=n_d, decode_tok_s=round(d, 1))
