@@ -28,7 +28,7 @@ from benchmarks.peers.replay import records_path, replay_rows
 from benchmarks.peers.report import read_lines, render, scored_records
 from benchmarks.peers.rows import ROWS, UNRUNNABLE, run_peer_row, run_sleuth_row
 from benchmarks.peers.searchd import SearchEndpoint
-from benchmarks.peers.sittings import read_sittings, start_sitting
+from benchmarks.peers.sittings import ENGINE_FRESH, ENGINE_SHARED, read_sittings, start_sitting
 from benchmarks.peers.venvs import PEERS, ensure_venv, peers_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -169,7 +169,7 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
     try:
         # each row on a fresh engine, unless the caller's server is used (it cannot be restarted)
         fresh = not args.base_url
-        entry = start_sitting(work, upstream, model, engine="fresh per row" if fresh else "one for all rows")
+        entry = start_sitting(work, upstream, model, engine=ENGINE_FRESH if fresh else ENGINE_SHARED)
         sitting = entry["sitting"]
         print(f"sitting {entry}", flush=True)
         for name in args.rows.split(","):

@@ -21,11 +21,13 @@ from benchmarks.peers.adapters.common import append_line
 
 from sleuth.llm.bench import measure_rates
 
-__all__ = ["CALIBRATION", "ENGINE_SHARED", "cpu_name", "read_sittings", "start_sitting"]
+__all__ = ["CALIBRATION", "ENGINE_FRESH", "ENGINE_SHARED", "cpu_name", "read_sittings", "start_sitting"]
 
 #: how the rows of a sitting shared the model server; sittings recorded before this was (stop 49)
 #: all ran their rows on one engine
 ENGINE_SHARED = "one for all rows"
+#: each row of the sitting ran on a freshly started engine (its prompt cache empty)
+ENGINE_FRESH = "fresh per row"
 
 #: the calibration request: prompt tokens, decoded tokens, repeats (best of)
 CALIBRATION = {"prompt_tokens": 256, "decode_tokens": 32, "repeats": 2}
