@@ -178,10 +178,11 @@ def test_a_sentence_is_cut_to_its_answer(question: str, written: str, fitted: st
             "Newark College of Arts and Sciences at Rutgers University in Newark, New Jersey",
         ),
         ("Who is the mother of Kim Jong-il?", "Kim Jong-suk"),
-        # a list of countries is not one place's hierarchy (self-ask, musique)
+        # a list of countries is not one place's hierarchy (written after self-ask's reply on musique, on the
+        # tuning half's CARICOM question)
         (
-            "Which country is considered one of the creators of NATO?",
-            "Belgium, Canada, Denmark, France, and the United States",
+            "Which country is one of the founding members of CARICOM?",
+            "Barbados, Guyana, Jamaica, and Trinidad and Tobago",
         ),
         ("What city was Pearl Jam formed in?", "Seattle"),
     ],
@@ -287,16 +288,15 @@ def test_the_extraction_prompt_states_the_expected_type() -> None:
 
 
 def test_one_name_for_a_question_that_asks_for_one() -> None:
-    # rag and rat, musique (gold "Karl Renner"): a hedged list, its first item
-    assert fit_short("Who was in charge of Austria?", "Karl Renner and Adolf Schärf") == "Karl Renner"
-    # step-back, musique (gold "Houston Astros")
-    assert (
-        fit_short("Which sports team was Barry Wesson a member of?", "Houston Astros, Anaheim Angels")
-        == "Houston Astros"
-    )
+    # musique tuning 2hop__272543_126102's last hop (gold "Hassan Sheikh Mohamud"), written after rag's and
+    # rat's replies on the reporting half: a hedged list, its first item
+    hedged = "Hassan Sheikh Mohamud and Mohamed Abdullahi Mohamed"
+    assert fit_short("Who was in charge of Somalia?", hedged) == "Hassan Sheikh Mohamud"
+    # written after step-back's reply on musique, on the tuning half's Peter Bonetti
+    assert fit_short("Which sports team did Peter Bonetti play for?", "Chelsea, St. Louis Stars") == "Chelsea"
     # a question in the plural keeps its list
     q = "Who were the founders of Sleuth's first sponsor?"
-    assert fit_short(q, "Karl Renner and Adolf Schärf") == "Karl Renner and Adolf Schärf"
+    assert fit_short(q, hedged) == hedged
     # self-ask, musique (gold "Seattle"): the city of "City, State"
     assert fit_short("What city was Pearl Jam formed in?", "Seattle, Washington") == "Seattle"
 
