@@ -1,8 +1,11 @@
-"""Grounded citations (strategies/grounding.py), built from committed traces.
+"""Grounded citations (strategies/grounding.py), on HotpotQA-train questions.
 
-The passages and model replies are copied from docs/results/hotpotqa-open (qwen2.5-1.5b,
-the Cotai Arena question: Search-o1's two hops, RAG's ``[1]``; the bonobo question:
-a Reason-in-Documents note written from memory) and docs/results/policy_zh (Chinese).
+The failures were recorded on the reporting split (docs/results/hotpotqa-open, qwen2.5-1.5b: a
+bridge question's Search-o1 hops and RAG's ``[1]``; a Reason-in-Documents note written from
+memory), so they are replayed here on HotpotQA-train's "Indian Mound Cottage was owned by the
+financier that co-founded which company?" and "What is the species of animal which the town of
+Antelope, Kansas was named after?", with those questions' paragraphs (first 500 characters) and
+replies written in the recorded shape; the Chinese case is copied from docs/results/policy_zh.
 """
 
 from __future__ import annotations
@@ -20,36 +23,38 @@ from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.grounding_trace import reground
 from sleuth.strategies.result import Result
 
-# passages as the committed traces hold them (id "<title>#0")
-COTAI = {
-    "Dom-Hotel": 'The Dom-Hotel is a five-star hotel in Cologne, Germany, located on Roncalliplatz in Innenstadt. The hotel is named after Cologne Cathedral (the "Dom"), which is its direct neighbour. The hotels is one of the oldest grand hotels in Europe; its location and history make it one of the city\'s most prominent buildings.',
-    "Hotel Grand Chancellor, Hobart": "The Hotel Grand Chancellor is a twelve-storey hotel located on the waterfront of Hobart, Tasmania, Australia The hotel opened in 1987 as the Sheraton and has since been taken over by the Grand Hotels International group. The Grand Chancellor is home to the Restaurant Tasman, the Atrium Bar, Strickland Gallery and Zenica Hairdressing. The hotel has a pool, a gym and a sauna on site for guest usage.",
-    "Cotai Arena": 'The Cotai Arena is an indoor arena, located on the premises of The Venetian Macao, on the Cotai Strip, in Macau, China. It opened in 2007 with a seating capacity of 15,000. The arena was known as Venetian Arena from 2007 to 2010, when it was renamed as "CotaiArena". It hosts sporting events such as basketball, tennis and boxing, as well as concerts and international televised awards shows.',
-    "The O2 Arena": 'The O2 Arena (temporarily the sponsor-neutral "North Greenwich Arena", during the 2012 Summer Olympics and 2012 Summer Paralympics), is a multi-purpose indoor arena located in the centre of The O2 entertainment complex on the Greenwich Peninsula in south-east London. The arena was built under the former Millennium Dome, a large dome-shaped building built to house an exhibition celebrating the turn of the third millennium; as the dome-shaped structure still stands over the arena, "The Dome" remai',
-    "The Venetian Las Vegas": "The Venetian Resort Hotel Casino is a five-diamond luxury hotel and casino resort located on the Las Vegas Strip in Paradise, Nevada, United States, on the site of the old Sands Hotel. Designed by KlingStubbins, the hotel tower contains 36 stories and rises 475 ft . The Venetian is owned and operated by Las Vegas Sands. The Venetian also serves as the seat of the corporate headquarters for its parent company.",
-    "Sands China": "Sands China Limited () is an integrated resort developer and operator in Macau and a subsidiary of Las Vegas Sands Corp, the owner of The Venetian Las Vegas and The Palazzo. It mainly operates in five segments in Macau: The Venetian Macao, Sands Macao, The Plaza Macao, Sands Cotai Central and ferry and other operations. Its business involves gaming areas, meeting space, convention and exhibition halls, retail and dining areas and entertainment venues.",
-    "The Venetian Macao": "The Venetian Macao () is a luxury hotel and casino resort in Macau owned by the American Las Vegas Sands company. The Venetian is a 39-story, casino hotel on the Cotai Strip in Macau. The 10500000 sqft Venetian Macao is modeled on its sister casino resort The Venetian Las Vegas, and is the seventh-largest building in the world by floor area. The Venetian Macao is also the largest casino in the world, and the largest single structure hotel building in Asia.",
-    "2010 Mnet Asian Music Awards": "The 2010 Mnet Asian Music Awards was the twelfth of the annual music awards in Seoul, South Korea that took place on November 28, 2010, at The Venetian Macao in Macau, China.",
-    "City of Dreams (casino)": "City of Dreams () is a resort and casino in Cotai, Macau, China. It is built, owned and managed by Melco Crown Entertainment, formerly known as Melco PBL Entertainment. City of Dreams is Melco's second mega-sized property in Macau. It is located directly opposite The Venetian Macao, the first property in Cotai, opened by Las Vegas Sands Corp.",
-    "Murray Premises": "The Murray Premises is a National Historic Site of Canada located in downtown St. John's, Newfoundland and Labrador. The Murray Premises was renovated in 1979 and now contains office suites, restaurants, retail stores and, most recently, a boutique hotel. The buildings once served as a fishery premises, with facilities for drying and packaging fish and warehouses for fish, barrels and other items. The oldest of the buildings is the one facing on Beck’s Cove. It was built after the 1846 fire and ",
-    "Wetherspoons": "J D Wetherspoon plc, branded as Wetherspoon's, is a pub company in the United Kingdom and the Republic of Ireland. Founded in 1979 by Tim Martin, the company owns just under 1,000 outlets, including the chain of Lloyds No.1 bars and the chain of Wetherspoon hotels. With its headquarters in Watford, Wetherspoons is known for converting unconventional premises into pubs. The company is listed on the London Stock Exchange and is a constituent of the FTSE 250 Index.",
-    "Choice Hotels": "Choice Hotels International, Inc. is a hospitality holding corporation based in Rockville, Maryland, in the United States. The company owns the hotel and motel brands Comfort Inn, Comfort Suites, Quality Inn, Sleep Inn, Clarion, Cambria Hotel & Suites, Mainstay Suites, Suburban Extended Stay, Econo Lodge, Rodeway Inn, and Ascend Hotel Collection. The company manages 6,379 properties worldwide. There were 505,278 rooms, with approximately $45.80 in revenue per room, totaling $758 million in reven",
+# the questions' HotpotQA paragraphs, as a trace holds them (id "<title>#0")
+MOUND = {
+    "Portavant Mound": "The Portavant Mound (also known as the Portavant Mound Site or Snead Island Temple Mound or Portavant Indian Mound) is an archaeological site on Snead Island, just west of Palmetto, Florida. On December 23, 1994, it was added to the U.S. National Register of Historic Places.",
+    "Santee Indian Mound and Fort Watson": "Santee Indian Mound and Fort Watson is a historic archaeological site located near Summerton, Clarendon County, South Carolina. Santee Indian Mound was part of a Santee mound village complex; it was probably a burial and/or temple mound, likely constructed in some cultural period between 1200-1500.",
+    "Indian Mound Cemetery": 'Indian Mound Cemetery is a cemetery located along the Northwestern Turnpike (U.S. Route 50) on a promontory of the "Yellow Banks" overlooking the South Branch Potomac River and Mill Creek Mountain in Romney, West Virginia, United States. The cemetery is centered on a Hopewellian mound, known as the Romney Indian Mound. Indian Mound Cemetery is also the site of Fort Pearsall, the Confederate Memorial, Parsons Bell Tower, and reinterments from Romney\'s Old Presbyterian Cemetery. The cemetery is cu',
+    "Indian Mound Cottage": 'Indian Mound Cottage is a mansion that was owned by oil executive William Rockefeller. It was built in 1892, stands three stories high, and has a total of 25 rooms. There are 9 bedrooms, 9 bathrooms, and 7 servant rooms. Indian Mound has many distinguishing features such as an elevator, a cedar lined walk-in safe, taps for hot and cold salt water on the bathtub in the master bedroom bath, and a mound in the front yard which is how the cottage got its nickname "Indian Mound".',
+    "Town Creek Indian Mound": "Town Creek Indian Mound (31 MG 2) is a prehistoric Native American archaeological site located near present-day Mount Gilead, Montgomery County, North Carolina, in the United States. The site, whose main features are a platform mound with a surrounding village and wooden defensive palisade, was built by the Pee Dee, a South Appalachian Mississippian culture people (a regional variation of the Mississippian culture) that developed in the region as early as 980 CE. They thrived in the Pee Dee Rive",
+    "The Mound (short story)": "\"The Mound\" is a horror/science fiction novella by American author H. P. Lovecraft, written by him as a ghostwriter from December 1929 to January 1930 after he was hired by Zealia Bishop to create a story about an Indian mound which is haunted by a headless ghost. Lovecraft expanded the story into a tale about a mound that conceals a gateway to a subterranean civilization, the realm of K'n-yan. The story was not published during Lovecraft's lifetime. A heavily abridged version was published in t",
+    "Mount Pisgah Benevolence Cemetery": "Mount Pisgah Benevolence Cemetery is an African-American cemetery in Romney, West Virginia, United States. The cemetery is located along the Northwestern Turnpike (U.S. Route 50) below Indian Mound Cemetery overlooking Sulphur Spring Run. Historically known as the Romney Colored Cemetery and more recently as the Romney African-American Cemetery, the cemetery was created for African-Americans in the South Branch Valley who were not permitted to be interred in the city's Indian Mound Cemetery. The",
+    "William Rockefeller": "William Avery Rockefeller, Jr. (May 31, 1841 – June 24, 1922) was an American businessman and financier. He was a co-founder of Standard Oil along with his older brother John Davison Rockefeller (1839–1937). He was also a prominent member of the Rockefeller family.",
+    "Indian Mound Park (Dauphin Island, Alabama)": "Indian Mound Park, also known as Shell Mound Park or Indian Shell Mound Park, is a park and bird refuge located on the northern shore of Dauphin Island, a barrier island of Mobile County, Alabama in the United States. In addition to the many birds which visit, a wide variety of botanical species contribute to the natural offerings. The site is historically significant due to the presence of prehistoric Indian shell middens, mounds composed of discarded oyster shells. The park was added to the Na",
+    "Rockefeller Cottage": 'The Rockefeller Cottage is a house on Jekyll Island, Georgia. It is also called "Indian Mound" and is next to the Jekyll Island Club. The house was built by Gordon McKay in 1892. McKay died in 1903 and the house was bought by William Rockefeller in 1905, who used it as a winter home. It was evacuated in 1942, along with the rest of the island. The house remained in the Rockefeller family until 1947, when the Jekyll Island Authority bought the property. It was open as a museum from 1950 until 196',
 }
-BONOBO = {
-    "Common chimpanzee": 'The common chimpanzee ("Pan troglodytes"), also known as the robust chimpanzee, is a species of great ape. Colloquially, the common chimpanzee is often called the chimpanzee (or "chimp"), though this term can be used to refer to both species in the genus "Pan": the common chimpanzee and the closely related bonobo, formerly called the pygmy chimpanzee. Evidence from fossils and DNA sequencing shows both species of chimpanzees are the sister taxon to the modern human lineage.',
-    "Bonobo": 'The bonobo ( or ; "Pan paniscus"), formerly called the pygmy chimpanzee and less often, the dwarf or gracile chimpanzee, is an endangered great ape and one of the two species making up the genus "Pan"; the other is "Pan troglodytes", or the common chimpanzee. Although the name "chimpanzee" is sometimes used to refer to both species together, it is usually understood as referring to the common chimpanzee, whereas "Pan paniscus" is usually referred to as the bonobo.',
-    "Das Marienleben": 'Das Marienleben ("The Life of Mary") is a song cycle by German composer Paul Hindemith. The cycle, written for piano and soprano, sets to music a collection of 15 poems by Rainer Maria Rilke that tells the story of the life of Mary. Thirteen years after its 1923 premiere in Frankfurt, Hindemith began extensively revising and reworking the piece, eventually producing a second version which premiered in Hanover in 1948.',
-    "Caladenia pygmaea": 'Caladenia pygmaea, commonly known as the pygmy finger orchid is a plant in the orchid family Orchidaceae and is endemic to South Australia. It is a ground orchid with a single erect, sparsely hairy leaf and a single pink flower with red stripes on the labellum. It was formerly known as a variety of "Caladenia carnea".',
-    "Stacey McKenzie": "Stacey McKenzie (born in Kingston, Jamaica) is a Canadian fashion model, runway coach and most recently a model coach and judge on the Canadian reality television show \"Canada's Next Top Model\". In 2017, McKenzie served as a guest mentor on 2 episodes of America's Next Top Model Cycle 23.",
+# written for the test: the company RAG's reply names from memory (not among the question's paragraphs)
+MOUND["Sinclair Oil Corporation"] = (
+    "Sinclair Oil Corporation is an American petroleum corporation, started by Harry F. Sinclair in 1916."
+)
+ANTELOPE = {
+    "Pronghorn": 'The pronghorn ( ) ("Antilocapra americana") is a species of artiodactyl mammal indigenous to interior western and central North America. Though not an antelope, it is often known colloquially in North America as the American antelope, prong buck, pronghorn antelope, or simply antelope because it closely resembles the true antelopes of the Old World and fills a similar ecological niche due to parallel evolution.',
+    "Antelope, Kansas": "Antelope is an unincorporated community in Marion County, Kansas, United States. Antelope got its name from antelope grazing near where the first school was being built.",
+    "Hartbeespoort": 'Hartbeespoort, informally also known as "Harties", is a small resort town in the North West Province of South Africa, situated on slopes of the Magaliesberg mountain and the banks of the Hartbeespoort Dam. The name of the town means "gateway of the hartbees" (a species of antelope) in Afrikaans. It was previously known as Schoemansville, named after General Hendrik Schoeman, a Boer General in the Anglo-Boer War, who owned the farm that the Hartbeespoort Dam was built on.',
+    "Setaria (roundworm)": "Setaria is a genus of parasitic roundworms that infect domesticated mammals such as pigs, camels, cattle and horses. Some species also infect wild mammals such as deer and antelope. The genus consists of about 43 species. Members of the genus are uniquely parasites in the abdominal cavity of the body. They are mostly large-sized roundworms, possessing an elaborate head (cephalic) region that is characterised by spines, presence of four lips, and well-guarded mouth. Little is known about their pa",
+    "Big-game hunting": 'Big-game hunting is the hunting of large game, almost always large terrestrial mammals, for meat, other animal by-products (such as horn or bone), trophy or sport. The term is historically associated with the hunting of Africa\'s "Big Five" game (lion, African elephant, Cape buffalo, leopard and rhinoceros), and with tigers and rhinoceroses on the Indian subcontinent. Along with the big five animals, many other species are hunted including kudu, antelope, and hartebeest. Moose, elk, caribou, biso',
 }
 
 
-COTAI_Q = "Which company owns the hotel on whose premises the Cotal Arena is located ?"
-BONOBO_Q = "What type of ovulation does the animal formerly known as the pygmy chimpanzee have?"
+MOUND_Q = "Indian Mound Cottage was owned by the financier that co-founded which company?"
+ANTELOPE_Q = "What is the species of animal which the town of Antelope, Kansas was named after?"
 
 
 def P(title: str) -> Passage:
-    text = {**COTAI, **BONOBO}[title]
+    text = {**MOUND, **ANTELOPE}[title]
     return Passage(id=f"{title}#0", text=text, doc_id=title, title=title)
 
 
@@ -60,58 +65,66 @@ def ids(ps: list[Passage]) -> list[str]:
 # -- the method, on claims copied from the traces ------------------------------------------
 def test_hops_cite_the_passage_holding_each_hop_in_the_order_used() -> None:
     """Search-o1's two Reason-in-Documents notes: each cites the one passage of its search that
-    holds it (not the five found), the arena first, the owner second; the final answer
-    ("American Las Vegas Sands") is already in the second, so nothing is added."""
-    first = [P(t) for t in ("Dom-Hotel", "Hotel Grand Chancellor, Hobart", "Cotai Arena", "The O2 Arena")]
-    second = [P(t) for t in ("Sands China", "The Venetian Macao", "Cotai Arena", "2010 Mnet Asian Music Awards")]
+    holds it (not the five found), the cottage first, the financier second; the final answer
+    ("Standard Oil") is already in the second, so nothing is added."""
+    first = [P(t) for t in ("Portavant Mound", "Santee Indian Mound and Fort Watson", "Indian Mound Cottage")]
+    second = [P(t) for t in ("Rockefeller Cottage", "William Rockefeller", "Indian Mound Cottage")]
     claims = [
         Claim(
-            "The Cotai Arena is an indoor arena located on the premises of The Venetian Macao, on the Cotai Strip, "
-            "in Macau, China.",
-            [*first, P("The Venetian Las Vegas")],
-            "Cotal Arena hotel location",
+            "Indian Mound Cottage is a mansion that was owned by oil executive William Rockefeller.",
+            [*first, P("Indian Mound Cemetery"), P("Rockefeller Cottage")],
+            "Indian Mound Cottage owner",
         ),
         Claim(
-            "The Venetian Macao is owned by the American Las Vegas Sands company.",
-            [*second, P("City of Dreams (casino)")],
-            "The Venetian Macao owner",
+            "William Rockefeller was a co-founder of Standard Oil along with his older brother John Davison "
+            "Rockefeller.",
+            [*second, P("Mount Pisgah Benevolence Cemetery"), P("Indian Mound Park (Dauphin Island, Alabama)")],
+            "William Rockefeller co-founded company",
         ),
     ]
-    g = ground(claims, "American Las Vegas Sands", COTAI_Q)
-    assert ids(g.citations) == ["Cotai Arena#0", "The Venetian Macao#0"]  # HotpotQA's two gold paragraphs
+    g = ground(claims, "Standard Oil", MOUND_Q)
+    assert ids(g.citations) == ["Indian Mound Cottage#0", "William Rockefeller#0"]  # HotpotQA's two gold paragraphs
     assert g.final == "in_claims" and [p["how"] for p in g.picks] == ["overlap", "overlap"]
 
 
 def test_marks_are_honoured_and_the_passage_holding_the_final_answer_is_added() -> None:
-    """RAG's reply "The answer is: The Venetian Las Vegas [1]." marks the arena; the short
-    answer is in the fifth passage, cited after it. A mark on a passage sharing no word of
-    the claim is dropped."""
-    ctx = [P(t) for t in ("Cotai Arena", "Murray Premises", "Wetherspoons", "Choice Hotels", "The Venetian Las Vegas")]
-    g = ground(
-        [Claim("The answer is: The Venetian Las Vegas [1].", ctx, COTAI_Q, [1])], "The Venetian Las Vegas", COTAI_Q
+    """RAG's reply "The answer is: Sinclair Oil Corporation [1]." marks the cottage (an oil
+    executive's); the short answer is in the fifth passage, cited after it. A mark on a passage
+    sharing no word of the claim is dropped."""
+    titles = (
+        "Indian Mound Cottage",
+        "Portavant Mound",
+        "Santee Indian Mound and Fort Watson",
+        "Town Creek Indian Mound",
+        "Sinclair Oil Corporation",
     )
-    assert ids(g.citations) == ["Cotai Arena#0", "The Venetian Las Vegas#0"] and g.final == "added"
+    ctx = [P(t) for t in titles]
+    answer = "Sinclair Oil Corporation"
+    g = ground([Claim(f"The answer is: {answer} [1].", ctx, MOUND_Q, [1])], answer, MOUND_Q)
+    assert ids(g.citations) == ["Indian Mound Cottage#0", "Sinclair Oil Corporation#0"] and g.final == "added"
     # the reader sees the grounded list, so the reply's marks are renumbered into it
-    fifth = Claim("The answer is: The Venetian Las Vegas [5].", ctx, COTAI_Q, [5])
-    g5 = ground([fifth], "The Venetian Las Vegas", COTAI_Q)
-    assert ids(g5.citations) == ["The Venetian Las Vegas#0"]
-    assert renumber(fifth.text, [fifth], g5.citations) == "The answer is: The Venetian Las Vegas [1]."
-    wrong = ground([Claim("The answer is: The Venetian Las Vegas [2].", ctx, COTAI_Q, [2])], "", COTAI_Q)
-    assert wrong.picks[0]["how"] == "overlap" and ids(wrong.citations) == ["The Venetian Las Vegas#0"]
+    fifth = Claim(f"The answer is: {answer} [5].", ctx, MOUND_Q, [5])
+    g5 = ground([fifth], answer, MOUND_Q)
+    assert ids(g5.citations) == ["Sinclair Oil Corporation#0"]
+    assert renumber(fifth.text, [fifth], g5.citations) == f"The answer is: {answer} [1]."
+    wrong = ground([Claim(f"The answer is: {answer} [2].", ctx, MOUND_Q, [2])], "", MOUND_Q)
+    assert wrong.picks[0]["how"] == "overlap" and ids(wrong.citations) == ["Sinclair Oil Corporation#0"]
+
+
+MEMORY = (
+    "The pronghorn has a gestation period of approximately 250 days, with a birth weight of about 7 pounds. "
+    "The female pronghorn gives birth in North America, where the herd is grazing. The fawns are raised by "
+    "their mother and other members of the herd."
+)
 
 
 def test_a_claim_written_from_memory_cites_nothing_rather_than_everything() -> None:
-    """The bonobo question: Reason-in-Documents wrote gestation and birth weight that none of
-    the five passages holds, and the answer "single offspring per year" is in none either."""
-    found = [P(t) for t in BONOBO]
-    info = (
-        "The pygmy chimpanzee has a gestation period of approximately 180 days, with a birth weight of about "
-        "1.5 pounds. The female pygmy chimpanzee gives birth to a single offspring, which is usually born in the "
-        "wild. The offspring is raised by its mother and other members of the group."
-    )
-    g = ground([Claim(info, found, "pygmy chimpanzee reproductive cycle")], "single offspring per year", BONOBO_Q)
+    """Reason-in-Documents wrote gestation and birth weight that none of the five passages holds,
+    and the answer "twin fawns each spring" is in none either."""
+    found = [P(t) for t in ANTELOPE]
+    g = ground([Claim(MEMORY, found, "pronghorn antelope reproductive cycle")], "twin fawns each spring", ANTELOPE_Q)
     assert g.citations == [] and g.final == "unsupported" and "nothing cited" in g.message
-    assert ground([Claim(info, found, "")], "unknown", BONOBO_Q).final == "abstained"
+    assert ground([Claim(MEMORY, found, "")], "unknown", ANTELOPE_Q).final == "abstained"
 
 
 def test_chinese_claims_are_matched_by_characters() -> None:
@@ -146,7 +159,7 @@ def test_chinese_claims_are_matched_by_characters() -> None:
 def index(tmp_path_factory: pytest.TempPathFactory):
     path = tmp_path_factory.mktemp("corpus") / "docs.jsonl"
     with path.open("w", encoding="utf-8") as f:
-        for title, text in {**COTAI, **BONOBO}.items():
+        for title, text in {**MOUND, **ANTELOPE}.items():
             f.write(json.dumps({"id": title, "title": title, "text": text}) + "\n")
     return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("idx"))
 
@@ -166,7 +179,8 @@ def _check(r: Result, name: str) -> None:
 def _search_o1_script(replies: list[str], infos: list[str]):
     def script(payload: str | list[Message], params: GenParams) -> str:
         if isinstance(payload, list):  # Reason-in-Documents
-            return infos[sum(1 for m in payload if "Venetian Macao owner" in m["content"]) if len(infos) > 1 else 0]
+            second = sum(1 for m in payload if "William Rockefeller co-founded company" in m["content"])
+            return infos[second if len(infos) > 1 else 0]
         return replies[payload.rsplit("Question:", 1)[-1].count("<|begin_search_result|>")]
 
     return script
@@ -174,59 +188,56 @@ def _search_o1_script(replies: list[str], infos: list[str]):
 
 def test_search_o1_run_cites_the_two_hops_and_the_trace_keeps_every_passage(index) -> None:
     replies = [
-        " First, I need to find the hotel on whose premises the Cotal Arena is located. "
-        "<|begin_search_query|> Cotal Arena hotel location ",
-        "Now, I need to find the company that owns The Venetian Macao. <|begin_search_query|> The Venetian Macao owner ",
-        "The hotel on whose premises the Cotal Arena is located is owned by the American Las Vegas Sands company.\n"
-        "Final answer: \\boxed{American Las Vegas Sands}",
+        " First, I need to find the financier who owned Indian Mound Cottage. "
+        "<|begin_search_query|> Indian Mound Cottage owner ",
+        "Now, I need to find the company William Rockefeller co-founded. "
+        "<|begin_search_query|> William Rockefeller co-founded company ",
+        "Indian Mound Cottage was owned by William Rockefeller, who co-founded Standard Oil.\n"
+        "Final answer: \\boxed{Standard Oil}",
     ]
     infos = [
-        "The Cotai Arena is an indoor arena located on the premises of The Venetian Macao, on the Cotai Strip, "
-        "in Macau, China.",
-        "The Venetian Macao is owned by the American Las Vegas Sands company.",
+        "Indian Mound Cottage is a mansion that was owned by oil executive William Rockefeller.",
+        "William Rockefeller was a co-founder of Standard Oil along with his older brother John Davison Rockefeller.",
     ]
     llm = ScriptedLLM(_search_o1_script(replies, infos))
-    r = get_strategy("search-o1", llm, index, k=5, lang="en").run(COTAI_Q)
-    assert r.short_answer == "American Las Vegas Sands"
-    assert ids(r.citations) == ["Cotai Arena#0", "The Venetian Macao#0"]
+    r = get_strategy("search-o1", llm, index, k=5, lang="en").run(MOUND_Q)
+    assert r.short_answer == "Standard Oil"
+    assert ids(r.citations) == ["Indian Mound Cottage#0", "William Rockefeller#0"]
     _check(r, "search-o1")
 
 
 def test_search_o1_run_from_memory_cites_nothing_and_says_so(index) -> None:
     replies = [
-        " To answer this question, I need to search for information about the pygmy chimpanzee's reproductive "
-        "cycle. <|begin_search_query|> pygmy chimpanzee reproductive cycle ",
-        "The pygmy chimpanzee has a single offspring per year, which is a type of ovulation. The final answer is "
-        "\\boxed{single offspring per year}. ",
+        " To answer this question, I need to search for information about the pronghorn antelope's reproductive "
+        "cycle. <|begin_search_query|> pronghorn antelope reproductive cycle ",
+        "The pronghorn gives birth to twin fawns each spring, which is a kind of species. The final answer is "
+        "\\boxed{twin fawns each spring}. ",
     ]
-    infos = [
-        "The pygmy chimpanzee has a gestation period of approximately 180 days, with a birth weight of about "
-        "1.5 pounds. The female pygmy chimpanzee gives birth to a single offspring, which is usually born in the "
-        "wild. The offspring is raised by its mother and other members of the group."
-    ]
-    r = get_strategy("search-o1", ScriptedLLM(_search_o1_script(replies, infos)), index, k=5, lang="en").run(BONOBO_Q)
+    r = get_strategy("search-o1", ScriptedLLM(_search_o1_script(replies, [MEMORY])), index, k=5, lang="en").run(
+        ANTELOPE_Q
+    )
     assert r.citations == [] and len(_searched(r)) == 5
     assert [e.data["type"] for e in r.trace.of("note")].count("no_citations") == 1
     assert ids(reground("search-o1", r.to_dict()).citations) == []
 
 
 def test_rag_and_self_ask_runs_read_back_the_same(index) -> None:
-    rag = get_strategy(
-        "rag", ScriptedLLM(["The answer is: The Venetian Las Vegas [1].", "The Venetian Las Vegas"]), index, k=5
-    ).run(COTAI_Q)
-    # [1] is this index's top passage (the arena); the Las Vegas hotel is not among the five found
-    assert ids(rag.citations) == _searched(rag)[:1] == ["Cotai Arena#0"]
+    answer = "Sinclair Oil Corporation"
+    rag = get_strategy("rag", ScriptedLLM([f"The answer is: {answer} [1].", answer]), index, k=5).run(MOUND_Q)
+    # [1] is this index's top passage (the cottage); the oil company's passage is not among the five found
+    assert ids(rag.citations) == _searched(rag)[:1] == ["Indian Mound Cottage#0"]
+    assert "Sinclair Oil Corporation#0" not in _searched(rag)
     assert rag.trace.of("answer")[-1].data["final_grounded"] == "unsupported"
     _check(rag, "rag")
 
     def self_ask(payload: str | list[Message], params: GenParams) -> str:
         if isinstance(payload, list):  # the extraction call
-            return "TLC Casino Enterprises owns the hotel on the premises of The Venetian Macao."
+            return "The Jekyll Island Authority bought the Rockefeller Cottage, called Indian Mound."
         if payload.rsplit("Are follow up questions needed here:", 1)[-1].count("Intermediate answer:") > 0:
-            return "So the final answer is: TLC Casino Enterprises\n"
-        return " Yes.\nFollow up: Who owns the hotel on whose premises the Cotal Arena is located?\n"
+            return "So the final answer is: Jekyll Island Authority\n"
+        return " Yes.\nFollow up: Which company did the financier who owned Indian Mound Cottage co-found?\n"
 
-    sa = get_strategy("self-ask", ScriptedLLM(self_ask), index, k=5, max_steps=2, lang="en").run(COTAI_Q)
+    sa = get_strategy("self-ask", ScriptedLLM(self_ask), index, k=5, max_steps=2, lang="en").run(MOUND_Q)
     _check(sa, "self-ask")
 
 
@@ -236,36 +247,36 @@ def test_step_back_and_rat_runs_read_back_the_same(index) -> None:
         "step-back",
         ScriptedLLM(
             [
-                "Which company owns The Venetian Macao?",
-                "Background: an arena on a hotel's premises belongs to the hotel's owner.\n"
-                "Evidence: The Cotai Arena is on the premises of The Venetian Macao [1], which Las Vegas Sands owns.\n"
-                "Answer: Las Vegas Sands owns the hotel on whose premises the Cotai Arena is located.\n"
-                "Short answer: Las Vegas Sands",
+                "Which company did William Rockefeller co-found?",
+                "Background: a mansion's owner is named in its history.\n"
+                "Evidence: Indian Mound Cottage was owned by William Rockefeller [1], a co-founder of Standard Oil.\n"
+                "Answer: William Rockefeller, who owned Indian Mound Cottage, co-founded Standard Oil.\n"
+                "Short answer: Standard Oil",
             ]
         ),
         index,
         lang="en",
-    ).run(COTAI_Q)
-    assert sb.citations and sb.short_answer == "Las Vegas Sands"
+    ).run(MOUND_Q)
+    assert sb.citations and sb.short_answer == "Standard Oil"
     _check(sb, "step-back")
     rat = get_strategy(
         "rat",
         ScriptedLLM(
             [
-                "The Cotai Arena is at The Venetian Macao.\n\nThe Venetian Macao is owned by Las Vegas Sands.\n"
-                "So the answer is: Las Vegas Sands",
-                "Cotai Arena premises",
-                "The Cotai Arena is on the premises of The Venetian Macao [1].",
-                "The Venetian Macao owner",
-                "The Cotai Arena is on the premises of The Venetian Macao [1]. It is owned by Las Vegas Sands [3].",
-                "The Cotai Arena is on the premises of The Venetian Macao [1], owned by Las Vegas Sands [3].\n"
-                "So the answer is: Las Vegas Sands",
+                "Indian Mound Cottage was owned by William Rockefeller.\n\nWilliam Rockefeller co-founded Standard "
+                "Oil.\nSo the answer is: Standard Oil",
+                "Indian Mound Cottage owner",
+                "Indian Mound Cottage was owned by William Rockefeller [1].",
+                "William Rockefeller co-founded company",
+                "Indian Mound Cottage was owned by William Rockefeller [1]. He co-founded Standard Oil [3].",
+                "Indian Mound Cottage was owned by William Rockefeller [1], a co-founder of Standard Oil [3].\n"
+                "So the answer is: Standard Oil",
             ]
         ),
         index,
         lang="en",
-    ).run(COTAI_Q)
-    assert rat.citations and rat.short_answer == "Las Vegas Sands"
+    ).run(MOUND_Q)
+    assert rat.citations and rat.short_answer == "Standard Oil"
     _check(rat, "rat")
 
 

@@ -1,8 +1,10 @@
 """Search-o1's Reason-in-Documents grounding and its steering repeat guard, on real traces.
 
-Every model reply below is copied from the committed qwen2.5-1.5b records
-(docs/results/{hotpotqa-open,policy_zh}/results.jsonl.gz); the passages are the ones those
-runs retrieved (first 400 characters), indexed for real in ``tmp_path``.
+The Chinese replies are copied from the committed qwen2.5-1.5b records (docs/results/policy_zh);
+the English failures were recorded on HotpotQA's and MuSiQue's reporting splits
+(docs/results/hotpotqa-open), so here they are replayed on tuning questions (HotpotQA train,
+MuSiQue's tuning half) with replies written in the recorded shape and passages shortened from
+those questions' paragraphs, indexed for real in ``tmp_path``.
 """
 
 from __future__ import annotations
@@ -21,15 +23,15 @@ from sleuth.strategies.rid_support import closest_sentence, ground, sentences
 
 SCOPE = Filters.parse(["acl=all"])
 DOCS = [
-    ("Cotai Arena", "The Cotai Arena is an indoor arena, located on the premises of The Venetian Macao, on the Cotai Strip, in Macau, China. It opened in 2007 with a seating capacity of 15,000."),
-    ("The Venetian Macao", "The Venetian Macao () is a luxury hotel and casino resort in Macau owned by the American Las Vegas Sands company. The Venetian is a 39-story, casino hotel on the Cotai Strip in Macau."),
-    ("Charles Fort", 'Charles Hoy Fort (August 6, 1874 – May 3, 1932) was an American writer and researcher who specialized in anomalous phenomena. The terms "Fortean" and "Forteana" are sometimes used to characterize various such phenomena.'),
-    ("Elena Shaddow", "In August 2013, she was in the world premiere of Jason Robert Brown's new musical, \"The Bridges of Madison County\" at the Williamstown Theatre Festival, starring alongside Steven Pasquale."),
-    ("In Love Again: The Music of Richard Rodgers", "In Love Again: The Music of Richard Rodgers is a 2002 studio album by Stacey Kent, of the songs of the American composer Richard Rodgers."),
-    ("Richard Rodgers School", "Richard Rodgers School refers to several schools named after the American composer Richard Rodgers, including these two in New York City:"),
-    ("Katrina Bowden", 'Katrina Bowden (born September 19, 1988) is an American actress best known for playing Cerie on the NBC sitcom "30 Rock" (2006–2013). She also appeared in films such as "Sex Drive", "Piranha 3DD", and "Scary Movie 5".'),
-    ("Sex Drive (film)", 'Sex Drive is a 2008 sex comedy film about a high school graduate who goes on a road trip to have sex with a girl he met online. The film was directed by Sean Anders, and stars Josh Zuckerman, Amanda Crew, Clark Duke, Seth Green, and James Marsden, while Katrina Bowden, Alice Greczyn, Michael Cudlitz, Dave Sheridan,'),
-    ("Hard Sell (film)", "Hard Sell is an American comedy-drama written and directed by Sean Nalaboff in his directorial debut. The film stars Katrina Bowden, Skyler Gisondo, and Kristin Chenoweth, with Hannah Marks and Kevin Kilner in supporting roles."),
+    ("Indian Mound Cottage", "Indian Mound Cottage is a mansion that was owned by oil executive William Rockefeller. It was built in 1892, stands three stories high, and has a total of 25 rooms."),
+    ("William Rockefeller", "William Avery Rockefeller, Jr. (May 31, 1841 – June 24, 1922) was an American businessman and financier. He was a co-founder of Standard Oil along with his older brother John Davison Rockefeller."),
+    ("Kilby International Awards", "The Kilby International Awards was an award created by the High Tech Committee of the North Dallas Chamber of Commerce, in 1990. It was named after inventor Jack Kilby, who took part in the realization of the first integrated circuit."),
+    ("Dominic Cooper", 'Dominic Edward Cooper (born 2 June 1978) is an English actor. He played the young Howard Stark in the Marvel Cinematic Universe, including the ABC series "Agent Carter".'),
+    ("Agent Carter (TV series)", "Agent Carter is an American television series created for ABC by Christopher Markus and Stephen McFeely, inspired by the 2011 film Captain America: The First Avenger."),
+    ("Captain America: The First Avenger", "Captain America: The First Avenger is a 2011 American superhero film based on the Marvel Comics character Captain America, directed by Joe Johnston."),
+    ("Humphrey Bogart", 'Humphrey DeForest Bogart (December 25, 1899 – January 14, 1957) was an American screen and stage actor. He starred in films such as "The Maltese Falcon" (1941) and "Casablanca" (1942).'),
+    ("Casablanca (film)", "Casablanca is a 1942 American romantic drama film directed by Michael Curtiz. The film was produced by Harold Brent Wallis and stars Humphrey Bogart, Ingrid Bergman and Paul Henreid."),
+    ("The Maltese Falcon (1941 film)", "The Maltese Falcon is a 1941 American film noir written and directed by John Huston, starring Humphrey Bogart as private investigator Sam Spade."),
     ("差旅费用管理办法（2024版）", "第二条 员工应在行程结束后45个自然日内提交差旅报销申请。第三条 取消行程产生的退票费用按一般报销期限执行，不单独规定。本办法自2024年1月1日起施行，2025年1月1日起由2025版替代。"),
 ]  # fmt: skip
 
@@ -67,26 +69,26 @@ def _steps(r) -> list[str]:
 
 
 def test_answer_before_a_repeated_query_ends_the_run(retriever) -> None:
-    """HotpotQA: the model wrote ``\\boxed{American Las Vegas Sands}`` and then asked its first query
-    again; it used to burn two more turns on "already searched" notices (step_limit)."""
+    """HotpotQA train (the recorded shape): the model wrote ``\\boxed{Standard Oil}`` and then asked
+    its first query again; it used to burn two more turns on "already searched" notices (step_limit)."""
     script = scripted(
         [
-            " First, I need to find the hotel on whose premises the Cotal Arena is located. <|begin_search_query|> Cotal Arena hotel location ",
-            "Now, I need to find the company that owns The Venetian Macao. <|begin_search_query|> The Venetian Macao owner ",
-            "The hotel on whose premises the Cotal Arena is located is owned by the American Las Vegas Sands company.\nFinal answer: \\boxed{American Las Vegas Sands} <|begin_search_query|> Cotal Arena hotel location ",
+            " First, I need to find the financier who owned Indian Mound Cottage. <|begin_search_query|> Indian Mound Cottage owner ",
+            "Now, I need to find the company William Rockefeller co-founded. <|begin_search_query|> William Rockefeller co-founded company ",
+            "Indian Mound Cottage was owned by William Rockefeller, who co-founded Standard Oil.\nFinal answer: \\boxed{Standard Oil} <|begin_search_query|> Indian Mound Cottage owner ",
         ],
         [
-            "The Cotai Arena is an indoor arena located on the premises of The Venetian Macao, on the Cotai Strip, in Macau, China.",
-            "The Venetian Macao is owned by the American Las Vegas Sands company.",
+            "Indian Mound Cottage is a mansion that was owned by oil executive William Rockefeller.",
+            "William Rockefeller was a co-founder of Standard Oil along with his older brother John Davison Rockefeller.",
         ],
         final="unused",
     )  # fmt: skip
     s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=2, max_steps=6, lang="en")
-    r = s.run("Which company owns the hotel on whose premises the Cotal Arena is located ?", filters=SCOPE)
-    assert r.finish_reason == FINISHED and r.answer == "American Las Vegas Sands"
+    r = s.run("Indian Mound Cottage was owned by the financier that co-founded which company?", filters=SCOPE)
+    assert r.finish_reason == FINISHED and r.answer == "Standard Oil"
     assert "final answer" not in _steps(r) and r.searches == 2
     note = next(e.data for e in r.trace.of("note") if e.data.get("type") == "answer_before_repeat")
-    assert note["repeat_of"] == "Cotal Arena hotel location"
+    assert note["repeat_of"] == "Indian Mound Cottage owner"
 
 
 def test_answer_before_a_repeated_query_ends_the_run_zh(retriever) -> None:
@@ -106,55 +108,58 @@ def test_answer_before_a_repeated_query_ends_the_run_zh(retriever) -> None:
 
 
 def test_repeat_is_steered_with_the_earlier_result_then_forced(retriever) -> None:
-    """HotpotQA: after "Nothing was found." for "Fortean subject" the model asked it twice more.
-    The first repeat now gets the earlier result again and a push to search for something else;
-    the second forces the answer with finish reason ``repeat_limit``."""
+    """HotpotQA train (the recorded shape): after "Nothing was found." for "Kilby electronics phenomenon"
+    the model asked it twice more.  The first repeat now gets the earlier result again and a push to
+    search for something else; the second forces the answer with finish reason ``repeat_limit``."""
     prompts: list[str] = []
-    again = "I need to search for the subject named for Charles Hoy Fort again. <|begin_search_query|> Fortean subject "
+    again = "I need to search for the phenomenon discovered by Jack Kilby again. <|begin_search_query|> Kilby electronics phenomenon "
     script = scripted(
         [
-            " First, I need to find Charles Hoy Fort. <|begin_search_query|> Charles Hoy Fort ",
-            "Next, I need to find the subject named for Charles Hoy Fort. <|begin_search_query|> Fortean subject ",
+            " First, I need to find the inventor the Kilby International Awards were named after. <|begin_search_query|> Kilby International Awards ",
+            "Next, I need to find the electronics phenomenon Jack Kilby discovered. <|begin_search_query|> Kilby electronics phenomenon ",
             again,
             again,
         ],
         [
-            'Charles Hoy Fort was an American writer and researcher who specialized in anomalous phenomena. The terms "Fortean" and "Forteana" are sometimes used to characterize various such phenomena.',
+            "The Kilby International Awards was an award created by the High Tech Committee of the North Dallas Chamber of Commerce, in 1990. It was named after inventor Jack Kilby.",
             "Nothing was found.",
         ],
-        final="Fortean",
+        final="integrated circuit",
         prompts=prompts,
     )  # fmt: skip
     s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=2, max_steps=6, lang="en")
-    r = s.run("UFO Magazine covers what subject named for Charles Hoy Fort?", filters=SCOPE)
-    assert r.finish_reason == REPEAT_LIMIT and r.answer == "Fortean" and r.searches == 2
+    r = s.run(
+        "The Kilby International Awards were named after the inventor who discovered what electronics phenomenon?",
+        filters=SCOPE,
+    )
+    assert r.finish_reason == REPEAT_LIMIT and r.answer == "integrated circuit" and r.searches == 2
     notes = [e.data for e in r.trace.of("note")]
     assert [n["type"] for n in notes if n["type"] in ("repeated_query", "repeat_guard")] == [
         "repeated_query",
         "repeat_guard",
     ]
-    assert 'You already searched "Fortean subject". Its result was: Nothing was found.' in prompts[3]
+    assert 'You already searched "Kilby electronics phenomenon". Its result was: Nothing was found.' in prompts[3]
     assert "Search for another fact you still need" in prompts[3]
     assert _steps(r)[-1] == "final answer"
 
 
 def test_near_duplicate_query_is_a_repeat(retriever) -> None:
     """A query whose content words overlap an earlier one by >= 0.8 is not searched again
-    (recorded pair: 'Landsman Kill New York State Route 308' / '... location', same passages)."""
+    (the recorded kind of pair: a query and the same query with "location" added, same passages)."""
     script = scripted(
         [
-            " I need the creek. <|begin_search_query|> Landsman Kill New York State Route 308 ",
-            "I need its location. <|begin_search_query|> Landsman Kill New York State Route 308 location ",
-            "Final answer: \\boxed{New York}",
+            " I need the plantation. <|begin_search_query|> Castle Hill plantation Thomas Jefferson residence ",
+            "I need its location. <|begin_search_query|> Castle Hill plantation Thomas Jefferson residence location ",
+            "Final answer: \\boxed{Virginia}",
         ],
         ["Nothing was found."],
         final="unused",
     )
     s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=2, max_steps=6, lang="en")
-    r = s.run("Where is Landsman Kill?", filters=SCOPE)
+    r = s.run("Where is Castle Hill?", filters=SCOPE)
     assert r.searches == 1 and r.finish_reason == FINISHED
     note = next(e.data for e in r.trace.of("note") if e.data.get("type") == "repeated_query")
-    assert note["repeat_of"] == "Landsman Kill New York State Route 308"
+    assert note["repeat_of"] == "Castle Hill plantation Thomas Jefferson residence"
 
 
 def test_repeat_notice_zh(retriever) -> None:
@@ -175,55 +180,62 @@ def test_repeat_notice_zh(retriever) -> None:
 
 
 def test_reason_in_documents_drops_a_fact_from_memory(retriever) -> None:
-    """HotpotQA: Reason-in-Documents repeated the reasoning's own claim "Richard Rodgers was a
-    relative of ... George Gershwin"; no retrieved passage names Gershwin."""
+    """HotpotQA train (the recorded shape): Reason-in-Documents repeated the reasoning's own claim
+    "... directed by the American filmmaker Steven Spielberg"; no retrieved passage names Spielberg."""
     script = scripted(
         [
-            " First, I need to find the show Elena Shaddow was in. <|begin_search_query|> Elena Shaddow show ",
-            "Next, I need to find the relative of Richard Rodgers who wrote this show. Richard Rodgers was a relative of the American composer and lyricist, George Gershwin. <|begin_search_query|> Richard Rodgers relative ",
-            'The show "The Bridges of Madison County" was written by a relative of Richard Rodgers.\nFinal answer: \\boxed{The Bridges of Madison County} ',
+            " First, I need to find the show in which Dominic Cooper played young Howard Stark. <|begin_search_query|> Dominic Cooper Howard Stark show ",
+            "Next, I need to find the film that inspired this show. The film that inspired the show was directed by the American filmmaker Steven Spielberg. <|begin_search_query|> film that inspired Agent Carter ",
+            'The show "Agent Carter" was inspired by a 2011 film.\nFinal answer: \\boxed{Agent Carter} ',
         ],
         [
-            "Elena Shaddow was in the world premiere of Jason Robert Brown's new musical, \"The Bridges of Madison County\" at the Williamstown Theatre Festival, starring alongside Steven Pasquale.",
-            "Richard Rodgers was a relative of the American composer and lyricist, George Gershwin.",
+            'Dominic Cooper played the young Howard Stark in the Marvel Cinematic Universe, including the ABC series "Agent Carter".',
+            "The film that inspired the show was directed by the American filmmaker Steven Spielberg.",
         ],
         final="unused",
     )  # fmt: skip
     s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=3, max_steps=6, lang="en")
-    r = s.run("What show was Elena Shaddow in that was written by a relative of Richard Rodgers?", filters=SCOPE)
+    r = s.run(
+        "What ABC television series was inspired by a 2011 film and cast Dominic Cooper as young Howard Stark?",
+        filters=SCOPE,
+    )
     first, second = (e.data for e in r.trace.of("reason_in_documents"))
-    assert first["helpful"] and "Bridges of Madison County" in first["info"] and not first["dropped"]
-    assert "Gershwin" not in second["info"]  # what is left is a quoted passage sentence, or "nothing found"
+    assert first["helpful"] and "Agent Carter" in first["info"] and not first["dropped"]
+    assert "Spielberg" not in second["info"]  # what is left is a quoted passage sentence, or "nothing found"
     assert second["info"].startswith("The documents say: (") or second["info"] == "No helpful information found."
     assert second["dropped"] == [
         {
-            "sentence": "Richard Rodgers was a relative of the American composer and lyricist, George Gershwin.",
-            "why": "name not in the documents: george, gershwin",
+            "sentence": "The film that inspired the show was directed by the American filmmaker Steven Spielberg.",
+            "why": "name not in the documents: spielberg, steven",
         }
     ]
 
 
 def test_nothing_found_quotes_the_closest_document_sentence(retriever) -> None:
-    """HotpotQA: Reason-in-Documents answered "Nothing was found." twice although the passages
-    name the film ("She also appeared in films such as "Sex Drive""; "directed by Sean Anders");
-    the run then repeated its query and answered "Nothing was found".  Now the passage sentence
-    that covers most of the query is quoted instead."""
+    """HotpotQA train (the recorded shape): Reason-in-Documents answered "Nothing was found." twice
+    although the passages name the film ("He starred in films such as ... "Casablanca" (1942)"; "The
+    film was produced by Harold Brent Wallis and stars Humphrey Bogart"); the run then repeated its
+    query and answered "Nothing was found".  Now the passage sentence that covers most of the query
+    is quoted instead."""
     prompts: list[str] = []
-    again = "I need to search for the movie starring Katrina Bowden and directed by Sean Anders. <|begin_search_query|> Katrina Bowden Sean Anders movie "
+    again = "I need to search for the 1942 film produced by Harold Brent Wallis and starring Humphrey Bogart. <|begin_search_query|> Harold Brent Wallis Humphrey Bogart film "
     script = scripted(
-        [" First, I need the movie starring Katrina Bowden. <|begin_search_query|> Katrina Bowden movie ", again, again, again],
+        [" First, I need the 1942 films of Humphrey Bogart. <|begin_search_query|> Humphrey Bogart films 1942 ", again, again, again],
         ["Nothing was found.", "Nothing was found."],
         final="Nothing was found",
         prompts=prompts,
     )  # fmt: skip
     s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=3, max_steps=6, lang="en")
-    r = s.run("What is the name of the movie that stars Katrina Bowden and was directed by Sean Anders?", filters=SCOPE)
+    r = s.run(
+        "Harold Brent Wallis as producer and Humphrey Bogart as actor collaborated to make what 1942 film?",
+        filters=SCOPE,
+    )
     first, second = (e.data for e in r.trace.of("reason_in_documents"))
     assert first["quoted"] and first["helpful"]
-    assert first["info"].startswith(
-        'The documents say: (Katrina Bowden) She also appeared in films such as "Sex Drive"'
+    assert first["info"].startswith('The documents say: (Humphrey Bogart) He starred in films such as "The Maltese')
+    assert second["info"].startswith(
+        "The documents say: (Casablanca (film)) The film was produced by Harold Brent Wallis and stars Humphrey Bogart"
     )
-    assert second["info"].startswith("The documents say: (Sex Drive (film)) The film was directed by Sean Anders")
     assert first["info"] in prompts[1] and second["info"] in prompts[2]
     assert r.finish_reason == REPEAT_LIMIT
 
@@ -232,42 +244,44 @@ def _p(title: str, text: str) -> Passage:
     return Passage(id=title, doc_id=title, title=title, text=text)
 
 
-PEKAR = _p("Harvey Pekar", "Harvey Lawrence Pekar ( ; October 8, 1939 – July 12, 2010) was an American underground comic book writer.")  # fmt: skip
-LEVERTOV = _p("Denise Levertov", "Priscilla Denise Levertov (24 October 1923 – 20 December 1997) was an American poet.")
+BASHLACHEV = _p("Alexander Bashlachev", "Alexander Nickolaevich Bashlachev (May 27, 1960 – February 17, 1988) was a Soviet poet and singer-songwriter.")  # fmt: skip
+DYAGILEVA = _p(
+    "Yanka Dyagileva", 'Yana "Yanka" Stanislavovna Dyagileva (4 September 1966 – 9 May 1991) was a Russian poet.'
+)
 
 
 def test_ground_keeps_document_facts_with_their_document_numbers() -> None:
-    info = "Harvey Pekar was born on October 8, 1939 [1]. Denise Levertov was born on October 24, 1923. [2]"
-    g = ground(info, [PEKAR, LEVERTOV], "birth dates Harvey Pekar Denise Levertov")
+    info = "Alexander Bashlachev was born on May 27, 1960 [1]. Yanka Dyagileva was born on 4 September 1966. [2]"
+    g = ground(info, [BASHLACHEV, DYAGILEVA], "birth dates Alexander Bashlachev Yanka Dyagileva")
     assert not g.dropped and g.cited == [1, 2]
-    assert g.text == "Harvey Pekar was born on October 8, 1939. Denise Levertov was born on October 24, 1923."
+    assert g.text == "Alexander Bashlachev was born on May 27, 1960. Yanka Dyagileva was born on 4 September 1966."
 
 
 def test_ground_reads_document_numbers_written_before_the_sentence() -> None:
-    """qwen2.5-1.5b with the new Reason-in-Documents prompt (replayed on the Elena Shaddow step of
-    the HotpotQA trace) numbers its sentences in front and lists unused numbers at the end."""
-    shaddow = _p("Elena Shaddow", DOCS[3][1])
+    """qwen2.5-1.5b with the new Reason-in-Documents prompt numbers its sentences in front and lists
+    unused numbers at the end (the recorded shape, on the Dominic Cooper step above)."""
+    cooper = _p("Dominic Cooper", DOCS[3][1])
     raw = (
-        "[1] Elena Shaddow was in the world premiere of Jason Robert Brown's new musical, \"The Bridges of "
-        'Madison County" at the Williamstown Theatre Festival, starring alongside Steven Pasquale. [2] [3] [4] [5]'
+        "[1] Dominic Cooper played the young Howard Stark in the Marvel Cinematic Universe, including the ABC "
+        'series "Agent Carter". [2] [3] [4] [5]'
     )
-    g = ground(raw, [shaddow], "Elena Shaddow show")
-    assert g.cited == [1] and not g.dropped and g.text.startswith("Elena Shaddow was in the world premiere")
-    g = ground("[2] Richard Rodgers was a relative of the American composer and lyricist, George Gershwin.", [shaddow])
+    g = ground(raw, [cooper], "Dominic Cooper Howard Stark show")
+    assert g.cited == [1] and not g.dropped and g.text.startswith("Dominic Cooper played the young Howard Stark")
+    g = ground("[2] The film that inspired the show was directed by the American filmmaker Steven Spielberg.", [cooper])
     assert g.text == "" and g.why[0].startswith("name not in the documents: ")
 
 
 def test_ground_drops_numbers_the_documents_do_not_state() -> None:
-    """HotpotQA: "latitudes of Dal Lake Waterton Lake"; neither passage gives a latitude."""
-    dal = _p("Dal Lake", "Dal is a lake in Srinagar (Dal Lake is a misnomer as Dal in Kashmiri means lake), the summer capital of Jammu and Kashmir.")  # fmt: skip
-    waterton = _p("Waterton Lake", "Waterton Lake is a mountain lake in southern Alberta, Canada and northern Montana, United States.")  # fmt: skip
-    g = ground("The latitude of Dal Lake is 33.94° N, and the latitude of Waterton Lake is 49.97° N.", [dal, waterton])
-    assert g.text == "" and g.why == ["number not in the documents: 33, 94, 49"]
+    """The recorded kind (latitudes neither passage gives), on HotpotQA-train's Pizza Inn / Papa Gino's."""
+    inn = _p("Pizza Inn", "Pizza Inn is an American restaurant chain based in the Dallas suburb of The Colony, Texas.")  # fmt: skip
+    gino = _p("Papa Gino's", "Papa Gino's, Inc. is a restaurant chain based in Dedham, Massachusetts.")  # fmt: skip
+    g = ground("The latitude of The Colony is 33.09° N, and the latitude of Dedham is 42.24° N.", [inn, gino])
+    assert g.text == "" and g.why == ["number not in the documents: 33, 09, 42"]
 
 
 def test_ground_numbers_words_and_separators() -> None:
-    band = _p("The Frames", "The Frames are an Irish rock band with three members.")
-    assert ground("The Frames has 3 members.", [band]).kept  # 3 written as a word
+    band = _p("Wavves", "Wavves is an American rock band with four members.")
+    assert ground("Wavves has 4 members.", [band]).kept  # 4 written as a word
     city = _p("Kansas", "The population of Kansas was 2,913,314 in 2019.")
     assert ground("Kansas had 2913314 people in 2019.", [city]).kept
     assert not ground("Kansas had 2,913,123 people in 2017.", [city]).kept
@@ -318,19 +332,19 @@ def test_ground_drops_a_restated_query_that_no_one_document_states() -> None:
     assert ground("[2] 本地功夫2是喜剧电影。", zh, "喜剧电影 本地功夫2").text == "本地功夫2是喜剧电影。"
 
 
-# -- an answer of the wrong kind (MuSiQue: "When was the astronomical clock built in the city where
-# Karel Purkyně died?" was answered "Prague" by RAG; Search-o1 boxed "South Korea" for "When was the
-# last time the Olympics were held in the country that released …?") ------------------------------
-PURKYNE = [
-    ("Karel Purkyně", "Karel Purkyně (15 March 1834 – 5 April 1868) was a Czech painter. He died in Prague."),
-    ("Prague astronomical clock", "The Prague astronomical clock is a medieval astronomical clock attached to the Old Town Hall in Prague. The clock mechanism was built in 1410."),
+# -- an answer of the wrong kind (MuSiQue, the recorded shape: a "when" question about a place was answered
+# with the place by RAG; Search-o1 boxed "South Korea" for "When was the last time the Olympics were held in
+# the country that released …?"), on MuSiQue's tuning question 2hop__26979_85063 -------------------------------
+TULSA = [
+    ("Oklahoma", "The Philbrook Museum of Tulsa is considered one of the top 50 fine art museums in the United States."),
+    ("Admiral Twin", "Admiral Twin released their debut CD, Unlucky, in December 1997. In support of Unlucky, they toured with local Tulsa pop-stars Hanson in the summer of 1998."),
 ]  # fmt: skip
-PURKYNE_Q = "When was the astronomical clock built in the city where Karel Purkyně died?"
+TULSA_Q = "When did the Admiral Twin open in the city where the Philbrook Museum is located?"
 
 
 @pytest.fixture(scope="module")
-def purkyne(tmp_path_factory: pytest.TempPathFactory):
-    return _titled_index(tmp_path_factory, "purkyne", PURKYNE)
+def tulsa(tmp_path_factory: pytest.TempPathFactory):
+    return _titled_index(tmp_path_factory, "tulsa", TULSA)
 
 
 def _titled_index(tmp_path_factory: pytest.TempPathFactory, name: str, docs: list[tuple[str, str]]):
@@ -341,54 +355,50 @@ def _titled_index(tmp_path_factory: pytest.TempPathFactory, name: str, docs: lis
     return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp(f"{name}-idx"))
 
 
-def _purkyne_turns(last: str) -> list[str]:
+def _tulsa_turns(last: str) -> list[str]:
     return [
-        " First, I need to find where Karel Purkyně died. <|begin_search_query|> Karel Purkyně death place ",
-        "Karel Purkyně died in Prague.\nFinal answer: \\boxed{Prague} ",
-        "<|begin_search_query|> Prague astronomical clock built ",
+        " First, I need to find where the Philbrook Museum is located. <|begin_search_query|> Philbrook Museum location ",
+        "The Philbrook Museum is in Tulsa.\nFinal answer: \\boxed{Tulsa} ",
+        "<|begin_search_query|> Admiral Twin Tulsa 1998 ",
         last,
     ]
 
 
-def test_an_answer_of_the_wrong_kind_is_sent_back_once(purkyne) -> None:
+def test_an_answer_of_the_wrong_kind_is_sent_back_once(tulsa) -> None:
     prompts: list[str] = []
     script = scripted(
-        _purkyne_turns("The clock mechanism was built in 1410.\nFinal answer: \\boxed{1410} "),
-        ["Karel Purkyně died in Prague.", "The clock mechanism was built in 1410."],
+        _tulsa_turns("Admiral Twin toured in the summer of 1998.\nFinal answer: \\boxed{1998} "),
+        ["The Philbrook Museum is in Tulsa.", "Admiral Twin toured in the summer of 1998."],
         final="unused",
         prompts=prompts,
     )
-    s = get_strategy("search-o1", ScriptedLLM(script), purkyne, k=1, max_steps=4, lang="en")
-    r = s.run(PURKYNE_Q, filters=SCOPE)
-    assert r.finish_reason == FINISHED and r.short_answer == "1410" and r.searches == 2
+    s = get_strategy("search-o1", ScriptedLLM(script), tulsa, k=1, max_steps=4, lang="en")
+    r = s.run(TULSA_Q, filters=SCOPE)
+    assert r.finish_reason == FINISHED and r.short_answer == "1998" and r.searches == 2
     (note,) = [e.data for e in r.trace.of("note") if e.data.get("type") == "kind_guard"]
-    assert note["answer"] == "Prague" and note["expected"] == "date"
+    assert note["answer"] == "Tulsa" and note["expected"] == "date"
     # the third turn reads the notice right after its boxed answer
     assert prompts[2].endswith(
-        '\\boxed{Prague} \nThe question asks for a date or a year, and "Prague" is not one. '
+        '\\boxed{Tulsa} \nThe question asks for a date or a year, and "Tulsa" is not one. '
         "Find what is still missing: search for it, then give the final answer.\n"
     )
 
 
-def test_the_second_answer_of_the_wrong_kind_stands(purkyne) -> None:
+def test_the_second_answer_of_the_wrong_kind_stands(tulsa) -> None:
     script = scripted(
-        _purkyne_turns("Final answer: \\boxed{Prague} "),
-        ["Karel Purkyně died in Prague.", "The clock mechanism was built in 1410."],
+        _tulsa_turns("Final answer: \\boxed{Tulsa} "),
+        ["The Philbrook Museum is in Tulsa.", "Admiral Twin toured in the summer of 1998."],
         final="unused",
     )
-    r = get_strategy("search-o1", ScriptedLLM(script), purkyne, k=1, max_steps=4, lang="en").run(
-        PURKYNE_Q, filters=SCOPE
-    )
-    assert r.short_answer == "Prague" and r.finish_reason == FINISHED
+    r = get_strategy("search-o1", ScriptedLLM(script), tulsa, k=1, max_steps=4, lang="en").run(TULSA_Q, filters=SCOPE)
+    assert r.short_answer == "Tulsa" and r.finish_reason == FINISHED
     assert [e.data.get("type") for e in r.trace.of("note")].count("kind_guard") == 1
 
 
-def test_no_search_left_means_no_steering(purkyne) -> None:
-    script = scripted(_purkyne_turns("unused")[:2], ["Karel Purkyně died in Prague."], final="unused")
-    r = get_strategy("search-o1", ScriptedLLM(script), purkyne, k=1, max_steps=1, lang="en").run(
-        PURKYNE_Q, filters=SCOPE
-    )
-    assert r.short_answer == "Prague" and "kind_guard" not in [e.data.get("type") for e in r.trace.of("note")]
+def test_no_search_left_means_no_steering(tulsa) -> None:
+    script = scripted(_tulsa_turns("unused")[:2], ["The Philbrook Museum is in Tulsa."], final="unused")
+    r = get_strategy("search-o1", ScriptedLLM(script), tulsa, k=1, max_steps=1, lang="en").run(TULSA_Q, filters=SCOPE)
+    assert r.short_answer == "Tulsa" and "kind_guard" not in [e.data.get("type") for e in r.trace.of("note")]
 
 
 # -- rgb_zh (qwen2.5-1.5b): "北京冬奥会和冬残奥会的开幕日期分别是什么时候?" searched the first part, then its
@@ -427,8 +437,12 @@ def test_a_query_one_character_apart_is_a_new_query_zh(olympics) -> None:
     [
         ("北京 冬奥会 开幕日期", "北京 冬残奥会 开幕日期", False),  # one character more: another entity
         ("差旅 报销 期限", "报销 差旅 期限", True),  # the same words
-        ("Landsman Kill New York State Route 308", "Landsman Kill New York State Route 308 location", True),
-        ("Katrina Bowden movie", "Katrina Bowden Sean Anders movie", False),
+        (
+            "Castle Hill plantation Thomas Jefferson residence",
+            "Castle Hill plantation Thomas Jefferson residence location",
+            True,
+        ),
+        ("Humphrey Bogart films 1942", "Harold Brent Wallis Humphrey Bogart film", False),
     ],
 )
 def test_near_duplicate_queries(a: str, b: str, near: bool) -> None:

@@ -1,13 +1,13 @@
 """Search-o1's settled comparison (option ``settle_comparison``), on the scripted model and a real index.
 
-The replies are qwen2.5-1.5b's on the HotpotQA question "Are Fabián Bielinsky and Nelson Pereira
-dos Santos both directors?" (the hybrid re-make, search-o1, 2026-12-03): two searches, one per
-director; Reason-in-Documents wrote "Fabián Bielinsky is an Argentine film director" and "Nelson
-Pereira dos Santos is a Brazilian film director"; the reasoning then concluded "Since Fabián
-Bielinsky is not a director ... \\boxed{No}" (gold: yes).  With ``settle_comparison`` one short
-call chooses the answer from those search results alone; the reasoning's answer is the draft.
-The choice replies are written for the tests (the option is measured on the tuning side, not
-on these questions).
+The question is HotpotQA-train's "Were Daniel Mann and Todd Solondz both directors?" (gold: yes).
+The replies are written after a failure qwen2.5-1.5b showed on a yes/no comparison of that kind
+(the hybrid re-make, search-o1, 2026-12-03): two searches, one per director; Reason-in-Documents
+states that each is a film director ("Daniel Mann was an American film and television director",
+"Todd Solondz is an American independent film screenwriter and director"); the reasoning then
+concludes "Since Daniel Mann is not a director ... \\boxed{No}".  With ``settle_comparison`` one
+short call chooses the answer from those search results alone; the reasoning's answer is the
+draft.  The choice replies are written for the tests too.
 """
 
 from __future__ import annotations
@@ -24,22 +24,21 @@ from sleuth.strategies import Result, get_strategy
 from sleuth.strategies.options import OptionsError
 
 PASSAGES = {
-    "Fabián Bielinsky": "Fabián Bielinsky (3 February 1959 – 28 June 2006) was an Argentine film director born in "
-    "Buenos Aires.",
-    "Nelson Pereira dos Santos": "Nelson Pereira dos Santos (born 22 October 1928) is a Brazilian film director.",
-    "Olivier Assayas": "Olivier Assayas (born 25 January 1955) is a French film director, screenwriter and critic.",
+    "Daniel Mann": "Daniel Mann (August 8, 1912 – November 21, 1991) was an American film and television director "
+    "born in Brooklyn.",
+    "Todd Solondz": "Todd Solondz (born October 15, 1959) is an American independent film screenwriter and director.",
+    "Peter Duffell": "Peter Duffell (10 July 1922 – 12 December 2017) was an English film and television director.",
 }
-QUESTION = "Are Fabián Bielinsky and Nelson Pereira dos Santos both directors?"
+QUESTION = "Were Daniel Mann and Todd Solondz both directors?"
 REASONING = [
-    " First, I need to find out if Fabián Bielinsky is a director. <|begin_search_query|> Fabián Bielinsky director ",
-    "Next, I need to find out if Nelson Pereira dos Santos is a director. <|begin_search_query|> Nelson Pereira "
-    "dos Santos director ",
-    "Since Fabián Bielinsky is not a director and Nelson Pereira dos Santos is a director, the answer is no, "
-    "Fabián Bielinsky and Nelson Pereira dos Santos are not both directors.\nFinal answer: \\boxed{No} ",
+    " First, I need to find out if Daniel Mann is a director. <|begin_search_query|> Daniel Mann director ",
+    "Next, I need to find out if Todd Solondz is a director. <|begin_search_query|> Todd Solondz director ",
+    "Since Daniel Mann is not a director and Todd Solondz is a director, the answer is no, "
+    "Daniel Mann and Todd Solondz were not both directors.\nFinal answer: \\boxed{No} ",
 ]
 RID = {
-    "Fabián Bielinsky director": "[1] Fabián Bielinsky is an Argentine film director born in Buenos Aires.",
-    "Nelson Pereira dos Santos director": "[1] Nelson Pereira dos Santos is a Brazilian film director.",
+    "Daniel Mann director": "[1] Daniel Mann was an American film and television director born in Brooklyn.",
+    "Todd Solondz director": "[1] Todd Solondz is an American independent film screenwriter and director.",
 }
 
 
@@ -83,8 +82,8 @@ def test_the_choice_reads_the_search_results_and_keeps_the_reasonings_answer_as_
     r, asked = _run(retriever, settle_comparison=True)
     assert len(asked) == 2  # the options in either order
     assert "Options: no or yes" in asked[1] and asked[1].replace("no or yes", "yes or no") == asked[0]
-    assert "Fabián Bielinsky director: Fabián Bielinsky is an Argentine film director" in asked[0]
-    assert "Nelson Pereira dos Santos is a Brazilian film director" in asked[0]
+    assert "Daniel Mann director: Daniel Mann was an American film and television director" in asked[0]
+    assert "Todd Solondz is an American independent film screenwriter and director" in asked[0]
     assert "Options: yes or no" in asked[0] and QUESTION in asked[0]
     assert r.short_answer == "Yes" and r.answer == "Yes" and r.finish_reason == "finished"
     draft = r.trace.of("draft")[0].data
@@ -107,22 +106,22 @@ def test_a_reply_that_names_no_option_leaves_the_reasonings_answer(retriever: Re
 
 def test_a_choice_question_settles_on_one_of_its_own_options(retriever: Retriever) -> None:
     asked: list[str] = []
-    question = "Who was born first, Fabián Bielinsky or Nelson Pereira dos Santos?"
-    reasoning = [*REASONING[:2], "Fabián Bielinsky was born in 1959, so he was born first. \\boxed{Fabián Bielinsky} "]
-    llm = ScriptedLLM(_script("Nelson Pereira dos Santos (born 1928)", asked, reasoning))
+    question = "Who was born first, Daniel Mann or Todd Solondz?"
+    reasoning = [*REASONING[:2], "Todd Solondz was born in 1959, so he was born first. \\boxed{Todd Solondz} "]
+    llm = ScriptedLLM(_script("Daniel Mann (born 1912)", asked, reasoning))
     r = get_strategy("search-o1", llm, retriever, k=2, lang="en", settle_comparison=True).run(question)
-    assert "Options: Fabián Bielinsky or Nelson Pereira dos Santos" in asked[0]
-    assert r.short_answer == "Nelson Pereira dos Santos"
+    assert "Options: Daniel Mann or Todd Solondz" in asked[0]
+    assert r.short_answer == "Daniel Mann"
 
 
 def test_a_question_that_compares_nothing_makes_no_extra_call(retriever: Retriever) -> None:
     asked: list[str] = []
-    reasoning = [REASONING[0], "He was born in Buenos Aires. \\boxed{Buenos Aires} "]
+    reasoning = [REASONING[0], "He was born in Brooklyn. \\boxed{Brooklyn} "]
     llm = ScriptedLLM(_script("Yes", asked, reasoning))
     r = get_strategy("search-o1", llm, retriever, k=2, lang="en", settle_comparison=True).run(
-        "Where was Fabián Bielinsky born?"
+        "Where was Daniel Mann born?"
     )
-    assert asked == [] and r.short_answer == "Buenos Aires" and _notes(r, "option_settled") == []
+    assert asked == [] and r.short_answer == "Brooklyn" and _notes(r, "option_settled") == []
 
 
 def test_the_batch_settles_too(retriever: Retriever) -> None:

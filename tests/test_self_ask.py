@@ -1,11 +1,13 @@
 """Self-Ask on comparison questions and repeat guards, on the scripted model.
 
-The model's replies are copied from qwen2.5-1.5b's committed HotpotQA traces
-(docs/results/hotpotqa-open, self-ask): the first follow-up restates the comparison
-("Between Harvey Pekar and Denise Levertov who was born earlier?"), asks about neither
-option ("Who was the best singles ranking in 1980?"), or a new hop was refused as a
-"repeat" ("Where is Frank Lloyd from?" after "Who is Frank Lloyd?").  The passages are
-the ones those runs retrieved.  The Chinese test is the same Harvey Pekar trace in Chinese.
+The failures are the ones qwen2.5-1.5b's committed HotpotQA traces show (docs/results/hotpotqa-open,
+self-ask): the first follow-up restates the comparison, asks about neither option, or a new hop
+on the same entity was refused as a "repeat".  Those traces are on the reporting split, so the
+questions here are HotpotQA-train's ("Who was born first, Yanka Dyagileva or Alexander
+Bashlachev?", "Which genus has more species in it, Othonna or Stangeria?", "Are both Stephen R.
+Donaldson and Michael Moorcock science fiction writers?"), the replies are written in the shape
+of the recorded ones, and the passages are shortened from the questions' HotpotQA paragraphs.
+The Chinese test is the first one in Chinese.
 """
 
 from __future__ import annotations
@@ -23,27 +25,28 @@ from sleuth.strategies.self_ask_questions import asks_nothing_new, find_comparis
 
 SCOPE = Filters.parse(["acl=all"])
 PASSAGES = {
-    "Denise Levertov": "Priscilla Denise Levertov (24 October 1923 – 20 December 1997) was an American poet.",
-    "Harvey Pekar": "Harvey Lawrence Pekar ( ; October 8, 1939 – July 12, 2010) was an American underground comic "
-    'book writer, music critic, and media personality, best known for his autobiographical "American Splendor" '
-    "comic series.",
-    "Joyce Brabner": "Joyce Brabner (born March 1, 1952)) is a writer of political comics and the widow of Harvey Pekar.",
-    "Jorge Lozano": "Jorge Lozano (born 17 May 1963 in San Luis Potosí) is a retired professional tennis player from "
-    "Mexico. He reached his highest doubles ranking of World No. 4 in August 1988. His highest singles ranking was "
-    "World No. 51, achieved the following month.",
-    "Kim Warwick": "Kim Warwick (born 8 April 1952) is an Australian former professional male tennis player who "
-    "competed on the ATP Tour from 1970–1987 reaching the final of the singles Australian Open in 1980.",
-    "Frank Lloyd": "Frank William George Lloyd (2 February 1886 – 10 August 1960) was an American film director, "
-    "scriptwriter and producer.",
-    "Olivier Assayas": "Olivier Assayas (born 25 January 1955) is a French film director, screenwriter and film critic.",
+    "Yanka Dyagileva": 'Yana "Yanka" Stanislavovna Dyagileva (4 September 1966 – 9 May 1991) was a Russian poet and '
+    "singer-songwriter.",
+    "Alexander Bashlachev": "Alexander Nickolaevich Bashlachev (May 27, 1960 – February 17, 1988) was a Soviet poet, "
+    "singer-songwriter and guitarist, one of the most influential performers in Russian rock music.",
+    "Yegor Letov": 'Igor Fyodorovich "Yegor" Letov (10 September 1964 – 19 February 2008) was a Russian poet and '
+    "musician who performed with Yanka Dyagileva.",
+    "Stangeria": "Stangeria eriopus is a cycad endemic to southern Africa. It is the sole species in the genus "
+    "Stangeria, most closely related to the Australian genus Bowenia.",
+    "Senecio": "Senecio is a genus of flowering plants in the daisy family and one of the largest genera of "
+    "flowering plants, with more than 1,000 species.",
+    "Stephen R. Donaldson": "Stephen Reeder Donaldson (born May 13, 1947) is an American fantasy, science fiction and "
+    "mystery novelist.",
+    "Michael Moorcock": "Michael John Moorcock (born 18 December 1939) is an English writer, primarily of science "
+    "fiction and fantasy.",
     "Baure, Nigeria": "Baure is a Local Government Area in Katsina State, Nigeria, sharing a border with the "
     "Republic of Niger. Its headquarters are in the town of Baure in the northwest of the area at .",
     "South Africa": "The name ``South Africa ''is derived from the country's geographic location at the southern "
     "tip of Africa.",
     "Nigeria": 'The name "" was taken from the Niger River running through the country. This name was coined in the '
     "late 19th century by British journalist Flora Shaw.",
-    "丹妮丝·莱弗托夫": "普丽西拉·丹妮丝·莱弗托夫（1923年10月24日－1997年12月20日）是美国诗人。",
-    "哈维·佩卡": "哈维·劳伦斯·佩卡（1939年10月8日－2010年7月12日）是美国地下漫画作家、乐评人，以自传体漫画《美国光辉》闻名。",
+    "扬卡·季亚吉列娃": "扬卡·季亚吉列娃（1966年9月4日－1991年5月9日）是俄罗斯诗人、创作歌手。",
+    "亚历山大·巴什拉乔夫": "亚历山大·巴什拉乔夫（1960年5月27日－1988年2月17日）是苏联诗人、创作歌手和吉他手。",
 }
 
 
@@ -77,51 +80,51 @@ def _scaffold(r: Result) -> str:
 
 
 def test_a_restated_comparison_is_asked_per_option_and_answered_with_an_option(retriever: Retriever) -> None:
-    """Recorded: "Follow up: Who was born earlier, Harvey Pekar or Denise Levertov?" was searched
-    whole, the extraction judged "Harvey Pekar was born earlier than Denise Levertov." and the
+    """As recorded on the reporting split: the restated comparison "Follow up: Who was born earlier,
+    A or B?" was searched whole, the extraction judged one born earlier than the other and the
     answer was wrong.  Now each option gets its own follow-up asking the compared attribute;
     when the model restates the comparison again, the final answer is forced."""
-    question = "Between Harvey Pekar and Denise Levertov who was born earlier?"
-    restated = "Follow up: Who was born earlier, Harvey Pekar or Denise Levertov?\n"
+    question = "Who was born first, Yanka Dyagileva or Alexander Bashlachev?"
+    restated = "Follow up: Who was born earlier, Yanka Dyagileva or Alexander Bashlachev?\n"
 
     def script(payload: str | list[Message], params: GenParams) -> str:
         if isinstance(payload, list):  # extraction
             asked = str(payload[-1]["content"]).rsplit("Question:", 1)[-1]
-            if "Pekar" in asked:
-                return "Harvey Pekar was born on October 8, 1939."
-            return "Denise Levertov was born on 24 October 1923."
-        if payload.endswith("About Harvey Pekar:"):
-            return " When was Harvey Pekar born?\n"
-        if payload.endswith("About Denise Levertov:"):
-            return " When was Denise Levertov born?\n"
+            if "Dyagileva" in asked:
+                return "Yanka Dyagileva was born on 4 September 1966."
+            return "Alexander Bashlachev was born on May 27, 1960."
+        if payload.endswith("About Yanka Dyagileva:"):
+            return " When was Yanka Dyagileva born?\n"
+        if payload.endswith("About Alexander Bashlachev:"):
+            return " When was Alexander Bashlachev born?\n"
         if payload.endswith("So the final answer is:"):
-            return " Denise Levertov was born earlier than Harvey Pekar.\n"
+            return " Alexander Bashlachev was born earlier than Yanka Dyagileva.\n"
         mine = _model_part(payload, "en")
         return restated if "Intermediate answer:" in mine else " Yes.\n" + restated
 
     r, calls = _run(retriever, question, script)
     fus = [e.data for e in r.trace.of("follow_up")]
     assert fus[0]["off_attribute"] and fus[0]["restates_question"]
-    assert fus[0]["replaced_by"] == ["Harvey Pekar", "Denise Levertov"]
-    assert [f.get("per_option") for f in fus[1:3]] == ["Harvey Pekar", "Denise Levertov"]
+    assert fus[0]["replaced_by"] == ["Yanka Dyagileva", "Alexander Bashlachev"]
+    assert [f.get("per_option") for f in fus[1:3]] == ["Yanka Dyagileva", "Alexander Bashlachev"]
     assert fus[3]["replaced_by"] == []  # every option asked: on to the final answer
     scaffold = _scaffold(r)
-    assert "Follow up: When was Harvey Pekar born?\nIntermediate answer: Harvey Pekar was born on" in scaffold
-    assert "Follow up: When was Denise Levertov born?\nIntermediate answer: Denise Levertov" in scaffold
+    assert "Follow up: When was Yanka Dyagileva born?\nIntermediate answer: Yanka Dyagileva was born on" in scaffold
+    assert "Follow up: When was Alexander Bashlachev born?\nIntermediate answer: Alexander Bashlachev" in scaffold
     assert "Who was born earlier" not in scaffold  # the restated comparison never enters the scaffold
     assert r.searches == 2
     # the second option's prompt extends the first's (the server's prompt cache reuses it)
     option_prompts = [c.payload for c in calls if isinstance(c.payload, str) and "\nAbout " in c.payload[-40:]]
-    assert option_prompts[1].startswith(option_prompts[0] + " When was Harvey Pekar born?")
-    assert r.short_answer == "Denise Levertov"
+    assert option_prompts[1].startswith(option_prompts[0] + " When was Yanka Dyagileva born?")
+    assert r.short_answer == "Alexander Bashlachev"
     assert "option_answer" in [e.data.get("type") for e in r.trace.of("note")]
 
 
 def test_a_comparison_answer_naming_no_option_is_chosen_among_them(retriever: Retriever) -> None:
-    """Recorded: "Who had the best singles ranking, Roberta Vinci or Jorge Lozano?" got the
-    follow-up "Who was the best singles ranking in 1980?" (no option named) and the final
-    answer "Kim Warwick", who is not an option."""
-    question = "Who had the best singles ranking, Roberta Vinci or Jorge Lozano?"
+    """As recorded on the reporting split: a choice question got a first follow-up that named no
+    option ("Which genus has the most species?" here) and a final answer that is not an option
+    ("Senecio")."""
+    question = "Which genus has more species in it, Othonna or Stangeria?"
     chosen: list[str] = []
 
     def script(payload: str | list[Message], params: GenParams) -> str:
@@ -129,56 +132,55 @@ def test_a_comparison_answer_naming_no_option_is_chosen_among_them(retriever: Re
             text = str(payload[-1]["content"])
             if text.startswith("Answer the question with exactly one of the options"):
                 chosen.append(text)
-                return "Roberta Vinci"
-            if "Jorge Lozano" in text.rsplit("Question:", 1)[-1]:
-                return "Jorge Lozano's highest singles ranking was World No. 51."
+                return "Othonna"
+            if "Stangeria" in text.rsplit("Question:", 1)[-1]:
+                return "Stangeria eriopus is the sole species in the genus Stangeria."
             return "unknown"
-        if payload.endswith("About Roberta Vinci:"):
-            return " What was Roberta Vinci's highest singles ranking?\n"
-        if payload.endswith("About Jorge Lozano:"):
-            return " What was Jorge Lozano's highest singles ranking?\n"
+        if payload.endswith("About Othonna:"):
+            return " How many species are in the genus Othonna?\n"
+        if payload.endswith("About Stangeria:"):
+            return " How many species are in the genus Stangeria?\n"
         mine = _model_part(payload, "en")
         if mine.endswith("Intermediate answer:"):  # the model answers a follow-up the passages do not
             return " unknown\n"
         if "Intermediate answer:" in mine:
-            return "So the final answer is: Kim Warwick\n"
-        return " Yes.\nFollow up: Who was the best singles ranking in 1980?\n"
+            return "So the final answer is: Senecio\n"
+        return " Yes.\nFollow up: Which genus has the most species?\n"
 
     r, _ = _run(retriever, question, script)
     fus = [e.data for e in r.trace.of("follow_up")]
     assert fus[0]["off_attribute"] and "restates_question" not in fus[0]
     assert [f["question"] for f in fus[1:]] == [
-        "What was Roberta Vinci's highest singles ranking?",
-        "What was Jorge Lozano's highest singles ranking?",
+        "How many species are in the genus Othonna?",
+        "How many species are in the genus Stangeria?",
     ]
     sources = [e.data["source"] for e in r.trace.of("intermediate_answer")]
     assert sources == ["model", "search"]
-    assert "Options: Roberta Vinci or Jorge Lozano" in chosen[0] and "World No. 51" in chosen[0]
-    assert r.answer == "Roberta Vinci" and r.short_answer == "Roberta Vinci"
+    assert "Options: Othonna or Stangeria" in chosen[0] and "sole species" in chosen[0]
+    assert r.answer == "Othonna" and r.short_answer == "Othonna"
 
 
 def test_a_new_hop_on_the_same_entity_is_not_a_repeat_and_yes_no_is_the_short_answer(retriever: Retriever) -> None:
-    """Recorded: "Where is Frank Lloyd from?" after "Who is Frank Lloyd?" was refused as a
+    """As recorded on the reporting split: "Where is X from?" after "Who is X?" was refused as a
     repeat (the same content words), and the final answer carried the copied notice.  Now it is
     searched like any new follow-up; the short answer of a yes/no comparison is the yes or no
-    the final answer starts with (here the recorded, wrong, forced final answer: the evidence
-    the model read was right, its comparison was not)."""
-    question = "Are both Frank Lloyd and Olivier Assayas American film directors?"
+    the final answer starts with (here the forced final answer)."""
+    question = "Are both Stephen R. Donaldson and Michael Moorcock science fiction writers?"
     follow_ups = [
-        " Yes.\nFollow up: Who is Frank Lloyd?\n",
-        "Follow up: Where is Frank Lloyd from?\n",
-        "Follow up: Who is Olivier Assayas?\n",
-        "Follow up: Where is Olivier Assayas from?\n",
+        " Yes.\nFollow up: Who is Stephen R. Donaldson?\n",
+        "Follow up: Where is Stephen R. Donaldson from?\n",
+        "Follow up: Who is Michael Moorcock?\n",
+        "Follow up: Where is Michael Moorcock from?\n",
     ]
 
     def script(payload: str | list[Message], params: GenParams) -> str:
         if isinstance(payload, list):
             asked = str(payload[-1]["content"]).rsplit("Question:", 1)[-1]
-            if "Lloyd" in asked:
-                return "Frank Lloyd is an American film director, scriptwriter, and producer."
-            return "Olivier Assayas is a French film director, screenwriter, and film critic."
+            if "Donaldson" in asked:
+                return "Stephen R. Donaldson is an American fantasy, science fiction and mystery novelist."
+            return "Michael Moorcock is an English writer, primarily of science fiction and fantasy."
         if payload.endswith("So the final answer is:"):  # the step limit forces it
-            return " Yes. Both Frank Lloyd and Olivier Assayas are American film directors.\n"
+            return " Yes. Both Stephen R. Donaldson and Michael Moorcock are science fiction writers.\n"
         return follow_ups[_model_part(payload, "en").count("Intermediate answer:")]
 
     r, _ = _run(retriever, question, script, max_steps=4)
@@ -186,7 +188,7 @@ def test_a_new_hop_on_the_same_entity_is_not_a_repeat_and_yes_no_is_the_short_an
     assert [f["question"] for f in fus] == [f.split("Follow up: ")[1].strip() for f in follow_ups]
     assert not any(f.get("repeat_of") for f in fus) and r.searches == 4
     assert "already asked" not in _scaffold(r)
-    assert r.answer.startswith("Yes. Both Frank Lloyd") and r.short_answer == "Yes"
+    assert r.answer.startswith("Yes. Both Stephen R. Donaldson") and r.short_answer == "Yes"
 
 
 def test_a_final_answer_that_decomposed_nothing_gets_one_more_follow_up(retriever: Retriever) -> None:
@@ -194,7 +196,7 @@ def test_a_final_answer_that_decomposed_nothing_gets_one_more_follow_up(retrieve
     "South Africa" and the model gave that as the final answer (gold: Niger River); 14 of the
     100 MuSiQue runs did this (F1 0.01).  Now the scaffold is continued at "Follow up:" once,
     and the model's next sub-question is searched like any other (the replies after the
-    recorded ones follow the shape of the recorded Bubye River run, which decomposed itself)."""
+    recorded ones follow the shape of a recorded run that decomposed itself)."""
     question = "What is the country where Baure is located named after?"
     follow_ups = {
         0: " Yes.\nFollow up: What is the country where Baure is located named after?\n",
@@ -241,58 +243,66 @@ def test_a_decomposed_run_keeps_its_final_answer(retriever: Retriever) -> None:
 
 
 def test_chinese_restated_comparison_is_asked_per_option(retriever: Retriever) -> None:
-    question = "哈维·佩卡和丹妮丝·莱弗托夫谁出生得更早？"
-    restated = "追问：哈维·佩卡和丹妮丝·莱弗托夫谁出生得更早？\n"
+    question = "扬卡·季亚吉列娃和亚历山大·巴什拉乔夫谁出生得更早？"
+    restated = "追问：扬卡·季亚吉列娃和亚历山大·巴什拉乔夫谁出生得更早？\n"
 
     def script(payload: str | list[Message], params: GenParams) -> str:
         if isinstance(payload, list):
             asked = str(payload[-1]["content"]).rsplit("问题：", 1)[-1]
-            return "哈维·佩卡出生于1939年10月8日。" if "佩卡" in asked else "丹妮丝·莱弗托夫出生于1923年10月24日。"
-        if payload.endswith("关于哈维·佩卡："):
-            return "哈维·佩卡是哪一年出生的？\n"
-        if payload.endswith("关于丹妮丝·莱弗托夫："):
-            return "丹妮丝·莱弗托夫是哪一年出生的？\n"
+            if "季亚吉列娃" in asked:
+                return "扬卡·季亚吉列娃出生于1966年9月4日。"
+            return "亚历山大·巴什拉乔夫出生于1960年5月27日。"
+        if payload.endswith("关于扬卡·季亚吉列娃："):
+            return "扬卡·季亚吉列娃是哪一年出生的？\n"
+        if payload.endswith("关于亚历山大·巴什拉乔夫："):
+            return "亚历山大·巴什拉乔夫是哪一年出生的？\n"
         mine = _model_part(payload, "zh")
-        return "所以最终答案是：丹妮丝·莱弗托夫出生得更早\n" if "中间答案" in mine else "是。\n" + restated
+        return "所以最终答案是：亚历山大·巴什拉乔夫出生得更早\n" if "中间答案" in mine else "是。\n" + restated
 
     r, _ = _run(retriever, question, script, lang="zh")
     fus = [e.data for e in r.trace.of("follow_up")]
-    assert fus[0]["off_attribute"] and fus[0]["replaced_by"] == ["哈维·佩卡", "丹妮丝·莱弗托夫"]
+    assert fus[0]["off_attribute"] and fus[0]["replaced_by"] == ["扬卡·季亚吉列娃", "亚历山大·巴什拉乔夫"]
     scaffold = _scaffold(r)
-    assert "追问：哈维·佩卡是哪一年出生的？\n中间答案：哈维·佩卡出生于1939年10月8日" in scaffold
-    assert "追问：丹妮丝·莱弗托夫是哪一年出生的？\n中间答案：丹妮丝·莱弗托夫出生于" in scaffold
+    assert "追问：扬卡·季亚吉列娃是哪一年出生的？\n中间答案：扬卡·季亚吉列娃出生于1966年9月4日" in scaffold
+    assert "追问：亚历山大·巴什拉乔夫是哪一年出生的？\n中间答案：亚历山大·巴什拉乔夫出生于" in scaffold
     assert "谁出生得更早" not in scaffold
-    assert r.short_answer == "丹妮丝·莱弗托夫"
+    assert r.short_answer == "亚历山大·巴什拉乔夫"
 
 
 @pytest.mark.parametrize(
     ("question", "options", "choice", "yes_no"),
-    [  # question forms of the committed HotpotQA comparison traces
-        ("Between Harvey Pekar and Denise Levertov who was born earlier?", ("Harvey Pekar", "Denise Levertov"), 1, 0),
-        ("Which band was active the longest, Spirit of the West or Big Pig?", ("Spirit of the West", "Big Pig"), 1, 0),
+    [  # the question forms of the committed HotpotQA comparison traces, on HotpotQA-train questions
         (
-            "Which director, Chris O'Dea or Lucky McKee,  is a Master of Fine Arts graduate of the UCLA School of "
-            "Theater, Film and Television?",
-            ("Chris O'Dea", "Lucky McKee"),
+            "In between  Polytechnic University of the Philippines and California Polytechnic State University which "
+            "was founded as a vocational high school?",
+            ("Polytechnic University of the Philippines", "California Polytechnic State University"),
+            1,
+            0,
+        ),
+        ("Which band was formed first, Wavves or Social Code?", ("Wavves", "Social Code"), 1, 0),
+        (
+            "Which director, John Schlesinger or Barbara Albert, was also a writer and film producer?",
+            ("John Schlesinger", "Barbara Albert"),
             1,
             0,
         ),
         (
-            "Who has the highest scope in profession in  Rob Thomas or  James Dean Bradfield",
-            ("Rob Thomas", "James Dean Bradfield"),
+            "Who has more scope of profession, Brian G. Hutton or Xawery Żuławski?",
+            ("Brian G. Hutton", "Xawery Żuławski"),
             1,
             0,
         ),
+        ("who is younger Ulrich Walter or  Luca Parmitano?", ("Ulrich Walter", "Luca Parmitano"), 1, 0),
         (  # after a colon the options begin, a comma inside one of them (HotpotQA train, the settle check)
             "Which long-established US university is older: University of California, Berkeley or Syracuse University?",
             ("University of California, Berkeley", "Syracuse University"),
             1,
             0,
         ),
-        ("Are Muzzle and Screaming Trees both alternative rock bands?", ("Muzzle", "Screaming Trees"), 0, 1),
-        ("Henry Roth and Lewis Mumford are both this nationality?", ("Henry Roth", "Lewis Mumford"), 0, 0),
+        ("Are Mike Bryan and Ray Ruffels both tennis players?", ("Mike Bryan", "Ray Ruffels"), 0, 1),
+        ("Cranium and Twin Tin Bots are both what?", ("Cranium", "Twin Tin Bots"), 0, 0),
         ("穆罕默德·阿里和艾伦·图灵谁活得更久？", ("穆罕默德·阿里", "艾伦·图灵"), 1, 0),
-        ("哪本杂志创刊更早，《Vogue》还是《Y'all》？", ("《Vogue》", "《Y'all》"), 1, 0),
+        ("哪本杂志创刊更早，《Woman's Day》还是《The Lady》？", ("《Woman's Day》", "《The Lady》"), 1, 0),
     ],
 )
 def test_find_comparison(question: str, options: tuple[str, ...], choice: int, yes_no: int) -> None:
@@ -303,10 +313,11 @@ def test_find_comparison(question: str, options: tuple[str, ...], choice: int, y
 
 @pytest.mark.parametrize(
     "question",
-    [  # bridge questions of the committed traces, and Chinese multi-part questions (rgb_zh)
-        "Which company owns the hotel on whose premises the Cotal Arena is located ?",
-        "Romans stars which Tamil and Telugu actress?",
-        "What is the name of the movie that stars Katrina Bowden and was directed by Sean Anders?",
+    [  # HotpotQA-train bridge questions with an "and" or "or", and Chinese multi-part questions (rgb_zh)
+        "Indian Mound Cottage was owned by the financier that co-founded which company?",
+        "Harold Brent Wallis as producer and Humphrey Bogart as actor collaborated to make what 1942 film?",
+        "Who starred in the 1991 American action comedy film The Hard Way and was featured on the roster of Rawkus "
+        "Records?",
         "2022年澳网男单和女单冠军分别是谁？",
         "上海和北京2023年新任市长是谁？",
         "行程取消后，退票费用还要按普通差旅期限提交吗？",
@@ -317,36 +328,36 @@ def test_not_a_comparison(question: str) -> None:
 
 
 def test_off_attribute_follow_ups() -> None:
-    cmp = find_comparison("Who has the highest scope in profession in  Rob Thomas or  James Dean Bradfield")
+    cmp = find_comparison("Who has more scope of profession, Brian G. Hutton or Xawery Żuławski?")
     assert cmp is not None
-    assert off_attribute("Who is Rob Thomas?", cmp, 0)  # a choice's first follow-up: asked per option
-    assert off_attribute("What professions does Rob Thomas have?", cmp, 0)
-    assert off_attribute("Which lake is it, Rob Thomas or James Dean Bradfield?", cmp, 1)  # restated, any time
-    assert not off_attribute("Who is James Dean Bradfield?", cmp, 1)  # later follow-ups are the model's
+    assert off_attribute("Who is Brian G. Hutton?", cmp, 0)  # a choice's first follow-up: asked per option
+    assert off_attribute("What professions does Brian G. Hutton have?", cmp, 0)
+    assert off_attribute("Which lake is it, Brian G. Hutton or Xawery Żuławski?", cmp, 1)  # restated, any time
+    assert not off_attribute("Who is Xawery Żuławski?", cmp, 1)  # later follow-ups are the model's
     mines = find_comparison("Which famous mine was in service first, the Salmita Mine or the Kanichee Mine?")
     assert mines is not None and named("When did the Salmita Mine open?", mines.options) == ["Salmita Mine"]
-    both = find_comparison("Are Muzzle and Screaming Trees both alternative rock bands?")
-    assert both is not None and not off_attribute("Who is Muzzle?", both, 0)  # yes/no: who it is is the attribute
-    assert off_attribute("What is the name of the alternative rock band?", both, 0)  # yes/no, no option named
-    assert off_attribute("Are Muzzle and Screaming Trees both from Seattle?", both, 0)
-    shared = find_comparison("Henry Roth and Lewis Mumford are both this nationality?")
-    assert shared is not None and not off_attribute("What nationality are Henry Roth and Lewis Mumford?", shared, 0)
+    both = find_comparison("Are Mike Bryan and Ray Ruffels both tennis players?")
+    assert both is not None and not off_attribute("Who is Mike Bryan?", both, 0)  # yes/no: who it is is the attribute
+    assert off_attribute("What is the name of the tennis player?", both, 0)  # yes/no, no option named
+    assert off_attribute("Are Mike Bryan and Ray Ruffels both from California?", both, 0)
+    shared = find_comparison("Cranium and Twin Tin Bots are both what?")
+    assert shared is not None and not off_attribute("What are Cranium and Twin Tin Bots?", shared, 0)
 
 
 @pytest.mark.parametrize(
     ("new", "old", "repeat"),
-    [  # from the committed traces: refused as repeats before, each a new hop
-        ("When was Ben McNiece born?", "Who was Ben McNiece?", False),
-        ("Where is Frank Lloyd from?", "Who is Frank Lloyd?", False),
-        ("Who is Kim Jong-chul's wife?", "Who is Kim Jong-chul?", False),
-        ("Where was Karel Purkyně born?", "Who was Karel Purkyně?", False),
+    [  # the kinds refused as repeats before in the committed traces, each a new hop (on HotpotQA-train entities)
+        ("When was Yanka Dyagileva born?", "Who was Yanka Dyagileva?", False),
+        ("Where is Stephen R. Donaldson from?", "Who is Stephen R. Donaldson?", False),
+        ("Who is Juan Manuel Márquez's brother?", "Who is Juan Manuel Márquez?", False),
+        ("Where was Leopoldo Torre Nilsson born?", "Who was Leopoldo Torre Nilsson?", False),
         # true repeats stay repeats
         (
-            "Who was the commander of the Colorado forces in the Uruguayan war?",
-            "Who was the commander of the Colorado forces in the Uruguayan war?",
+            "Who commanded the Russian armies at the Battle of Tannenberg?",
+            "Who commanded the Russian armies at the Battle of Tannenberg?",
             True,
         ),
-        ("Who is the writer who enjoyed boxing?", "Who is the writer who also enjoyed boxing?", True),
+        ("Who is the director who was a film producer?", "Who is the director who was also a film producer?", True),
         ("艾伦·图灵去世时多少岁？", "艾伦·图灵去世时多少岁？", True),
         ("艾伦·图灵在哪里出生？", "艾伦·图灵是谁？", False),
     ],

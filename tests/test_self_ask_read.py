@@ -1,12 +1,14 @@
 """Self-Ask's final reading pass (option ``final_read``), on the scripted model and a real index.
 
-The scaffold's replies are qwen2.5-1.5b's on the HotpotQA question about the Curaçao prison
-(the hybrid re-make, self-ask, 2026-12-03): both follow-ups asked about the prison's names,
-the second was asked twice, and the final answer to "on what date?" was "Bon Futuro prison",
-an intermediate answer.  The search for the question itself finds the passage that dates the
-dissolution (RAG's record on that question answered "10 October 2010"); the reading pass
-reads that passage with the follow-ups' passages, and the scaffold's answer is kept as the
-draft.  The passages are the question's own paragraphs, cut to their first sentences.
+The question is HotpotQA-train's "Max Hoffmann along with Hindenburg and Ludendorff, masterminded
+the devastating defeat of the Russian armies in a battle fought when ?" (gold "26–30 August 1914").
+The scaffold's replies are written after a failure qwen2.5-1.5b showed on a question of this
+shape in the reporting split (the hybrid re-make, self-ask, 2026-12-03): both follow-ups asked
+about the bridge entity's posts, and the final answer to "when?" was an intermediate answer
+("Chief of Staff of the Eastern Front").  The search for the question itself finds the passage
+that dates the battle; the reading pass reads that passage with the follow-ups' passages, and
+the scaffold's answer is kept as the draft.  The passages are the question's own paragraphs,
+cut to their first sentences.
 """
 
 from __future__ import annotations
@@ -25,42 +27,42 @@ from sleuth.strategies.grounding_trace import reground
 from sleuth.strategies.options import OptionsError
 
 SCOPE = Filters.parse(["acl=all"])
-PRISON = "Curaçao Centre for Correction and Detention"
-DISSOLUTION = "Dissolution of the Netherlands Antilles"
+HOFFMANN = "Max Hoffmann"
+BATTLE = "Battle of Tannenberg"
 PASSAGES = {
-    PRISON: 'Curaçao Centre for Correction and Detention (Papiamento: "Sentro di Detenshon i Korekshon Kòrsou", '
-    "SDKK) is the only prison on the Caribbean island of Curaçao. Since the construction of the prison in 1960 "
-    "the prison has also been known as the Koraal Specht-prison, after the name of the neighbourhood it is "
-    "located in. After renovations it was renamed Bon Futuro prison. On the day the Netherlands Antilles "
-    "was dissolved it changed its name to Sentro di Detenshon i Korekshon Kòrsou.",
-    DISSOLUTION: "The Netherlands Antilles was an autonomous Caribbean country within the Kingdom of the "
-    "Netherlands. It was dissolved on 10 October 2010.",
-    "Curaçao Football Federation": "Curaçao Football Federation is the football association of Curaçao. It is "
-    "the legal successor of the Netherlands Antillean Football Union, which ended with the dissolution of the "
-    "Netherlands Antilles in 2010.",
-    "Himno di Kòrsou": "The Anthem of Curaçao (Papiamentu: Himno di Kòrsou) is the national anthem of Curaçao.",
+    HOFFMANN: "Carl Adolf Maximilian Hoffmann (25 January 1869 – 8 July 1927) was a German military strategist. As a "
+    "staff officer at the beginning of World War I, he was Chief of Staff of the 8th Army. Hoffmann, along with "
+    "Hindenburg and Ludendorff, masterminded the devastating defeat of the Russian armies at Tannenberg and the "
+    "Masurian Lakes. He then held the position of Chief of Staff of the Eastern Front.",
+    BATTLE: "The Battle of Tannenberg was fought between Russia and Germany from 26–30 August 1914, during the "
+    "first month of World War I. The battle resulted in the almost complete destruction of the Russian Second Army.",
+    "Operation Michael": "Operation Michael was a major German military offensive during the First World War that "
+    "began the Spring Offensive on 21 March 1918.",
+    "Polish–Soviet War in 1919": "In 1918, the German Army in the east was the most powerful force in the region. "
+    "The commander of the German forces in the east, Max Hoffmann, was a chief negotiator in the Treaty of "
+    "Brest-Litovsk.",
 }
 QUESTION = (
-    "The Curaçao Centre for Correction and Detention changed its name to Sentro di Detenshon i Korekshon Kòrsou "
-    "at this event which saw the dissolution of a Caribbean country on what date?"
+    "Max Hoffmann along with Hindenburg and Ludendorff, masterminded the devastating defeat of the Russian armies "
+    "in a battle fought when ?"
 )
 FOLLOW_UPS = [
-    " Yes.\nFollow up: What was the name of the Curaçao Centre for Correction and Detention before it changed?\n",
-    "Follow up: What was the name of the Curaçao Centre for Correction and Detention after it changed?\n",
-    "So the final answer is: Bon Futuro prison\n",
+    " Yes.\nFollow up: What position did Max Hoffmann hold at the beginning of World War I?\n",
+    "Follow up: What position did Max Hoffmann hold after the defeat of the Russian armies?\n",
+    "So the final answer is: Chief of Staff of the Eastern Front\n",
 ]
 READ = (
-    "The prison changed its name when the Netherlands Antilles was dissolved, on 10 October 2010 [2][1].\n"
-    "So the answer is: 10 October 2010"
+    "Hoffmann, Hindenburg and Ludendorff defeated the Russian armies at Tannenberg, fought from 26–30 August 1914 "
+    "[2][1].\nSo the answer is: 26–30 August 1914"
 )
 
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
-    path = tmp_path_factory.mktemp("curacao") / "docs.jsonl"
+    path = tmp_path_factory.mktemp("tannenberg") / "docs.jsonl"
     rows = [{"id": t, "title": t, "text": x, "acl": "all"} for t, x in PASSAGES.items()]
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("curacao-idx"))
+    return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp("tannenberg-idx"))
 
 
 def _script(read_reply: str, reads: list[str]):
@@ -71,9 +73,9 @@ def _script(read_reply: str, reads: list[str]):
                 reads.append(content)
                 return read_reply
             asked = content.rsplit("Question:", 1)[-1]
-            if "before" in asked:
-                return "It was known as the Koraal Specht-prison, after the neighbourhood it was located in."
-            return "Bon Futuro prison"
+            if "beginning" in asked:
+                return "He was Chief of Staff of the 8th Army."
+            return "Chief of Staff of the Eastern Front"
         mine = payload.rsplit("Are follow up questions needed here:", 1)[-1]
         return FOLLOW_UPS[mine.count("Intermediate answer:")]
 
@@ -94,29 +96,29 @@ def test_the_reading_pass_answers_from_the_questions_own_passages_and_keeps_the_
     routes = [e.data["route"] for e in r.trace.of("search")]
     assert routes == ["follow_up", "follow_up", "original"]  # the question's own search comes last
     assert len(reads) == 1
-    # the question's passages first (the dissolution's date), then the follow-ups' not yet shown
+    # the question's passages first (the battle's date), then the follow-ups' not yet shown
     shown = next(e.data["shown"] for e in r.trace.of("note") if e.data.get("type") == "final_read")
     own = [p["id"] for p in r.trace.of("search")[-1].data["passages"]]
-    assert shown[: len(own)] == own and f"{DISSOLUTION}#0" in own
+    assert shown[: len(own)] == own and f"{BATTLE}#0" in own
     assert len(shown) == len(set(shown)) == 3  # the follow-ups' passages not found again, after them
-    assert reads[0].index("dissolved on 10 October 2010") < reads[0].index("Question:")
+    assert reads[0].index("from 26–30 August 1914") < reads[0].index("Question:")
     draft = r.trace.of("draft")[0].data
-    assert draft["short_answer"] == "Bon Futuro prison" and draft["stage"] == "scaffold"
-    assert r.short_answer == "10 October 2010"
-    assert r.answer.startswith("The prison changed its name") and "So the answer is" not in r.answer
-    assert [c.doc_id for c in r.citations][:2] == [DISSOLUTION, PRISON]  # in the order the answer uses them
+    assert draft["short_answer"] == "Chief of Staff of the Eastern Front" and draft["stage"] == "scaffold"
+    assert r.short_answer == "26–30 August 1914"
+    assert r.answer.startswith("Hoffmann, Hindenburg and Ludendorff defeated") and "So the answer is" not in r.answer
+    assert [c.doc_id for c in r.citations][:2] == [BATTLE, HOFFMANN]  # in the order the answer uses them
 
 
 def test_a_reading_that_finds_no_answer_leaves_the_scaffolds_answer(retriever: Retriever) -> None:
     r, _ = _run(retriever, True, "The documents do not say.\nSo the answer is: The documents do not say")
-    assert r.short_answer == "Bon Futuro prison"
+    assert r.short_answer == "Chief of Staff of the Eastern Front"
     assert "read_abstained" in [e.data.get("type") for e in r.trace.of("note")]
 
 
 def test_off_is_the_papers_method_one_search_per_follow_up_and_no_draft(retriever: Retriever) -> None:
     r, reads = _run(retriever, False)
     assert reads == [] and r.trace.of("draft") == [] and r.searches == 2
-    assert r.short_answer == "Bon Futuro prison"
+    assert r.short_answer == "Chief of Staff of the Eastern Front"
 
 
 def test_a_recorded_reading_grounds_the_same_citations_offline(retriever: Retriever) -> None:
@@ -188,4 +190,4 @@ def test_the_cli_shows_the_scaffolds_answer_before_the_reading(retriever: Retrie
     llm = ScriptedLLM(_script(READ, []))
     get_strategy("self-ask", llm, retriever, k=2).run(QUESTION, filters=SCOPE, listeners=[StepPrinter(out)])
     text = out.export_text()
-    assert "scaffold's answer Bon Futuro prison" in text and "paragraphs" not in text
+    assert "scaffold's answer Chief of Staff of the Eastern Front" in text and "paragraphs" not in text

@@ -3,7 +3,8 @@ post-check that fits a strategy's short answer to it.
 
 Every (question, short answer) pair below is copied from a committed record
 (docs/results/*/results.jsonl.gz, strategy named) or from the tuning run on
-hotpotqa/train.jsonl; the gold answer is in the comment.
+hotpotqa/train.jsonl, or is written on a tuning question after a failure recorded on the
+reporting split (said so in the comment); the gold answer is in the comment.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sleuth.strategies.short_fit import fit_option, fit_short, fit_yes_no
 @pytest.mark.parametrize(
     ("question", "kind", "detail"),
     [
-        ("Are Lycoris and Ammi both native to southern Asia?", YESNO, ""),
+        ("Are both Stephen R. Donaldson and Michael Moorcock science fiction writers?", YESNO, ""),
         ("Who is the composer of Bastien und Bastienne?", PERSON, ""),
         ("when did italy enter the First World War", DATE, ""),
         ("What year did Rank Organisation dissolve?", DATE, "year"),
@@ -44,7 +45,7 @@ from sleuth.strategies.short_fit import fit_option, fit_short, fit_yes_no
         ("What is Rutgers University an instance of?", ENTITY, ""),
         # the first interrogative decides, not the relative clause's
         ("Who was president when the area where Intrepid Wind Farm is located became a state?", PERSON, ""),
-        ("What river flows through the city Kevin Durant played for before Golden State?", ENTITY, ""),
+        ("What body of water is near the location where the Siege of Cassel took place?", ENTITY, ""),
         # Chinese
         ("因为台风没能按时提交差旅报销，还能报吗？", YESNO, ""),
         ("是否可以报销？", YESNO, ""),
@@ -66,15 +67,19 @@ def test_answer_type(question: str, kind: str, detail: str) -> None:
 @pytest.mark.parametrize(
     ("question", "options"),
     [
-        ("Which magazine eventually had more monthly publications, Vogue or Y'all?", ("Vogue", "Y'all")),
-        ("Between Harvey Pekar and Denise Levertov who was born earlier?", ("Harvey Pekar", "Denise Levertov")),
+        ("Which magazine was published first, Woman's Day or The Lady?", ("Woman's Day", "The Lady")),
+        (
+            "In between  Polytechnic University of the Philippines and California Polytechnic State University which "
+            "was founded as a vocational high school?",
+            ("Polytechnic University of the Philippines", "California Polytechnic State University"),
+        ),
         (
             "Between two scientists Ernst Messerschmid and Philippe Perrin, who is older?",
             ("Ernst Messerschmid", "Philippe Perrin"),
         ),
         (
-            "Which director, Chris O'Dea or Lucky McKee,  is a Master of Fine Arts graduate of the UCLA School?",
-            ("Chris O'Dea", "Lucky McKee"),
+            "Which director, John Schlesinger or Barbara Albert, was also a writer and film producer?",
+            ("John Schlesinger", "Barbara Albert"),
         ),
         ("Who is older Carrie Akre or Shifty Shellshock?", ("Carrie Akre", "Shifty Shellshock")),
         ("Who was born first of Leslie S. Hiscott and James Rolfe", ("Leslie S. Hiscott", "James Rolfe")),
@@ -125,11 +130,12 @@ def test_the_expected_type_in_words_for_the_prompts() -> None:
             "Guyana became a member of CARICOM on 1 August 1973",
             "1 August 1973",
         ),
-        # rat, musique (gold "Tom Hanks"): the restatement follows the answer
+        # hotpotqa/train (gold "Eric Whitacre"), written after rat's reply on musique: the restatement follows
+        # the answer
         (
-            "who is captain miller in saving private ryan",
-            "Tom Hanks is Captain Miller in Saving Private Ryan",
-            "Tom Hanks",
+            "Water Night was composed by what Grammy-winning American composer?",
+            "Eric Whitacre is the composer of Water Night",
+            "Eric Whitacre",
         ),
         # self-ask, musique (gold "land-grant university")
         (
@@ -155,8 +161,8 @@ def test_the_expected_type_in_words_for_the_prompts() -> None:
             "Tulsa, Oklahoma. Tulsa is the city where the Philbrook Museum is located.",
             "Tulsa, Oklahoma",
         ),
-        # a name is never cut in two: rag, musique
-        ("what part of New York is rochester in", "Rochester is in New York City", "New York City"),
+        # a name is never cut in two (musique tuning sub-question, written after rag's reply)
+        ("Where was Harris W. Fawell born in?", "Harris W. Fawell was born in West Chicago", "West Chicago"),
     ],
 )
 def test_a_sentence_is_cut_to_its_answer(question: str, written: str, fitted: str) -> None:
@@ -172,10 +178,11 @@ def test_a_sentence_is_cut_to_its_answer(question: str, written: str, fitted: st
             "Newark College of Arts and Sciences at Rutgers University in Newark, New Jersey",
         ),
         ("Who is the mother of Kim Jong-il?", "Kim Jong-suk"),
-        # a list of countries is not one place's hierarchy (self-ask, musique)
+        # a list of countries is not one place's hierarchy (written after self-ask's reply on musique, on the
+        # tuning half's CARICOM question)
         (
-            "Which country is considered one of the creators of NATO?",
-            "Belgium, Canada, Denmark, France, and the United States",
+            "Which country is one of the founding members of CARICOM?",
+            "Barbados, Guyana, Jamaica, and Trinidad and Tobago",
         ),
         ("What city was Pearl Jam formed in?", "Seattle"),
     ],
@@ -185,20 +192,23 @@ def test_a_span_is_left_alone(question: str, written: str) -> None:
 
 
 def test_comparisons_map_onto_the_option_named() -> None:
-    q = "Between Harvey Pekar and Denise Levertov who was born earlier?"
-    # rat and rag, hotpotqa: "A was born earlier than B" names A
-    assert fit_short(q, "Harvey Pekar was born earlier than Denise Levertov") == "Harvey Pekar"
-    assert fit_short(q, "Harvey Pekar was born earlier") == "Harvey Pekar"
-    # rat, hotpotqa: the option denied in its clause loses
-    q2 = "Which writer also enjoyed boxing, Amy Tan or Norman Lindsay?"
-    assert fit_short(q2, "Amy Tan did not enjoy boxing, while Norman Lindsay did") == "Norman Lindsay"
-    # rat, hotpotqa: both alike, or neither: unchanged (never an answer the reply did not give)
-    q3 = "Which director, Chris O'Dea or Lucky McKee,  is a Master of Fine Arts graduate of the UCLA School?"
-    both = "Chris O'Dea and Lucky McKee are both Master of Fine Arts graduates of the UCLA School"
+    # hotpotqa/train (gold "Alexander Nickolaevich Bashlachev"); the replies are written after rat's and
+    # rag's on the reporting split: "A was born earlier than B" names A
+    q = "Who was born first, Yanka Dyagileva or Alexander Bashlachev?"
+    assert fit_short(q, "Alexander Bashlachev was born earlier than Yanka Dyagileva") == "Alexander Bashlachev"
+    assert fit_short(q, "Alexander Bashlachev was born earlier") == "Alexander Bashlachev"
+    # hotpotqa/train, written after rat's reply: the option denied in its clause loses
+    q2 = "Which breed of dog has origins outside of the United States, Old German Shepherd Dog or Black Mouth Cur?"
+    denied = "Old German Shepherd Dog has no origins outside the United States, while Black Mouth Cur does"
+    assert fit_short(q2, denied) == "Black Mouth Cur"
+    # hotpotqa/train, written after rat's replies: both alike, or neither: unchanged (never an answer
+    # the reply did not give)
+    q3 = "Which director, John Schlesinger or Barbara Albert, was also a writer and film producer?"
+    both = "John Schlesinger and Barbara Albert were both writers and film producers"
     assert fit_short(q3, both) == both
     assert (
-        fit_short("Which musician or band is from further north, Matthew Good or Modern Baseball?", "Canada")
-        == "Canada"
+        fit_short("Which restaurant chain's headquarters is further north, Pizza Inn or Papa Gino's?", "Massachusetts")
+        == "Massachusetts"
     )
     # tuning run (hotpotqa/train), rag: "Ernst Messerschmid is older" (gold "Ernst Willi Messerschmid")
     q4 = "Between two scientists Ernst Messerschmid and Philippe Perrin, who is older?"
@@ -211,12 +221,12 @@ def test_comparisons_map_onto_the_option_named() -> None:
 
 
 def test_yes_no_answers() -> None:
-    # self-ask, hotpotqa (gold "yes")
-    q = "Are Lycoris and Ammi both native to southern Asia?"
-    assert fit_short(q, "Yes, Lycoris and Ammi are both native to southern Asia") == "yes"
-    # cot, hotpotqa: the reply denies one of the two
-    assert fit_short(q, "Lycoris is native to southern Asia, Ammi is not") == "no"
-    assert fit_yes_no("Muzzle and Screaming Trees are alternative rock bands") is None
+    # hotpotqa/train (gold "yes"), written after self-ask's reply on the reporting split
+    q = "Are both Stephen R. Donaldson and Michael Moorcock science fiction writers?"
+    assert fit_short(q, "Yes, Stephen R. Donaldson and Michael Moorcock are both science fiction writers") == "yes"
+    # written after cot's reply: the reply denies one of the two
+    assert fit_short(q, "Stephen R. Donaldson is a science fiction writer, Michael Moorcock is not") == "no"
+    assert fit_yes_no("Deerhunter and Nine Lashes are American Christian rock bands") is None
     # rag, policy_zh (gold "一线城市住宿标准每晚不超过600元，超出的50元由个人承担…")
     zh = "不可以。根据文档中的信息，出差去上海住一晚650元，超出住宿标准，需要个人承担超标部分，经分管副总裁批准的除外。所以，不能全额报销"
     assert fit_short("出差去上海住一晚650元，能全额报销吗？", zh) == "不可以"
@@ -278,16 +288,15 @@ def test_the_extraction_prompt_states_the_expected_type() -> None:
 
 
 def test_one_name_for_a_question_that_asks_for_one() -> None:
-    # rag and rat, musique (gold "Karl Renner"): a hedged list, its first item
-    assert fit_short("Who was in charge of Austria?", "Karl Renner and Adolf Schärf") == "Karl Renner"
-    # step-back, musique (gold "Houston Astros")
-    assert (
-        fit_short("Which sports team was Barry Wesson a member of?", "Houston Astros, Anaheim Angels")
-        == "Houston Astros"
-    )
+    # musique tuning 2hop__272543_126102's last hop (gold "Hassan Sheikh Mohamud"), written after rag's and
+    # rat's replies on the reporting half: a hedged list, its first item
+    hedged = "Hassan Sheikh Mohamud and Mohamed Abdullahi Mohamed"
+    assert fit_short("Who was in charge of Somalia?", hedged) == "Hassan Sheikh Mohamud"
+    # written after step-back's reply on musique, on the tuning half's Peter Bonetti
+    assert fit_short("Which sports team did Peter Bonetti play for?", "Chelsea, St. Louis Stars") == "Chelsea"
     # a question in the plural keeps its list
     q = "Who were the founders of Sleuth's first sponsor?"
-    assert fit_short(q, "Karl Renner and Adolf Schärf") == "Karl Renner and Adolf Schärf"
+    assert fit_short(q, hedged) == hedged
     # self-ask, musique (gold "Seattle"): the city of "City, State"
     assert fit_short("What city was Pearl Jam formed in?", "Seattle, Washington") == "Seattle"
 

@@ -24,42 +24,42 @@ from sleuth.strategies.prompts import load
 from sleuth.strategies.step_back_form import document_form, parse_step_back_answer, rule_like
 from sleuth.strategies.time_span import drop_time_span, has_time_span
 
-# HotpotQA 5a8d5ec2554299585d9e37c4, "Are Lycoris and Ammi both native to southern Asia?": both routes' passages
+# written on HotpotQA-train 5ab6bdd255429953192ad36e ("In what country are both Ugni and Stenomesson native
+# plants?"), as a yes/no question of the kind the recorded runs answered in the old rule-and-clause format: both
+# genera's passages (shortened) and two written distractors
 LYCORIS_DOCS = [
     (
-        "Ammi (plant)",
-        "Ammi is a genus of 3 to 6 species of plants in the Apiaceae family. They are native to southern Europe, "
-        'northern Africa and Southwest Asia. "Ammi spp." (Bishops weed) is prohibited by the Australian New Zealand '
-        "Food Standards code under standard 1.4.4 due to active constituents:",
+        "Stenomesson",
+        "Stenomesson is a genus of bulbous plants in the family Amaryllidaceae. All the species are native to "
+        "western South America (Colombia, Ecuador, Peru and northern Chile).",
     ),
     (
-        "Lycoris (plant)",
-        "Lycoris is a genus of 13–20 species of flowering plants in the family Amaryllidaceae, subfamily "
-        "Amaryllidoideae. They are native to eastern and southern Asia in China, Japan, southern Korea, northern "
-        "Vietnam, northern Laos, northern Thailand, northern Burma, Nepal, northern Pakistan, Afghanistan, and "
-        "eastern Iran.",
+        "Ugni",
+        "Ugni is a genus of plants in the myrtle family Myrtaceae, described as a genus in 1848. It is native to "
+        "western Latin America from the Valdivian temperate rain forests of southern Chile (including the Juan "
+        "Fernández Islands) and adjacent regions of southern Argentina, north to southern Mexico.",
     ),
     (
-        "Dregea",
-        "Dregea is a genus of vines in the Apocynaceae, first described as a genus with this name in 1838. "
-        "It is native to Africa and southern Asia.",
+        "Myrtaceae",
+        "Myrtaceae, the myrtle family, is a family of woody plants with centres of diversity in Australia, "
+        "South America and southern Asia.",
     ),
     (
-        "Heteropogon contortus",
-        "Heteropogon contortus is a tropical, perennial tussock grass with a native distribution encompassing "
-        "Southern Africa, southern Asia, Northern Australia, Oceania, and southwestern North America.",
+        "Amaryllidaceae",
+        "Amaryllidaceae is a family of herbaceous, mainly perennial and bulbous flowering plants, many of them "
+        "native to South America and southern Africa.",
     ),
 ]
-LYCORIS_Q = "Are Lycoris and Ammi both native to southern Asia?"
-# the real replies: the step-back question, and an answer with its labels inline on one line
+LYCORIS_Q = "Are Ugni and Stenomesson both native to South America?"
+# the replies, in the recorded shape: the step-back question, and an answer with its labels inline on one line
 LYCORIS_STEP_BACK = (
-    "What are the general rules, scope, and exceptions for the distribution of native plants in southern Asia?"
+    "What are the general rules, scope, and exceptions for the distribution of native plants in South America?"
 )
 LYCORIS_ANSWER = (
-    "General rule: Lycoris is native to eastern and southern Asia in China, Japan, southern Korea, northern Vietnam, "
-    "northern Laos, northern Thailand, northern Burma, Nepal, northern Pakistan, Afghanistan, and eastern Iran. Ammi "
-    "is native to southern Europe, northern Africa and Southwest Asia. No specific clause for this case in the "
-    "documents. Conclusion: Yes, Lycoris and Ammi are both native to southern Asia. Short answer: Yes"
+    "General rule: Ugni is native to western Latin America from the Valdivian temperate rain forests of southern "
+    "Chile and adjacent regions of southern Argentina, north to southern Mexico. Stenomesson is native to western "
+    "South America (Colombia, Ecuador, Peru and northern Chile). No specific clause for this case in the "
+    "documents. Conclusion: Yes, Ugni and Stenomesson are both native to South America. Short answer: Yes"
 )
 
 
@@ -89,7 +89,8 @@ def test_policy_passages_are_rules_and_wikipedia_passages_are_not(data_dir: Path
     ]
     assert all(rule_like(p) for p in policy)  # clause numbers in text or section (第十五条, 第三章 审计程序)
     wiki = [Passage(id=t, text=x, doc_id=t, title=t) for t, x in LYCORIS_DOCS]
-    assert not any(rule_like(p) for p in wiki)  # "standard 1.4.4" is no clause
+    assert not any(rule_like(p) for p in wiki)
+    assert not rule_like(Passage(id="s", text="Its use in food is prohibited under standard 1.4.4."))  # no clause
     assert document_form(policy) == ("rules", len(policy))
     assert document_form(wiki) == ("general", 0)
     assert document_form([]) == ("general", 0)
@@ -105,27 +106,28 @@ def test_policy_passages_are_rules_and_wikipedia_passages_are_not(data_dir: Path
 def test_parse_inline_labels_of_a_real_reply() -> None:
     a = parse_step_back_answer(LYCORIS_ANSWER)
     assert a.short == "Yes" and not a.abstained
-    assert a.fields["answer"] == "Yes, Lycoris and Ammi are both native to southern Asia."
-    assert a.answer.endswith("both native to southern Asia.") and "Short answer" not in a.answer
+    assert a.fields["answer"] == "Yes, Ugni and Stenomesson are both native to South America."
+    assert a.answer.endswith("both native to South America.") and "Short answer" not in a.answer
 
 
 @pytest.mark.parametrize(
     ("reply", "short", "abstained"),
     [
-        # HotpotQA 5ac17c865542994ab5c67d6a (the Sean Tully page was in the context, the model declined)
+        # the shape of a recorded refusal (the page was in the context, the model declined), on HotpotQA-train
+        # 5ac13e195542994ab5c67cc5 (the Red Bird question)
         (
-            "General rule: In the documents provided, there is no specific clause about the actor who plays Sean "
-            "Tully defeating in a dancing contest.\nSpecific clause: No specific clause for this case in the "
+            "General rule: In the documents provided, there is no specific clause about the actor from Red Bird "
+            "known for a character in Seinfeld.\nSpecific clause: No specific clause for this case in the "
             "documents.\nConclusion: Cannot be answered from the available documents.\nShort answer: Cannot be "
             "answered from the available documents.",
             "Cannot be answered from the available documents",
             True,
         ),
-        # HotpotQA 5ab4b7d15542996a3a969fbc: "No specific information." as the short answer
+        # the shape of a recorded reply: "No specific information." as the short answer
         (
-            "General rule: The documents do not provide specific information about a founding father.\nSpecific "
+            "General rule: The documents do not provide specific information about a Basham brother.\nSpecific "
             "clause: No specific clause for this case in the documents.\nConclusion: The documents do not provide "
-            "information about a founding father who met the criteria specified in the question.\nShort answer: "
+            "information about a Basham brother who met the criteria specified in the question.\nShort answer: "
             "No specific information.",
             "No specific information",
             True,
@@ -157,26 +159,26 @@ def test_parse_inline_labels_of_a_real_reply() -> None:
             True,
         ),
         ("Answer: The documents do not answer the question.\nShort answer: None", None, True),
-        # HotpotQA test 5a721bbc55429971e9dc9279: an adverb inside the refusal ("do not directly answer"),
-        # a reply with no answer field whose first sentence was taken for the short answer
+        # the shape of a recorded reply: an adverb inside the refusal ("do not directly answer"), a reply with
+        # no answer field whose first sentence was taken for the short answer (on HotpotQA-train's Devilment)
         (
-            "Background: The documents provide information about several musicians and their albums, including "
-            "Armen Chakmakian, Nate Pyfer and others. They mention that Armen Chakmakian was a keyboardist for the "
-            "GRAMMY award-winning band Shadowfax. The documents do not directly answer the question about which "
-            "Grammy Nominated album was created by a band whose members include John Bowman.",
+            "Background: The documents provide information about several metal bands and their members, including "
+            "Devilment, Dani Filth and others. They mention that Dani Filth is the vocalist of the extreme metal "
+            "band Cradle of Filth. The documents do not directly answer the question about which band's founding "
+            "member became Devilment's stable vocalist.",
             None,
             True,
         ),
         ("Answer: The capital is not explicitly stated in the documents.", None, True),
-        # the same adverb before an answer of its own is no abstention (HotpotQA 5ab2da99554299194fa93544)
+        # the same adverb before an answer of its own is no abstention (recorded shape, HotpotQA-train question)
         (
-            "Evidence: The documents do not explicitly state who aided the Colorado forces. However, Flores was "
-            "aided by Argentina [1].\nShort answer: Argentina",
-            "Argentina",
+            "Evidence: The documents do not explicitly state who replaced the manager of Aston Villa. However, "
+            "Martin O'Neill took over from him [1].\nShort answer: Martin O'Neill",
+            "Martin O'Neill",
             False,
         ),
         # "No" answers a yes/no question; it is not "None"
-        ("Answer: No, Lycoris and Ammi are not both native to southern Asia.\nShort answer: No", "No", False),
+        ("Answer: No, Ugni and Stenomesson are not both native to South America.\nShort answer: No", "No", False),
         ("", None, False),
     ],
 )

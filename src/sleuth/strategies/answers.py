@@ -80,8 +80,8 @@ def extract_short(strategy: Strategy, st: RunState, question: str, text: str) ->
 
 def restates(question: str, span: str) -> bool:
     """Whether ``span`` only repeats words of ``question`` (English), which asks for something else:
-    not a choice between options it names ("A or B") and not yes/no.  "Pak Sao" for "Pak Sao is a
-    technique in the martial art specializing in what type of combat?" answers nothing."""
+    not a choice between options it names ("A or B") and not yes/no.  "Dahlia and Aruncus" for
+    "Dahlia and Aruncus are both examples of what type of plant catagorization?" answers nothing."""
     words = content_tokens(span)
     if not words or HAN.search(question) or HAN.search(span) or _ALTERNATIVES.search(question):
         return False

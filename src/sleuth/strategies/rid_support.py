@@ -107,7 +107,7 @@ def cited_sentences(text: str) -> list[tuple[str, list[int]]]:
     """Sentences with the document numbers they cite.
 
     The model writes the numbers after a sentence ("... 1939 [2].") or, as often, before it
-    ("[1] Elena Shaddow was ... [2] [3]"); in the second style a number belongs to the text
+    ("[1] Dominic Cooper played ... [2] [3]"); in the second style a number belongs to the text
     that follows it, and a number followed by nothing cites nothing.
     """
     if not _LEAD_CITE.match((text or "").lstrip()):

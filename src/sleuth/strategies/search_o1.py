@@ -358,8 +358,8 @@ class SearchO1(Strategy):
         """Option ``settle_comparison``: a comparison's answer ("Are A and B both …?", "…, A or
         B?") is chosen once more, in one short call, from the search results the reasoning
         inserted (:func:`~sleuth.strategies.settle.choose_option`).  A small model's reasoning misstates one side of a
-        comparison its Reason-in-Documents results have right ("Since Fabián Bielinsky is not a
-        director" after "Fabián Bielinsky is an Argentine film director"); the choice reads
+        comparison its Reason-in-Documents results have right ("Since Daniel Mann is not a director"
+        after "Daniel Mann was an American film and television director"); the choice reads
         those results alone.  The reasoning's answer stands (and is the ``draft`` when it does
         not) for a question that is no comparison, when no result was helpful, or when the
         reply names no option."""

@@ -64,8 +64,8 @@ def _asks(question: str) -> str:
 
 def asks_nothing_new(new: str, old: str, threshold: float = 0.9) -> bool:
     """Whether follow-up ``new`` repeats ``old``: the same kind of fact, and no word ``old`` lacks
-    (or nearly the same words).  A follow-up that adds words ("When was Ben McNiece born?" after
-    "Who was Ben McNiece?") or asks another kind of fact ("Where is X from?" after "Who is X?")
+    (or nearly the same words).  A follow-up that adds words ("When was Yanka Dyagileva born?" after
+    "Who was Yanka Dyagileva?") or asks another kind of fact ("Where is X from?" after "Who is X?")
     asks something new: it is the next hop, not a repeat."""
     if _asks(new) != _asks(old):
         return False
@@ -112,7 +112,7 @@ def _or_options(question: str) -> tuple[str, str] | None:
     parts = _OR.split(question)
     if len(parts) < 2:
         return None
-    # "Which musician or band is from further north, Matthew Good or Modern Baseball?": the last "or"
+    # "Which restaurant chain or pizza franchise is based further north, Pizza Inn or Papa Gino's?": the last "or"
     left, right = " or ".join(parts[:-1]), parts[-1]
     ql, qr = _QUOTED.findall(left), _QUOTED.findall(right)
     if ql and qr and left.rstrip(" ,").endswith(('"', "”")):
@@ -213,11 +213,10 @@ def off_attribute(follow_up: str, cmp: Comparison, asked_before: int) -> bool:
 
     It restates the comparison (names two options or more), or it is the first follow-up of
     a choice question ("Which band was formed first, Wavves or Social Code?": the model's own
-    first follow-up asked the compared attribute in 2 of the 14 recorded choice runs, and
-    "Who is the founder of Wavves?", "Who was the lead singer of Spirit of the West?" or
-    "Who is Rob Thomas?" otherwise), or the first follow-up of a yes/no question names no
-    option.  A question whose answer is what the options share ("Henry Roth and Lewis
-    Mumford are both this nationality?") is left to the model.
+    first follow-up asked the compared attribute in 2 of the 14 recorded choice runs, and one
+    option's founder, lead singer or who it is, like "Who is the founder of Wavves?", otherwise),
+    or the first follow-up of a yes/no question names no option.  A question whose answer is
+    what the options share ("Cranium and Twin Tin Bots are both what?") is left to the model.
     """
     if not (cmp.choice or cmp.yes_no):
         return False

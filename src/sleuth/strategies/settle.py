@@ -2,8 +2,8 @@
 
 A comparison question offers its answers ("A or B?", "Are A and B both …?"): the answer is one
 of them.  A small model that has the facts right on both sides still misstates the conclusion
-("Spirit of the West was active from 1983 to 2016, while Big Pig existed from 1985 to 1991" and
-then "Big Pig"); asked once more, in one short call that shows only the facts and the options
+("Social Code was formed in 1999 in St. Albert, while Wavves was formed in 2008 in San Diego" and
+then "Wavves"); asked once more, in one short call that shows only the facts and the options
 (``self_ask_choose.txt``), it chooses from what it found.  Self-Ask uses it for a final answer
 that names no option; Search-o1 and Step-back, with their option ``settle_comparison``, for
 every comparison they answer.

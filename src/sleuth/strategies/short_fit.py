@@ -9,8 +9,8 @@ says; it never adds a word the reply did not contain.
   ("A was born earlier than B" -> "A"); unchanged when it names neither or both alike;
 - yes/no: "Yes, both are …" -> "yes"; a span that only denies ("A is …, B is not") -> "no";
 - every other type: a sentence that restates the question is cut to the part that is
-  new ("Italy entered the First World War on 3 May 1915" -> "3 May 1915"; "Tom Hanks is
-  Captain Miller in Saving Private Ryan" -> "Tom Hanks"), a second sentence and a
+  new ("Italy entered the First World War on 3 May 1915" -> "3 May 1915"; "Eric Whitacre is
+  the composer of Water Night" -> "Eric Whitacre"), a second sentence and a
   trailing parenthesis are dropped ("6.8 inches (17.3 cm)" -> "6.8 inches");
 - how many: the number, when the span holds exactly one; what year: the year, likewise;
   which country: the last part of "City, Region, Country".
@@ -124,7 +124,7 @@ def fit_option(short: str, options: tuple[str, ...]) -> str | None:
     has_a, has_b = _names(short, a, b), _names(short, b, a)
     if has_a != has_b:
         pick = a if has_a else b
-        # a name, not a sentence ("Edward Lucky McKee" for the option "Lucky McKee"), stays as written;
+        # a name, not a sentence ("Ernst Willi Messerschmid" for the option "Ernst Messerschmid"), stays as written;
         # a span with words that are no part of a name ("Marsilea the genus of") is not a name
         sentence = _NEG_EN.search(short) or any(w.lower() in _LINK for w in short.split())
         return pick if sentence or _not_a_name(short, pick) else short

@@ -198,8 +198,8 @@ class StepBack(Strategy):
         B?") is chosen once more, in one short call, from the facts the reply itself stated (its
         background and evidence, or general rule and specific clause) with the options
         (:func:`~sleuth.strategies.settle.choose_option`).  The small model states both sides
-        right and then concludes wrong ("White Zombie has released six studio albums, while Blonde
-        Redhead has released nine" and then "White Zombie").  ``False`` (the reply's answer
+        right and then concludes wrong ("Social Code was formed in 1999, while Wavves was formed in
+        2008" and then "Wavves" for which was formed first).  ``False`` (the reply's answer
         stands) for a question that is no comparison, a reply that states no fact, or a choice
         that names no option; when the choice differs from the reply's short answer, the reply
         is the ``draft`` and its citations are the ones the facts cite."""

@@ -1,0 +1,51 @@
+"""Data discipline: the reporting splits' questions never appear in the code or the tests, and the
+MuSiQue halves are fixed, disjoint and hold the peers comparison's questions."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sleuth.eval.datasets import load_dataset
+from sleuth.eval.splits import MUSIQUE, musique_reporting_ids, musique_split, reporting_questions
+
+ROOT = Path(__file__).resolve().parents[1]
+SUFFIXES = {".py", ".txt", ".json", ".jsonl", ".md", ".toml", ".html", ".js", ".css"}
+
+
+# a string literal continued on the next line ("… a band whose "\n    "members include …"), so that a copy
+# split over implicitly concatenated literals is read whole
+_CONTINUED = re.compile(r"([\"'])[ \t]*\n\s*[rbfRBF]?\1")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().casefold()
+
+
+def _sources() -> dict[str, str]:
+    files = [p for d in ("src", "tests") for p in (ROOT / d).rglob("*") if p.is_file() and p.suffix in SUFFIXES]
+    return {
+        str(p.relative_to(ROOT)): _norm(_CONTINUED.sub("", p.read_text(encoding="utf-8", errors="ignore")))
+        for p in files
+    }
+
+
+def test_no_reporting_question_in_code_or_tests(data_dir: Path) -> None:
+    questions = reporting_questions(data_dir)
+    assert len(questions) >= 500, "the reporting splits were not found"
+    texts = _sources()
+    found = []
+    for q in questions:
+        # the whole question, or its first 60 characters (a copy that was cut or edited at its end)
+        probes = {_norm(q), _norm(q)[:60]}
+        found += [f"{path}: {q}" for path, text in texts.items() if any(p in text for p in probes)]
+    assert not found, "reporting-split questions in src/ or tests/ (use a tuning split):\n" + "\n".join(found)
+
+
+def test_musique_halves(data_dir: Path) -> None:
+    ds = load_dataset(data_dir / MUSIQUE, "musique")
+    tune, report = musique_split(ds, "tuning"), musique_split(ds, "reporting")
+    assert len(report.items) == 50 and len(tune.items) == len(ds.items) - 50
+    assert not {it.id for it in tune.items} & {it.id for it in report.items}
+    # the peers comparison draws its 30 with the same seed: they are reporting questions
+    assert {it.id for it in ds.sample(30, 0).items} <= musique_reporting_ids(ds)
