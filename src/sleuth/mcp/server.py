@@ -36,7 +36,7 @@ INSTRUCTIONS = (
     "`trace://<trace_id>` for every step of a finished ask."
 )
 
-Filters = Annotated[dict[str, Any] | list[str] | None, Field(description=FILTERS_DOC)]
+Filters = Annotated[dict[str, Any] | list[Any] | None, Field(description=FILTERS_DOC)]  # checked by parse_filters
 Source = Annotated[str | None, Field(description=SOURCE_DOC)]
 
 

@@ -33,7 +33,7 @@ from .errors import (
 )
 from .principals import ANONYMOUS, principals_for
 from .runtime import Runtime, StrategyFactory, owner_of
-from .schemas import AskResult, Health, SourceList, StrategyList
+from .schemas import FIELD_LIMITS, AskResult, Health, SourceList, StrategyList
 from .service import scoped
 from .settings import ServerSettings
 
@@ -211,6 +211,9 @@ def _errors(app: FastAPI) -> None:
         msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
         if first.get("type") == "extra_forbidden":
             msg += ' (a strategy\'s own options go in "options")'
+        limit = FIELD_LIMITS.get(where)
+        if limit:
+            msg += f" ({where} takes {limit})"
         more = f" (and {len(errs) - 1} more problems)" if len(errs) > 1 else ""
         err = ApiError(422, f"{where}: {msg}{more}", param=where)
         return JSONResponse(err.body(), status_code=422)

@@ -95,6 +95,10 @@ def principal_of(request: Request) -> Principal:
     return request.state.principal
 
 
+#: Authorization schemes other than Bearer that an error message may name
+KNOWN_SCHEMES = frozenset({"basic", "digest", "token", "negotiate", "ntlm", "apikey", "api-key", "hoba", "mutual"})
+
+
 def bearer_token(request: Request) -> str | None:
     """The bearer credential of a request, None without an ``Authorization`` header; raises
     :class:`AuthError` for a header that is there but is not ``Bearer <credential>`` (``Basic ...``,
@@ -105,8 +109,11 @@ def bearer_token(request: Request) -> str | None:
         return None
     scheme, _, credential = raw.strip().partition(" ")
     if scheme.lower() != "bearer":
-        shown = scheme[:20] or "an empty header"
-        raise AuthError(f"the Authorization scheme {shown!r} is not supported; send 'Authorization: Bearer <key>'")
+        # name a known scheme; anything else may be a bare key, which must not be echoed or logged
+        shown = f" {scheme!r}" if scheme.lower() in KNOWN_SCHEMES else ""
+        raise AuthError(
+            f"the Authorization scheme{shown} is not supported; send 'Authorization: Bearer <key or token>'"
+        )
     credential = credential.strip()
     if not credential:
         raise AuthError("the Authorization header holds 'Bearer' and no credential")

@@ -10,13 +10,22 @@ from sleuth.strategies.base import BadQuestion, validate_question
 from sleuth.strategies.options import bounds
 from sleuth.text_input import BadText, check_tree
 
-FiltersIn = dict[str, Any] | list[str]
+FiltersIn = dict[str, Any] | list[Any]  # items checked by service.parse_filters (422 naming filters[i])
 #: the request fields that are strategy options take their bounds from the options' declarations
 K_MIN, K_MAX = bounds("k")
 STEPS_MIN, STEPS_MAX = bounds("max_steps")
 TOKENS_MIN, TOKENS_MAX = bounds("max_tokens")
 #: a sampling seed is a 32-bit unsigned number for every backend Sleuth talks to
 SEED_MAX = 2**32 - 1
+#: what each bounded request field takes, added to a 422 whose own message does not say it
+FIELD_LIMITS = {
+    "k": f"a whole number from {K_MIN:g} to {K_MAX:g}",
+    "max_steps": f"a whole number from {STEPS_MIN:g} to {STEPS_MAX:g}",
+    "max_tokens": f"a whole number from {TOKENS_MIN:g} to {TOKENS_MAX:g}",
+    "max_completion_tokens": f"a whole number from {TOKENS_MIN:g} to {TOKENS_MAX:g}",
+    "seed": f"a whole number from 0 to {SEED_MAX}",
+    "temperature": "a number from 0 to 2",
+}
 
 FILTERS_DOC = (
     'Narrows the caller\'s scope (never widens it; asking for more gets 403): a list of expressions (["acl=all", '

@@ -71,9 +71,13 @@ def _check_canonical(raw: dict[str, Any], param: str) -> None:
                         raise _Malformed(f"{path}[{i}]", "a bound must be text, a number or null")
     acl = raw.get("acl")
     if acl is not None:
-        _values(acl, f"{param}.acl")
-        if not all(isinstance(g, str) for g in (acl if isinstance(acl, list) else [acl])):
-            raise _Malformed(f"{param}.acl", "ACL groups are names (text)")
+        groups = acl if isinstance(acl, list) else [acl]
+        if not groups:
+            raise _Malformed(f"{param}.acl", "needs a group name or a list of them")
+        for i, g in enumerate(groups):
+            if not (isinstance(g, str) and g.strip()):
+                where = f"{param}.acl[{i}]" if isinstance(acl, list) else f"{param}.acl"
+                raise _Malformed(where, f"an ACL group is a name (text), not {str(g)[:40]!r}")
 
 
 def parse_filters(raw: Any, param: str = "filters") -> Filters:
