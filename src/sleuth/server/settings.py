@@ -38,6 +38,7 @@ class ServerSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY
     #: seconds a client has to send a request's headers, and again its body (then 408 and the connection closes)
     read_timeout_s: float = 15.0
+    #: traces kept per principal (its oldest go first), and bytes of traces kept in all
     trace_capacity: int = 256
     trace_max_bytes: int = 64 * 1024 * 1024
     #: a SQLite file for the traces (they then survive a restart); None keeps them in memory
