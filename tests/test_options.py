@@ -155,7 +155,7 @@ def test_unknown_option_names_the_closest_and_every_valid_one() -> None:
         ("self-ask", {"extract_k": 0}, "extract_k must be a whole number from 1 to 50, not 0"),
         ("self-ask", {"restate_threshold": 2}, "restate_threshold must be a number from 0 to 1, not 2"),
         ("self-ask", {"repeat_threshold": "high"}, "repeat_threshold must be a number from 0 to 1"),
-        ("search-o1", {"batch_window_s": -0.1}, "batch_window_s must be a number from 0 to 10"),
+        ("search-o1", {"batch_window_s": -0.1}, "batch_window_s must be a number from 0 to 600"),
         ("search-o1", {"batch_window_s": float("nan")}, "batch_window_s must be a number"),
         ("search-o1", {"max_turns": None, "max_refusals": None}, "max_refusals must be a whole number"),
         ("rat", {"n_passages": [3]}, "n_passages must be a whole number"),

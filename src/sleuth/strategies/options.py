@@ -272,7 +272,7 @@ class SearchO1Options(StrategyOptions):
         maximum=MAX_STEPS,
     )
     batch_window_s: float = option(
-        0.05, "batch mode: the longest a query waits to share a search batch (seconds)", minimum=0.0, maximum=10.0
+        0.05, "batch mode: the longest a query waits to share a search batch (seconds)", minimum=0.0, maximum=600.0
     )
     final_read: bool = option(
         False,
