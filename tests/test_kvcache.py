@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
 import threading
+from pathlib import Path
 
 from sleuth.kvcache import KVCache
 
@@ -116,3 +118,29 @@ def test_the_other_sqlite_files_open_together_too(tmp_path):
             for t in threads:
                 t.join()
     assert errors == []
+
+
+def test_cache_and_audit_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    """0600 from creation under umask 000 (WAL side files and rotated audit files too), and an
+    existing world-readable cache file is tightened when it is opened."""
+    import stat
+
+    from sleuth.kvcache import KVCache
+    from sleuth.server.audit import AuditLog
+
+    old = os.umask(0)
+    try:
+        cache = KVCache(tmp_path / "new" / "c.sqlite")
+        cache.set("k", {"passage": "restricted"})
+        (tmp_path / "old.sqlite").touch(0o644)
+        KVCache(tmp_path / "old.sqlite").set("k", 1)
+        audit = AuditLog(tmp_path / "audit" / "a.jsonl", max_bytes=300, backups=2)
+        for i in range(10):
+            audit.denied(status=403, path="/v1/ask", reason=f"filters: acl {i} is outside your scope")
+        audit.close()
+    finally:
+        os.umask(old)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"c.sqlite", "c.sqlite-wal", "old.sqlite", "a.jsonl", "a.jsonl.1", "a.jsonl.2"} <= names, names
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {p.name: "0o600" for p in files}

@@ -148,20 +148,23 @@ def test_unknown_option_names_the_closest_and_every_valid_one() -> None:
 @pytest.mark.parametrize(
     ("name", "opts", "needle"),
     [
-        ("step-back", {"k_stepback": "abc"}, "k_stepback must be a whole number of at least 1, not 'abc'"),
+        ("step-back", {"k_stepback": "abc"}, "k_stepback must be a whole number from 1 to 50, not 'abc'"),
         ("step-back", {"k_context": 2.5}, "k_context must be a whole number"),
-        ("step-back", {"rrf_k": -1}, "rrf_k must be a whole number of at least 0, not -1"),
+        ("step-back", {"rrf_k": -1}, "rrf_k must be a whole number from 0 to 10000, not -1"),
         ("self-ask", {"extract_k": True}, "extract_k must be a whole number"),
-        ("self-ask", {"extract_k": 0}, "extract_k must be a whole number of at least 1, not 0"),
-        ("self-ask", {"restate_threshold": 2}, "restate_threshold must be a number between 0 and 1, not 2"),
-        ("self-ask", {"repeat_threshold": "high"}, "repeat_threshold must be a number between 0 and 1"),
-        ("search-o1", {"batch_window_s": -0.1}, "batch_window_s must be a number of at least 0"),
+        ("self-ask", {"extract_k": 0}, "extract_k must be a whole number from 1 to 50, not 0"),
+        ("self-ask", {"restate_threshold": 2}, "restate_threshold must be a number from 0 to 1, not 2"),
+        ("self-ask", {"repeat_threshold": "high"}, "repeat_threshold must be a number from 0 to 1"),
+        ("search-o1", {"batch_window_s": -0.1}, "batch_window_s must be a number from 0 to 600"),
         ("search-o1", {"batch_window_s": float("nan")}, "batch_window_s must be a number"),
         ("search-o1", {"max_turns": None, "max_refusals": None}, "max_refusals must be a whole number"),
         ("rat", {"n_passages": [3]}, "n_passages must be a whole number"),
-        ("rag", {"context_chars": 0}, "context_chars must be a whole number of at least 1"),
+        ("rag", {"context_chars": 0}, "context_chars must be a whole number from 1 to 200000"),
         ("rag", {"lang": "fr"}, "lang must be auto, en or zh, not 'fr'"),
-        ("rag", {"k": 0}, "k must be a whole number of at least 1, not 0"),
+        ("rag", {"k": 0}, "k must be a whole number from 1 to 50, not 0"),
+        ("rat", {"n_passages": 10**9}, "n_passages must be a whole number from 1 to 50, not 1000000000"),
+        ("search-o1", {"max_turns": 10**9}, "max_turns must be a whole number from 1 to 23"),
+        ("step-back", {"k_original": 51}, "k_original must be a whole number from 1 to 50, not 51"),
     ],
 )
 def test_wrong_values_are_refused_clearly(name: str, opts: dict[str, Any], needle: str) -> None:
@@ -225,7 +228,7 @@ def test_cli_ask_refuses_an_unknown_option_before_the_model_starts(
     assert "unknown option 'k_stepbak' for step-back; did you mean 'k_stepback'?" in err
     assert "valid options: " + ", ".join(STEP_BACK) in err
     code, err = _main(["ask", "Q", "-s", "self-ask", "--opt", "extract-k=abc"], capsys)
-    assert code == 2 and "extract_k must be a whole number of at least 1, not 'abc'" in err
+    assert code == 2 and "extract_k must be a whole number from 1 to 50, not 'abc'" in err
 
 
 def test_cli_ask_exact_command_from_the_issue(tmp_path: Path) -> None:
@@ -240,7 +243,7 @@ def test_cli_ask_exact_command_from_the_issue(tmp_path: Path) -> None:
 
 def test_cli_opt_overrides_the_flag_and_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _main(["ask", "Q", "-s", "rag", "--k", "3", "--opt", "k=0"], capsys)
-    assert code == 2 and "k must be a whole number of at least 1, not 0" in err
+    assert code == 2 and "k must be a whole number from 1 to 50, not 0" in err
 
 
 # -- sleuth eval -------------------------------------------------------------------------------------

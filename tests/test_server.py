@@ -433,3 +433,32 @@ def test_sqlite_trace_store_bounds_owners_and_bad_paths(tmp_path: Path) -> None:
         SqliteTraceStore(tmp_path)  # a directory
     with pytest.raises(ServerConfigError):
         create_app(ServerSettings(trace_db=str(tmp_path)), open_on_startup=False)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_trace_retention_is_per_principal(tmp_path: Path, kind: str) -> None:
+    """Another principal's flood of runs evicts only its own traces; past the byte bound, the
+    biggest holder loses its oldest first, and the trace just stored is never the one evicted."""
+    from sleuth.server.traces import SqliteTraceStore, TraceStore
+
+    def store(capacity: int, max_bytes: int) -> Any:
+        if kind == "memory":
+            return TraceStore(capacity, max_bytes)
+        return SqliteTraceStore(tmp_path / f"t{capacity}-{max_bytes}.sqlite", capacity, max_bytes)
+
+    alice, bob = ("alice", "s"), ("bob", "s")
+    s = store(3, 1_000_000)
+    for i in range(3):
+        s.put(f"a{i}", alice, {"i": i})
+    for i in range(50):
+        s.put(f"b{i}", bob, {"i": i})
+    assert [s.get(f"a{i}", alice) for i in range(3)] == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert s.get("b49", bob) == {"i": 49} and s.get("b46", bob) is None and s.count("bob") == 3
+    s = store(100, 2_000)
+    s.put("a0", alice, {"t": "a" * 500})
+    for i in range(6):
+        s.put(f"b{i}", bob, {"t": "b" * 300})
+    assert s.get("a0", alice) is not None and s.nbytes <= 2_000  # bob, the biggest holder, lost his oldest
+    assert s.get("b0", bob) is None and s.get("b5", bob) is not None
+    s.put("a1", alice, {"t": "a" * 1_500})  # alice now holds the most: her oldest goes, never the new one
+    assert s.get("a1", alice) is not None and s.nbytes <= 2_000

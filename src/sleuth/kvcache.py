@@ -7,6 +7,8 @@ cache and the search cache.
   passes, so callers key on *everything* that changes an answer (backend,
   model, prompt, sampling parameters, search scope...).
 * Values are JSON.
+* Files are created 0600 (:func:`private_file`) whatever the umask: a cached answer or
+  search result may hold passages of a restricted scope.
 """
 
 from __future__ import annotations
@@ -34,6 +36,35 @@ def make_key(*parts: Any) -> str:
 
 
 BUSY_TIMEOUT_S = 30.0
+#: the mode of every file that may hold restricted text (caches, traces, the audit log)
+PRIVATE = 0o600
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def private_file(path: str | Path) -> Path:
+    """Create ``path`` (if missing) readable and writable by its owner only, whatever the umask,
+    and tighten an existing file of ours to the same mode.  Returns the path."""
+    p = Path(path)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), PRIVATE)
+    try:
+        if os.fstat(fd).st_mode & 0o777 != PRIVATE:
+            try:
+                os.fchmod(fd, PRIVATE)
+            except PermissionError:  # not our file: leave it as its owner set it
+                pass
+    finally:
+        os.close(fd)
+    return p
+
+
+def private_sqlite(path: str | Path) -> None:
+    """:func:`private_file` for an SQLite file and the side files it has now (``-wal``, ``-shm``).
+    SQLite creates side files with its database file's mode, so they are 0600 from then on."""
+    private_file(path)
+    for suffix in SQLITE_SIDE_FILES:
+        side = Path(f"{path}{suffix}")
+        if side.exists():
+            private_file(side)
 
 
 def use_wal(conn: sqlite3.Connection) -> None:
@@ -78,6 +109,7 @@ class KVCache:
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            private_sqlite(self.path)  # answers and passages of restricted scopes: the owner's only
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")

@@ -79,6 +79,52 @@ class Tally:
 TALLY = Tally()
 
 
+class Hostile:
+    """What the hostile-caller cases tried and what held, one row per case (the table in
+    docs/reliability.md): attempts, answers the case allows (``held``), scope leaks, server
+    crashes (the process gone) and 5xx answers."""
+
+    COLUMNS = ("attempts", "held", "leaks", "crashes", "5xx")
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Counter[str]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, case: str, *, held: bool = True, leak: bool = False, crash: bool = False, status: int = 0) -> None:
+        with self._lock:
+            row = self.rows.setdefault(case, Counter())
+            row["attempts"] += 1
+            row["held"] += int(held and not leak and not crash and status < 500)
+            row["leaks"] += int(leak)
+            row["crashes"] += int(crash)
+            row["5xx"] += int(status >= 500)
+        TALLY.add("requests")
+        if status >= 500 or crash:
+            TALLY.add("server_errors")
+
+    def table(self) -> list[str]:
+        width = max([len(c) for c in self.rows] + [4])
+        head = f"| {'case':<{width}} | " + " | ".join(self.COLUMNS) + " |"
+        lines = [head, "|" + "-" * (width + 2) + "|" + "|".join("-" * (len(c) + 2) for c in self.COLUMNS) + "|"]
+        for case, row in self.rows.items():
+            cells = " | ".join(f"{row[c]:>{len(c)}}" for c in self.COLUMNS)
+            lines.append(f"| {case:<{width}} | {cells} |")
+        total = Counter()
+        for row in self.rows.values():
+            total.update(row)
+        cells = " | ".join(f"{total[c]:>{len(c)}}" for c in self.COLUMNS)
+        lines.append(f"| {'all':<{width}} | {cells} |")
+        return lines
+
+
+HOSTILE = Hostile()
+
+
+@pytest.fixture(scope="session")
+def hostile() -> Hostile:
+    return HOSTILE
+
+
 @pytest.fixture
 def tally() -> Tally:
     return TALLY
@@ -103,6 +149,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         tr.write_line(f"  {label:<{width}}  {TALLY[key]:>7}")
     for n in TALLY.notes:
         tr.write_line(f"  - {n}")
+    if HOSTILE.rows:
+        tr.write_line("  hostile callers (tests/reliability/test_hostile.py):")
+        for line in HOSTILE.table():
+            tr.write_line(f"  {line}")
 
 
 # ------------------------------------------------------------------ a scripted model
@@ -505,11 +555,21 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def spawn(args: list[str], **extra_env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, *args], cwd=ROOT, env=child_env(**extra_env),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+def spawn(args: list[str], *, log: Path | None = None, **extra_env: str) -> subprocess.Popen[bytes]:
+    """``python ARGS`` in its own session; with ``log``, its stdout and stderr (uvicorn's access log
+    included) go to that file."""
+    out: Any = subprocess.DEVNULL
+    err: Any = subprocess.PIPE
+    if log is not None:
+        out = err = log.open("ab")
+    try:
+        return subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, env=child_env(**extra_env),
+            stdout=out, stderr=err, start_new_session=True,
+        )  # fmt: skip
+    finally:
+        if log is not None:
+            out.close()
 
 
 def kill9(proc: subprocess.Popen[bytes] | int) -> None:
@@ -540,19 +600,22 @@ def rss_kb(pid: int) -> int:
 
 @contextlib.contextmanager
 def serve_process(
-    args: list[str], *, startup_s: float = 120, **env: str
+    args: list[str], *, startup_s: float = 120, log: Path | None = None, **env: str
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``python -m sleuth serve ARGS`` (or any module command) on a free port; yields (process, base URL)."""
+    """``python -m sleuth serve ARGS`` (or any module command) on a free port; yields (process, base URL).
+    With ``log``, the process's output goes to that file."""
     import httpx
 
     port = free_port()
     full = [a.replace("{port}", str(port)) for a in args]
-    proc = spawn(full, **env)
+    proc = spawn(full, log=log, **env)
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
         if proc.poll() is not None:
             err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            if log is not None:
+                err = log.read_text("utf-8", errors="replace")
             raise AssertionError(f"the server exited with {proc.returncode}: {err[-2000:]}")
         try:
             return httpx.get(url + "/healthz", timeout=2).json().get("status") in ("ok", "degraded")

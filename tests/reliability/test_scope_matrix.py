@@ -272,9 +272,13 @@ def test_stored_traces_are_readable_only_by_their_principal(world, tally) -> Non
                 params = {"filters": [f"{k}={','.join(v)}" for k, v in filters.items()]}
             r = clients[owner].get(f"/v1/traces/{tid}", params=params)
             tally.add("requests")
-            assert r.status_code == 200, (owner, filters, r.text[:200])
+            if owner == "anonymous":  # every caller without a key is "anonymous": their runs are not kept
+                assert r.status_code == 404 and "not kept" in r.json()["error"]["message"], r.text[:200]
+                mx.c["trace reads (anonymous, not kept) 404"] += 1
+            else:
+                assert r.status_code == 200, (owner, filters, r.text[:200])
+                mx.c["trace reads (owner)"] += 1
             mx.absent(tally, f"stored trace of {owner}", r.text, forbidden, w["marks"])
-            mx.c["trace reads (owner)"] += 1
             for other, c in clients.items():
                 if other == owner:
                     continue
@@ -420,7 +424,8 @@ def test_audit_log_and_server_log_stay_in_scope(world, tally) -> None:
     tally.note(
         f"scope matrix: {len(HELD)} principals x 2 endpoints x 2 (streamed or not) x {len(STRATEGIES)} strategies: "
         f"{c['runs full scope']} full-scope + {c['runs narrowed']} narrowed runs, {c['trace reads (owner)']} trace reads "
-        f"by the owner, {c['trace reads (other principal) 404'] + c['trace reads (other principal) 403']} by others "
+        f"by the owner, {c['trace reads (anonymous, not kept) 404']} anonymous reads -> 404 (not kept), "
+        f"{c['trace reads (other principal) 404'] + c['trace reads (other principal) 403']} by others "
         f"(404/403), {c['403']} widening attempts -> 403, {c['422 duplicated key']} duplicated keys -> 422, "
         f"{c['ignored foreign field (narrowed to the principal)']} foreign scope fields ignored, {c['401']} bad "
         f"credentials -> 401 (+{c['401 without credentials']} without any), {len(runs)} audit run lines, {c['checks']} checks, leaks {mx.leaks}"

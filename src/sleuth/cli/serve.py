@@ -28,6 +28,9 @@ def serve(
         120.0, "--timeout", help="Seconds a run may take (then 504 / finish_reason timeout)."
     ),
     max_body: int = typer.Option(256 * 1024, "--max-body", help="Largest request body in bytes (then 413)."),
+    read_timeout: float = typer.Option(
+        15.0, "--read-timeout", help="Seconds a client has to send a request's headers, and its body (then 408)."
+    ),
     default_strategy: str = typer.Option("self-ask", "--strategy", help="Strategy when a request names none."),
     traces: Path = typer.Option(
         None, "--traces", help="Keep run traces in this SQLite file (they survive a restart); default: in memory."
@@ -70,6 +73,7 @@ def serve(
             max_concurrency=max_concurrency,
             timeout_s=timeout,
             max_body_bytes=max_body,
+            read_timeout_s=read_timeout,
             default_strategy=default_strategy,
             trace_db=str(traces) if traces else None,
             principals=str(principals) if principals else None,
@@ -99,4 +103,9 @@ def serve(
             else "  auth: none (loopback only)"
         )
     )
-    uvicorn.run(application, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    from sleuth.server.protocol import header_timeout_protocol
+
+    # uvicorn's own keep-alive timeout closes idle kept-alive connections; the protocol adds a
+    # deadline on request headers, BodyLimit one on bodies (docs/server.md, "Limits")
+    uvicorn.run(application, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
+                timeout_keep_alive=5, http=header_timeout_protocol(settings.read_timeout_s))  # fmt: skip

@@ -3,7 +3,8 @@
 Each HTTP request to ``/mcp`` is authenticated exactly as a ``/v1`` route is (the same
 :func:`~sleuth.server.errors.authenticate` over the ``Authorization: Bearer`` header and the
 server's principals; 401 in the same JSON shape), and each tool call runs as the principal
-of the request that carries it, with that principal's widest scope."""
+of the request that carries it, with that principal's widest scope.  A session belongs to the
+principal that opened it: any other caller naming its id gets 404 (:func:`session_user`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.requests import Request
 from starlette.routing import Route
@@ -35,11 +39,21 @@ def caller(ctx: Context) -> Principal:
     return principal_of(request)
 
 
-class Authenticated:
-    """ASGI app: authenticate the request (401 as on /v1), then hand it to the MCP transport."""
+def session_user(principal: Principal) -> AuthenticatedUser:
+    """The identity the SDK's session manager binds a session to (``scope["user"]``): the
+    principal's stable id, never its key or token.  A request naming a session that another
+    principal opened is then answered 404, exactly as an unknown session, for every method
+    (a tool call, ``notifications/cancelled``, the GET stream, DELETE)."""
+    return AuthenticatedUser(AccessToken(token="", client_id=principal.id, scopes=[], subject=principal.id))
 
-    def __init__(self, app: Any) -> None:
+
+class Authenticated:
+    """ASGI app: authenticate the request (401 as on /v1), bind it to its principal, then hand it
+    to the MCP transport.  A 404 for a session id the request names is audited."""
+
+    def __init__(self, app: Any, rt: Runtime | None = None) -> None:
         self.app = app
+        self.rt = rt
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         request = Request(scope, receive)
@@ -49,7 +63,21 @@ class Authenticated:
             response = SafeJSONResponse(e.body(), status_code=e.status, headers=e.headers)
             await response(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        principal = principal_of(request)
+        scope["user"] = session_user(principal)
+        named = request.headers.get(MCP_SESSION_ID_HEADER)
+        audit = self.rt.audit if self.rt is not None else None
+        if named is None or audit is None:
+            await self.app(scope, receive, send)
+            return
+
+        async def watching(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 404:
+                audit.denied(status=404, path=PATH, principal=principal,
+                             reason=f"{scope.get('method')} for an MCP session this caller did not open (or none)")  # fmt: skip
+            await send(message)
+
+        await self.app(scope, receive, watching)
 
 
 def mount_mcp(app: FastAPI, rt: Runtime) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:
@@ -61,7 +89,7 @@ def mount_mcp(app: FastAPI, rt: Runtime) -> Callable[[], contextlib.AbstractAsyn
                                max_request_body_size=rt.settings.max_body_bytes)  # fmt: skip
     manager = server.session_manager
     app.router.routes.append(
-        Route(PATH, endpoint=Authenticated(StreamableHTTPASGIApp(manager)), include_in_schema=False)
+        Route(PATH, endpoint=Authenticated(StreamableHTTPASGIApp(manager), rt), include_in_schema=False)
     )
 
     @contextlib.asynccontextmanager

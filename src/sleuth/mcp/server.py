@@ -17,6 +17,7 @@ from pydantic import Field
 from sleuth import __version__
 from sleuth.server.principals import Principal
 from sleuth.server.runtime import Runtime
+from sleuth.server.schemas import K_MAX, K_MIN, STEPS_MAX, STEPS_MIN
 
 from .tools import Tools
 
@@ -35,7 +36,7 @@ INSTRUCTIONS = (
     "`trace://<trace_id>` for every step of a finished ask."
 )
 
-Filters = Annotated[dict[str, Any] | list[str] | None, Field(description=FILTERS_DOC)]
+Filters = Annotated[dict[str, Any] | list[Any] | None, Field(description=FILTERS_DOC)]  # checked by parse_filters
 Source = Annotated[str | None, Field(description=SOURCE_DOC)]
 
 
@@ -67,7 +68,7 @@ def build_server(rt: Runtime, principal_of: PrincipalOf, *, endpoint: str, local
     async def search(
         query: Annotated[str, Field(description="what to look for (keywords or a question)")],
         ctx: Context,
-        k: Annotated[int, Field(ge=1, le=50, description="how many passages")] = 5,
+        k: Annotated[int, Field(ge=K_MIN, le=K_MAX, description="how many passages")] = 5,
         filters: Filters = None,
         mode: Annotated[
             Literal["lexical", "dense", "hybrid"] | None,
@@ -92,8 +93,8 @@ def build_server(rt: Runtime, principal_of: PrincipalOf, *, endpoint: str, local
             str | None, Field(description=f"one of: {strategies} (default: {rt.settings.default_strategy})")
         ] = None,
         filters: Filters = None,
-        k: Annotated[int | None, Field(ge=1, le=50, description="passages per search")] = None,
-        max_steps: Annotated[int | None, Field(ge=1, le=20, description="most search steps")] = None,
+        k: Annotated[int | None, Field(ge=K_MIN, le=K_MAX, description="passages per search")] = None,
+        max_steps: Annotated[int | None, Field(ge=STEPS_MIN, le=STEPS_MAX, description="most search steps")] = None,
         source: Source = None,
         options: Annotated[
             dict[str, Any] | None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
 from sleuth.search.base import Filters, Passage, SearchError, SearchUnavailable
 from sleuth.server.errors import ApiError
-from sleuth.server.principals import Principal
+from sleuth.server.principals import ANONYMOUS, Principal
 from sleuth.server.runtime import Busy, Runtime, owner_of
 from sleuth.server.scoping import ScopeError, check_source, default_source, effective_scope
 from sleuth.server.service import check_run, parse_filters, run_options, stream_job
@@ -29,10 +30,13 @@ from sleuth.strategies.base import BadQuestion, validate_question
 from sleuth.strategies.result import Event, Result
 from sleuth.text_input import BadText, check_text, check_tree
 
+log = logging.getLogger("sleuth.server")
 OnStep = Callable[[int, str], Awaitable[None]]
 #: the passage fields a tool result shows (provenance first, then the text)
 PASSAGE_FIELDS = ("id", "doc_id", "title", "source", "section", "version", "region", "url", "score", "found_by")
 SHORT = 160
+#: index statistics that name the server's folders or files (shown over stdio only: the local user's own)
+SERVER_PATHS = ("path", "sources")
 
 
 def passage_out(p: Passage | dict[str, Any]) -> dict[str, Any]:
@@ -201,8 +205,10 @@ class Tools:
             spec = dict(self.rt.settings.sources).get(name)
             try:
                 r: Any = self.rt.retriever(name)
-            except Exception as e:  # a source that cannot open is listed with the reason
-                r, entry["error"] = None, f"cannot open: {e}"
+            except Exception as e:  # a source that cannot open is listed with the reason (over HTTP: in the log)
+                r, entry["error"] = None, f"cannot open: {e}" if self.local else "cannot open (see the server log)"
+                if not self.local:
+                    log.error("source %r cannot open: %s", name, e)
             entry["kind"] = (
                 ("index" if Path(spec).is_dir() else "corpus" if Path(spec).is_file() else "remote")
                 if spec
@@ -215,7 +221,8 @@ class Tools:
                 except Exception as e:
                     s = {"error": f"no statistics: {e}"}
                 if not self.local:
-                    s.pop("path", None)  # the server's folders are its own business
+                    for key in SERVER_PATHS:  # the server's folders and files are its own business
+                        s.pop(key, None)
                 entry["stats"] = s
             out.append(entry)
         return {"default_strategy": self.rt.settings.default_strategy,
@@ -228,5 +235,6 @@ class Tools:
             raise ResourceError(str(e)) from None
         found = self.rt.traces.get(trace_id, self.owner(principal))
         if found is None:
-            raise ResourceError(f"no trace {trace_id!r} for this caller")
+            why = " (runs of callers without a key are not kept)" if principal.kind == ANONYMOUS else ""
+            raise ResourceError(f"no trace {trace_id!r} for this caller{why}")
         return found

@@ -197,6 +197,9 @@ class Index:
         mode = self._check_mode(mode)
         if k <= 0:
             return [[] for _ in queries]
+        # never ask the engines for more hits than the index has rows: tantivy and faiss allocate
+        # for k up front, and a k of 10^9 from a caller would abort the process, not raise
+        k = min(k, max(1, int(self.manifest.get("rows") or 0), int(self.manifest.get("passages") or 0)))
         filters = filters if filters is not None and not filters.is_empty() else None
         ranked: list[list[tuple[int, float]]]
         if mode == "lexical":

@@ -173,6 +173,7 @@ def _write(
     batch: list[tuple[int, str, Passage]] = []
     doc_batch: list[tuple[str, str]] = []
     default_acl = tuple(settings["default_acl"])
+    restricted = False
 
     def flush() -> None:
         store.set_docs(doc_batch)
@@ -212,6 +213,9 @@ def _write(
                     report.duplicate_passages += 1
                     continue
                 seen_hashes.add(h)
+                if not restricted and set(p.acl) - PUBLIC_GROUPS:  # for some callers only: the owner's index
+                    restricted = True
+                    keep_private(gen)
                 batch.append((next_row, h, p))
                 next_row += 1
                 report.passages_added += 1
@@ -230,6 +234,21 @@ def _write(
         DenseIndex.extend(gen, store, settings["embedder"], first_new_row, next_row, progress=progress)
         report.embed_seconds = time.perf_counter() - t
     store.close()
+
+
+#: the ACL group that publishes a passage to everyone (docs/server.md); any other label restricts it
+PUBLIC_GROUPS = frozenset({"all"})
+
+
+def keep_private(gen: Path) -> None:
+    """Make an index that holds restricted passages (an ACL group other than ``all``) readable by its owner only:
+    its folder and the generation folder 0700, whatever the umask (a copy made by ``index add``
+    keeps the mode).  Whoever needs to share such an index sets the modes themselves."""
+    for folder in (gen.parent, gen):
+        try:
+            folder.chmod(0o700)
+        except PermissionError:  # a folder of someone else's: left as its owner set it
+            pass
 
 
 def _finish_manifest(

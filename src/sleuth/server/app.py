@@ -21,10 +21,19 @@ from sleuth.search.base import Retriever
 
 from . import ask, openai_compat
 from .encoding import SafeJSONResponse as JSONResponse  # every JSON answer can be encoded
-from .errors import ApiError, BodyLimit, CatchAll, authenticate, checked_param, error_responses, principal_of
-from .principals import principals_for
+from .errors import (
+    ApiError,
+    BodyLimit,
+    CatchAll,
+    NoCredentialsInURL,
+    authenticate,
+    checked_param,
+    error_responses,
+    principal_of,
+)
+from .principals import ANONYMOUS, principals_for
 from .runtime import Runtime, StrategyFactory, owner_of
-from .schemas import AskResult, Health, SourceList, StrategyList
+from .schemas import FIELD_LIMITS, AskResult, Health, SourceList, StrategyList
 from .service import scoped
 from .settings import ServerSettings
 
@@ -86,8 +95,16 @@ def create_app(
     )
     app.state.runtime = rt
     app.state.principals = principals
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(CatchAll)  # added last: the outermost of the two
+
+    def refused(status: int, path: str, reason: str) -> None:  # what the middlewares refuse, audited
+        if rt.audit is not None:
+            rt.audit.denied(status=status, path=path, reason=reason)
+
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, read_timeout_s=settings.read_timeout_s, on_refuse=refused
+    )
+    app.add_middleware(NoCredentialsInURL, on_refuse=refused)
+    app.add_middleware(CatchAll)  # added last: the outermost
     _errors(app)
 
     guarded = [Depends(authenticate)]
@@ -131,9 +148,13 @@ def create_app(
         for expr in filters:
             checked_param(expr, "filters")
         scope = scoped(rt, request, filters or None)
-        found = rt.traces.get(trace_id, owner_of(principal_of(request), scope))
+        principal = principal_of(request)
+        found = rt.traces.get(trace_id, owner_of(principal, scope))
         if found is None:
-            raise ApiError(404, f"no trace {trace_id!r} for this key and scope", "not_found_error", code="not_found")
+            why = " (runs of callers without a key are not kept)" if principal.kind == ANONYMOUS else ""
+            raise ApiError(
+                404, f"no trace {trace_id!r} for this key and scope{why}", "not_found_error", code="not_found"
+            )
         return JSONResponse(found)
 
     @app.get("/healthz", response_model=Health, tags=["meta"])
@@ -190,6 +211,9 @@ def _errors(app: FastAPI) -> None:
         msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
         if first.get("type") == "extra_forbidden":
             msg += ' (a strategy\'s own options go in "options")'
+        limit = FIELD_LIMITS.get(where)
+        if limit:
+            msg += f" ({where} takes {limit})"
         more = f" (and {len(errs) - 1} more problems)" if len(errs) > 1 else ""
         err = ApiError(422, f"{where}: {msg}{more}", param=where)
         return JSONResponse(err.body(), status_code=422)

@@ -4,10 +4,15 @@ A run's line: ``time``, ``event: "run"``, ``principal``, ``kind``, ``scope`` (th
 one), ``strategy``, ``source``, ``endpoint``, ``stream``, ``trace_id``, ``passage_ids``
 (every passage the caller was shown: citations and the trace's searches) and
 ``outcome`` (the finish reason).  A refusal's line: ``event: "denied"``, ``status``
-(401/403), ``principal`` (null for 401), ``path`` and ``reason``.  The question is
+(401/403/...), ``principal`` (null when not known), ``path`` and ``reason``.  The question is
 written only with ``audit_questions``; keys and tokens never are.  A search without a run
 (the MCP ``search`` tool) writes ``event: "search"`` with ``principal``, ``scope``,
 ``source``, ``endpoint`` and ``passage_ids``.
+
+Refusals are every request turned away before it ran: 401 (no or bad credential, an
+unsupported ``Authorization`` scheme), 403 (outside the scope), 400 (a credential in the URL;
+the credential itself is never written), 404 (an MCP session the caller did not open),
+408 (headers or body too slow) and 413 (body too large).  The files are 0600.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sleuth.kvcache import private_file
 from sleuth.search.base import Filters
 from sleuth.strategies.result import Result
 
@@ -39,6 +45,20 @@ def returned_ids(result: Result) -> list[str]:
     return sorted(ids)
 
 
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating file whose every file (the live one, each one rotation starts) is created 0600
+    whatever the umask: a refusal's reason or a configured question may quote restricted text."""
+
+    def _open(self) -> Any:
+        private_file(self.baseFilename)
+        return super()._open()
+
+    def rotate(self, source: str, dest: str) -> None:
+        super().rotate(source, dest)
+        if Path(dest).exists():
+            private_file(dest)
+
+
 class AuditLog:
     """Writes the lines through a :class:`~logging.handlers.RotatingFileHandler` of its own."""
 
@@ -51,8 +71,8 @@ class AuditLog:
         self._logger = logging.getLogger(f"sleuth.audit.{uuid.uuid4().hex[:8]}")
         self._logger.propagate = False
         self._logger.setLevel(logging.INFO)
-        self._handler = logging.handlers.RotatingFileHandler(p, maxBytes=max_bytes, backupCount=backups,
-                                                             encoding="utf-8")  # fmt: skip
+        self._handler = PrivateRotatingFileHandler(p, maxBytes=max_bytes, backupCount=backups,
+                                                   encoding="utf-8")  # fmt: skip
         self._handler.setFormatter(logging.Formatter("%(message)s"))
         self._logger.addHandler(self._handler)
         self._lock = threading.Lock()

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from sleuth.text_input import BadText, check_text
 
-from .principals import AuthError, Principal
+from .principals import OPEN, AuthError, Principal
 from .schemas import ErrorResponse
 
 log = logging.getLogger("sleuth.server")
@@ -92,11 +95,39 @@ def principal_of(request: Request) -> Principal:
     return request.state.principal
 
 
+#: Authorization schemes other than Bearer that an error message may name
+KNOWN_SCHEMES = frozenset({"basic", "digest", "token", "negotiate", "ntlm", "apikey", "api-key", "hoba", "mutual"})
+
+
+def bearer_token(request: Request) -> str | None:
+    """The bearer credential of a request, None without an ``Authorization`` header; raises
+    :class:`AuthError` for a header that is there but is not ``Bearer <credential>`` (``Basic ...``,
+    ``Token ...``, an empty ``Bearer``): a credential the server cannot read is refused, never
+    taken for no credential (which could be the anonymous scope)."""
+    raw = request.headers.get("authorization")
+    if raw is None:
+        return None
+    scheme, _, credential = raw.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        # name a known scheme; anything else may be a bare key, which must not be echoed or logged
+        shown = f" {scheme!r}" if scheme.lower() in KNOWN_SCHEMES else ""
+        raise AuthError(
+            f"the Authorization scheme{shown} is not supported; send 'Authorization: Bearer <key or token>'"
+        )
+    credential = credential.strip()
+    if not credential:
+        raise AuthError("the Authorization header holds 'Bearer' and no credential")
+    return credential
+
+
 async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-    """Route dependency: the principal behind the bearer credential (401 when there is none)."""
-    token = creds.credentials if creds is not None and creds.scheme.lower() == "bearer" else None
+    """Route dependency: the principal behind the bearer credential (401 when there is none, or when
+    the ``Authorization`` header is not a bearer credential).  ``creds`` is only there so that the
+    OpenAPI spec shows the bearer scheme; the header is read by :func:`bearer_token`."""
+    principals = request.app.state.principals
     try:
-        request.state.principal = request.app.state.principals.resolve(token)
+        token = bearer_token(request) if principals.anonymous is not OPEN else None
+        request.state.principal = principals.resolve(token)
     except AuthError as e:
         audit = request.app.state.runtime.audit
         if audit is not None:
@@ -104,20 +135,45 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
         raise unauthorized(str(e)) from None
 
 
-# -- body size -----------------------------------------------------------------------------
-class _TooLarge(Exception):
-    pass
+# -- body size and read timeout ----------------------------------------------------------------
+OnRefuse = Callable[[int, str, str], None]
+
+
+def _send_error(status: int, message: str, code: str) -> Callable[[Send], Awaitable[None]]:
+    async def answer(send: Send) -> None:
+        body = json.dumps(ApiError(status, message, code=code).body()).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close")]  # fmt: skip
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return answer
 
 
 class BodyLimit:
-    """Pure ASGI middleware: a request body over ``max_bytes`` gets 413 (declared
-    length checked up front, streamed length counted), before any parsing."""
+    """Pure ASGI middleware: reads the whole request body before the app sees it, so that
+
+    * a body over ``max_bytes`` gets 413 whatever its transfer encoding (a declared length is
+      checked up front, a chunked body is counted as it arrives), before any parsing;
+    * a body that does not arrive within ``read_timeout_s`` (a client that declares a length and
+      sends nothing, or trickles) gets 408 and the connection is closed.
+
+    The app then gets the body in one message (bodies are small: the limit is 256 KiB by default).
+    ``on_refuse(status, path, reason)`` is told of each refusal (the audit log)."""
 
     DRAIN_CAP = 16 * 1024 * 1024
+    DRAIN_S = 2.0
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, max_bytes: int, read_timeout_s: float = 15.0, on_refuse: OnRefuse | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.read_timeout_s = read_timeout_s
+        self.on_refuse = on_refuse
+
+    def _refused(self, scope: Scope, status: int, reason: str) -> None:
+        log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), reason)
+        if self.on_refuse is not None:
+            self.on_refuse(status, str(scope.get("path", "")), reason)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,68 +182,112 @@ class BodyLimit:
         declared = None
         for name, value in scope.get("headers", []):
             if name == b"content-length":
-                try:
+                with contextlib.suppress(ValueError):
                     declared = int(value)
-                except ValueError:
-                    declared = None
+        too_large = f"the request body is larger than the server's limit of {self.max_bytes} bytes"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_timeout_s
         if declared is not None and declared > self.max_bytes:
-            await self._drain(receive, 0)
-            await self._reject(send)
+            await self._drain(receive, 0, min(deadline, loop.time() + self.DRAIN_S))
+            self._refused(scope, 413, f"declared body of {declared} bytes")
+            await _send_error(413, too_large, "too_large")(send)
             return
+        chunks: list[bytes] = []
         seen = 0
-        started = False
+        first: Message | None = None
+        while True:
+            try:
+                msg = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                self._refused(scope, 408, f"body not received within {self.read_timeout_s:g} s ({seen} bytes)")
+                await _send_error(
+                    408,
+                    f"the request body did not arrive within the server's {self.read_timeout_s:g} s read timeout",
+                    "timeout",
+                )(send)
+                return
+            if msg["type"] != "http.request":  # the client left before sending its body
+                first = msg
+                break
+            body = msg.get("body", b"")
+            seen += len(body)
+            if seen > self.max_bytes:
+                if msg.get("more_body"):
+                    await self._drain(receive, seen, min(deadline, loop.time() + self.DRAIN_S))
+                self._refused(scope, 413, f"streamed body of more than {self.max_bytes} bytes")
+                await _send_error(413, too_large, "too_large")(send)
+                return
+            chunks.append(body)
+            if not msg.get("more_body"):
+                break
+        if first is None:
+            first = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        pending: list[Message] = [first]
 
-        async def counting_receive() -> Message:
-            nonlocal seen
-            msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > self.max_bytes:
-                    if msg.get("more_body"):
-                        await self._drain(receive, seen)
-                    raise _TooLarge
-            return msg
+        async def replay() -> Message:
+            if pending:
+                return pending.pop()
+            return await receive()
 
-        async def tracking_send(msg: Message) -> None:
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
+        await self.app(scope, replay, send)
 
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await self._reject(send)
-
-    async def _drain(self, receive: Receive, seen: int) -> None:
-        # read (and drop) the rest so the client sees the answer instead of a reset connection
-        while seen < self.DRAIN_CAP:
-            msg = await receive()
+    async def _drain(self, receive: Receive, seen: int, until: float) -> None:
+        # read (and drop) what arrives, for a while, so an honest client that sends a big body sees
+        # the answer instead of a reset connection; a silent one is answered when the time is up
+        loop = asyncio.get_running_loop()
+        while seen < self.DRAIN_CAP and loop.time() < until:
+            try:
+                msg = await asyncio.wait_for(receive(), timeout=until - loop.time())
+            except TimeoutError:
+                return
             if msg["type"] != "http.request":
                 return
             seen += len(msg.get("body", b""))
             if not msg.get("more_body"):
                 return
 
-    async def _reject(self, send: Send) -> None:
-        body = json.dumps(
-            ApiError(
-                413, f"the request body is larger than the server's limit of {self.max_bytes} bytes", code="too_large"
-            ).body()
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+
+# -- credentials in the URL --------------------------------------------------------------------
+#: query parameters that carry a credential (compared case-insensitively, "-" read as "_")
+CREDENTIAL_PARAMS = frozenset(
+    {"api_key", "apikey", "key", "token", "access_token", "id_token", "auth", "authorization", "bearer", "jwt",
+     "password", "passwd", "secret", "client_secret", "sleuth_key", "x_api_key"}
+)  # fmt: skip
+
+
+def credential_params(query: bytes) -> list[str]:
+    """The names of the credential parameters in a raw query string."""
+    found = []
+    for name, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if name.strip().lower().replace("-", "_") in CREDENTIAL_PARAMS:
+            found.append(name)
+    return found
+
+
+class NoCredentialsInURL:
+    """Pure ASGI middleware: a request carrying a credential in its query string gets 400 (a URL
+    lands in access logs, proxies and browser history), and the query string is blanked before
+    anything can log it (uvicorn's access log reads the same scope)."""
+
+    def __init__(self, app: Any, on_refuse: OnRefuse | None = None) -> None:
+        self.app = app
+        self.on_refuse = on_refuse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and scope.get("query_string"):
+            names = credential_params(scope["query_string"])
+            if names:
+                scope["query_string"] = b"credentials-removed"
+                if self.on_refuse is not None:
+                    self.on_refuse(400, str(scope.get("path", "")), f"credential in the URL ({', '.join(names)})")
+                if scope["type"] == "http":
+                    message = (
+                        f"credentials must not be sent in the URL (query parameter {names[0]!r}); send them in "
+                        "the 'Authorization: Bearer <key>' header, and replace a key that was sent this way"
+                    )
+                    await _send_error(400, message, "credentials_in_url")(send)
+                    return
+        await self.app(scope, receive, send)
 
 
 # -- the last resort -----------------------------------------------------------------------

@@ -44,6 +44,8 @@ from sleuth.search.base import FilterError, Filters
 from .settings import ServerConfigError
 
 ALL_GROUPS = "*"
+#: the kind of the principal a principals file's [anonymous] table gives callers without credentials
+ANONYMOUS = "anonymous"
 #: algorithms a configuration may allow (PyJWT's, without "none")
 KNOWN_ALGORITHMS = frozenset(jwt.algorithms.get_default_algorithms()) - {"none"}
 PRINCIPAL_KEYS = {"key_sha256", "acl", "filters", "sources"}
@@ -305,7 +307,7 @@ def _build(data: Any, base: Path) -> Principals:
     anonymous = None
     if "anonymous" in data:
         scope, sources = scope_from(data["anonymous"], "[anonymous]")
-        anonymous = Principal(id="anonymous", name="anonymous", scope=scope, kind="anonymous", sources=sources)
+        anonymous = Principal(id="anonymous", name="anonymous", scope=scope, kind=ANONYMOUS, sources=sources)
     by_hash: dict[str, Principal] = {}
     table = data.get("principals") or {}
     if not isinstance(table, Mapping):

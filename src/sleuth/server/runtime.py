@@ -33,7 +33,7 @@ from sleuth.strategies.result import ERROR, Event, Result, Trace
 
 from .audit import open_audit
 from .guards import CANCELLED, TIMEOUT, GuardedLLM, GuardedRetriever, _Stop
-from .principals import OPEN, Principal
+from .principals import ANONYMOUS, OPEN, Principal
 from .settings import ServerSettings
 from .traces import open_trace_store
 
@@ -318,8 +318,14 @@ class Runtime:
             result.error = self._stop_message(why)
         # defence in depth: nothing outside the request's scope leaves the server
         result.citations = [p for p in result.citations if job.filters.matches(p)]
-        self.traces.put(job.trace_id, job.owner, result.to_dict())
+        self.keep_trace(job, result)
         return result
+
+    def keep_trace(self, job: Job, result: Result) -> None:
+        """Store a run's trace for its owner, except an anonymous caller's: anonymous callers are
+        one principal, so a stored trace would be readable by every other anonymous caller."""
+        if job.principal.kind != ANONYMOUS:
+            self.traces.put(job.trace_id, job.owner, result.to_dict())
 
     def _stop_message(self, why: str) -> str:
         if why == TIMEOUT:
@@ -335,7 +341,7 @@ class Runtime:
         if job.result is not None:
             return job.result
         r = job.partial(why, self._stop_message(why))
-        self.traces.put(job.trace_id, job.owner, r.to_dict())
+        self.keep_trace(job, r)
         return r
 
     def shutdown(self) -> None:

@@ -7,9 +7,25 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from sleuth.strategies.base import BadQuestion, validate_question
+from sleuth.strategies.options import bounds
 from sleuth.text_input import BadText, check_tree
 
-FiltersIn = dict[str, Any] | list[str]
+FiltersIn = dict[str, Any] | list[Any]  # items checked by service.parse_filters (422 naming filters[i])
+#: the request fields that are strategy options take their bounds from the options' declarations
+K_MIN, K_MAX = bounds("k")
+STEPS_MIN, STEPS_MAX = bounds("max_steps")
+TOKENS_MIN, TOKENS_MAX = bounds("max_tokens")
+#: a sampling seed is a 32-bit unsigned number for every backend Sleuth talks to
+SEED_MAX = 2**32 - 1
+#: what each bounded request field takes, added to a 422 whose own message does not say it
+FIELD_LIMITS = {
+    "k": f"a whole number from {K_MIN:g} to {K_MAX:g}",
+    "max_steps": f"a whole number from {STEPS_MIN:g} to {STEPS_MAX:g}",
+    "max_tokens": f"a whole number from {TOKENS_MIN:g} to {TOKENS_MAX:g}",
+    "max_completion_tokens": f"a whole number from {TOKENS_MIN:g} to {TOKENS_MAX:g}",
+    "seed": f"a whole number from 0 to {SEED_MAX}",
+    "temperature": "a number from 0 to 2",
+}
 
 FILTERS_DOC = (
     'Narrows the caller\'s scope (never widens it; asking for more gets 403): a list of expressions (["acl=all", '
@@ -103,11 +119,11 @@ class ModelOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(None, description="a model the server allows (GET /v1/models lists the default)")
-    k: int | None = Field(None, ge=1, le=50, description="passages per search")
-    max_steps: int | None = Field(None, ge=1, le=20)
-    max_tokens: int | None = Field(None, ge=1, le=4096, description="per LLM call")
+    k: int | None = Field(None, ge=K_MIN, le=K_MAX, description="passages per search")
+    max_steps: int | None = Field(None, ge=STEPS_MIN, le=STEPS_MAX)
+    max_tokens: int | None = Field(None, ge=TOKENS_MIN, le=TOKENS_MAX, description="per LLM call")
     temperature: float | None = Field(None, ge=0.0, le=2.0)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)
     lang: Literal["auto", "en", "zh"] | None = None
 
     _check_model = field_validator("model")(classmethod(lambda cls, v: _text(v)))
@@ -213,15 +229,15 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(None, ge=1, le=4096)
-    max_completion_tokens: int | None = Field(None, ge=1, le=4096)
+    max_tokens: int | None = Field(None, ge=TOKENS_MIN, le=TOKENS_MAX)
+    max_completion_tokens: int | None = Field(None, ge=TOKENS_MIN, le=TOKENS_MAX)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)
     user: str | None = None
     filters: FiltersIn | None = Field(None, description=FILTERS_DOC)
     index: str | None = None
-    k: int | None = Field(None, ge=1, le=50)
-    max_steps: int | None = Field(None, ge=1, le=20)
+    k: int | None = Field(None, ge=K_MIN, le=K_MAX)
+    max_steps: int | None = Field(None, ge=STEPS_MIN, le=STEPS_MAX)
     options: dict[str, Any] | None = Field(None, description=OPTIONS_DOC)
 
     _check_text = field_validator("model", "index", "filters")(classmethod(lambda cls, v: _text(v)))

@@ -4,6 +4,7 @@ a run (checking strategy, source, model and scope) and waiting for it."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,29 +21,89 @@ from .scoping import ScopeError, check_source, default_source, duplicated_key, e
 CANONICAL_FILTER_KEYS = {"equals", "ranges", "acl"}
 
 
+class _Malformed(Exception):
+    """A filter value of the wrong shape, at ``path`` (``filters.ranges.year``)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def _scalar(v: Any) -> bool:
+    """A value a filter compares with: text, or a finite number (not a boolean)."""
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return isinstance(v, int) or (isinstance(v, str) and bool(v.strip()))
+
+
+def _values(v: Any, path: str) -> list[Any]:
+    vals = v if isinstance(v, list) else [v]
+    if not vals:
+        raise _Malformed(path, "needs a value or a list of values")
+    for i, x in enumerate(vals):
+        where = f"{path}[{i}]" if isinstance(v, list) else path
+        if not _scalar(x):
+            raise _Malformed(where, f"must be text or a number, not {type(x).__name__} {str(x)[:40]!r}")
+    return vals
+
+
+def _check_canonical(raw: dict[str, Any], param: str) -> None:
+    """Refuse a canonical scope ({"equals", "ranges", "acl"}) whose parts have the wrong shape,
+    naming the path of the first bad value."""
+    for part in ("equals", "ranges"):
+        table = raw.get(part)
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise _Malformed(f"{param}.{part}", "must be an object of field to value(s)")
+        for field, v in table.items():
+            path = f"{param}.{part}.{field}"
+            if part == "equals":
+                _values(v, path)
+            elif not (isinstance(v, list) and len(v) == 2):
+                raise _Malformed(path, "a range must be a list of two bounds [low, high] (null for an open end)")
+            else:
+                for i, bound in enumerate(v):
+                    if bound is not None and not _scalar(bound):
+                        raise _Malformed(f"{path}[{i}]", "a bound must be text, a number or null")
+    acl = raw.get("acl")
+    if acl is not None:
+        groups = acl if isinstance(acl, list) else [acl]
+        if not groups:
+            raise _Malformed(f"{param}.acl", "needs a group name or a list of them")
+        for i, g in enumerate(groups):
+            if not (isinstance(g, str) and g.strip()):
+                where = f"{param}.acl[{i}]" if isinstance(acl, list) else f"{param}.acl"
+                raise _Malformed(where, f"an ACL group is a name (text), not {str(g)[:40]!r}")
+
+
 def parse_filters(raw: Any, param: str = "filters") -> Filters:
-    """The request's scope, exactly as given: never merged with anything else."""
+    """The request's scope, exactly as given: never merged with anything else.  A malformed one
+    is a 422 whose ``param`` is the path of the bad value (``filters.ranges.year``)."""
     if raw is None:
         return Filters()
     try:
         if isinstance(raw, list):
-            if not all(isinstance(x, str) for x in raw):
-                raise FilterError("a filter list must hold strings like 'acl=all'")
+            for i, x in enumerate(raw):
+                if not isinstance(x, str):
+                    raise _Malformed(f"{param}[{i}]", "a filter list must hold strings like 'acl=all'")
             return Filters.parse(raw)
         if isinstance(raw, dict):
             if set(raw) <= CANONICAL_FILTER_KEYS:
-                if not all(isinstance(raw.get(k) or {}, dict) for k in ("equals", "ranges")):
-                    raise FilterError("'equals' and 'ranges' must be objects")
+                _check_canonical(raw, param)
                 return Filters.from_dict(raw)
             exprs = []
             for k, v in raw.items():
-                vals = v if isinstance(v, list) else [v]
-                if not vals or not all(isinstance(x, (str, int, float)) and str(x).strip() for x in vals):
-                    raise FilterError(f"filter {k!r} needs a value or a list of values")
+                vals = _values(v, f"{param}.{k}")
                 if any("," in str(x) for x in vals):
-                    raise FilterError(f"filter {k!r}: give several values as a list, not with commas")
+                    raise _Malformed(f"{param}.{k}", "give several values as a list, not with commas")
                 exprs.append(f"{k}=" + ",".join(str(x) for x in vals))
             return Filters.parse(exprs)
+    except _Malformed as e:
+        raise ApiError(422, f"{e.path}: {e.message}", param=e.path) from None
     except FilterError as e:
         raise ApiError(422, f"{param}: {e}", param=param) from None
     except (TypeError, ValueError) as e:

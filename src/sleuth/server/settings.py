@@ -36,6 +36,9 @@ class ServerSettings:
     max_concurrency: int = 4
     timeout_s: float = 120.0
     max_body_bytes: int = DEFAULT_MAX_BODY
+    #: seconds a client has to send a request's headers, and again its body (then 408 and the connection closes)
+    read_timeout_s: float = 15.0
+    #: traces kept per principal (its oldest go first), and bytes of traces kept in all
     trace_capacity: int = 256
     trace_max_bytes: int = 64 * 1024 * 1024
     #: a SQLite file for the traces (they then survive a restart); None keeps them in memory
@@ -55,6 +58,8 @@ class ServerSettings:
             raise ServerConfigError(f"max concurrency must be at least 1, not {self.max_concurrency}")
         if not self.timeout_s > 0:
             raise ServerConfigError(f"the request timeout must be positive, not {self.timeout_s}")
+        if not 0 < self.read_timeout_s <= 3600:
+            raise ServerConfigError(f"the read timeout must be between 0 and 3600 seconds, not {self.read_timeout_s}")
         if self.max_body_bytes < 1024:
             raise ServerConfigError(f"the body size limit must be at least 1024 bytes, not {self.max_body_bytes}")
         if self.trace_capacity < 1:

@@ -1,8 +1,11 @@
 """Bounded stores of finished runs (in memory, or a SQLite file), each readable only by its owner.
 
-The owner of a trace is the pair (API key that asked, canonical scope the run had).
+The owner of a trace is the pair (principal that asked, canonical scope the run had).
 A read with another key or another scope gets nothing, exactly as if the trace
 did not exist, so neither answers nor the existence of a run leak across scopes.
+Retention is per principal: each keeps its own ``capacity`` most recent traces, so one
+principal's flood of runs never evicts another's.  (Anonymous callers are all one
+principal, so their runs are not stored at all: :meth:`Runtime.keep_trace`.)
 """
 
 from __future__ import annotations
@@ -17,17 +20,23 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from sleuth.kvcache import use_wal
+from sleuth.kvcache import private_sqlite, use_wal
 
 from .encoding import dumps
 from .settings import ServerConfigError
 
 
 class TraceStore:
+    """Traces in memory: at most ``capacity`` per principal (its oldest evicted first, so another
+    principal's runs never evict yours), and ``max_bytes`` in all (past it, the oldest trace of the
+    principal holding the most bytes goes first)."""
+
     def __init__(self, capacity: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.capacity = capacity
         self.max_bytes = max_bytes
-        self._items: OrderedDict[str, tuple[tuple[str, str], dict[str, Any], int]] = OrderedDict()
+        self._items: dict[str, tuple[tuple[str, str], dict[str, Any], int]] = {}
+        self._by: dict[str, OrderedDict[str, int]] = {}  # principal id -> its trace ids (oldest first) -> size
+        self._held: dict[str, int] = {}  # principal id -> bytes
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -35,15 +44,31 @@ class TraceStore:
         size = len(json.dumps(result, ensure_ascii=False, default=str))
         if size > self.max_bytes:
             return  # one giant run must not evict everything else
+        who = owner[0]
         with self._lock:
-            old = self._items.pop(trace_id, None)
-            if old is not None:
-                self._bytes -= old[2]
+            self._drop(trace_id)
             self._items[trace_id] = (owner, result, size)
+            self._by.setdefault(who, OrderedDict())[trace_id] = size
+            self._held[who] = self._held.get(who, 0) + size
             self._bytes += size
-            while len(self._items) > self.capacity or self._bytes > self.max_bytes:
-                _, (_, _, sz) = self._items.popitem(last=False)
-                self._bytes -= sz
+            mine = self._by[who]
+            while len(mine) > self.capacity:
+                self._drop(next(iter(mine)))
+            while self._bytes > self.max_bytes:  # never the trace just put (it alone fits)
+                held = {p: n - (size if p == who else 0) for p, n in self._held.items() if p != who or len(mine) > 1}
+                biggest = max(held, key=lambda p: held[p])
+                self._drop(next(t for t in self._by[biggest] if t != trace_id))
+
+    def _drop(self, trace_id: str) -> None:
+        old = self._items.pop(trace_id, None)
+        if old is None:
+            return
+        who, size = old[0][0], old[2]
+        self._by[who].pop(trace_id, None)
+        self._held[who] -= size
+        self._bytes -= size
+        if not self._by[who]:
+            del self._by[who], self._held[who]
 
     def get(self, trace_id: str, owner: tuple[str, str]) -> dict[str, Any] | None:
         with self._lock:
@@ -51,6 +76,10 @@ class TraceStore:
             if item is None or item[0] != owner:
                 return None
             return item[1]
+
+    def count(self, principal_id: str) -> int:
+        with self._lock:
+            return len(self._by.get(principal_id, ()))
 
     def __len__(self) -> int:
         with self._lock:
@@ -64,11 +93,12 @@ class TraceStore:
 class SqliteTraceStore:
     """The same store kept in a SQLite file, so traces outlive a server restart.
 
-    Bounded like :class:`TraceStore` (oldest evicted first). Owners are stored as a
-    salted hash (the salt is random per file), so the file never holds anything
-    derived from an API key that could be checked against a guess without it.
-    WAL mode and one short transaction per call: a crash loses at most the trace
-    being written, never the file.
+    Bounded like :class:`TraceStore` (per principal, and in bytes). Owners are stored as a
+    salted hash (the salt is random per file), so the file never holds anything derived from
+    an API key that could be checked against a guess without it.  The file (and its WAL) is
+    created 0600 whatever the umask: it holds answers and passages of restricted scopes.
+    WAL mode and one short transaction per call: a crash loses at most the trace being
+    written, never the file.
     """
 
     def __init__(self, path: str | Path, capacity: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
@@ -78,46 +108,66 @@ class SqliteTraceStore:
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_sqlite(self.path)
             self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
             use_wal(self._db)
+            private_sqlite(self.path)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS traces (id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
-                "seq INTEGER NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL)"
+                "seq INTEGER NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL, who TEXT NOT NULL DEFAULT '')"
             )
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(traces)")}
+            if "who" not in columns:  # a file from before per-principal retention: its traces share one quota
+                self._db.execute("ALTER TABLE traces ADD COLUMN who TEXT NOT NULL DEFAULT ''")
             self._db.execute("CREATE INDEX IF NOT EXISTS traces_seq ON traces(seq)")
+            self._db.execute("CREATE INDEX IF NOT EXISTS traces_who ON traces(who, seq)")
             self._db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('salt', ?)", (secrets.token_hex(16),))
             self._salt = self._db.execute("SELECT v FROM meta WHERE k = 'salt'").fetchone()[0]
-        except sqlite3.Error as e:
+        except (sqlite3.Error, OSError) as e:
             raise TraceStoreError(f"cannot use {self.path} as a trace store: {e}") from e
 
     def _owner(self, owner: tuple[str, str]) -> str:
         return hashlib.sha256(f"{self._salt}\0{owner[0]}\0{owner[1]}".encode()).hexdigest()
+
+    def _who(self, principal_id: str) -> str:
+        return hashlib.sha256(f"{self._salt}\0principal\0{principal_id}".encode()).hexdigest()
 
     def put(self, trace_id: str, owner: tuple[str, str], result: dict[str, Any]) -> None:
         body = dumps(result)  # a lone surrogate (from a model or a corpus) escaped: SQLite stores UTF-8
         size = len(body)
         if size > self.max_bytes:
             return
+        who = self._who(owner[0])
         with self._lock:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
                 seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM traces").fetchone()[0] + 1
                 db.execute(
-                    "INSERT OR REPLACE INTO traces (id, owner, seq, size, body) VALUES (?, ?, ?, ?, ?)",
-                    (trace_id, self._owner(owner), seq, size, body),
+                    "INSERT OR REPLACE INTO traces (id, owner, seq, size, body, who) VALUES (?, ?, ?, ?, ?, ?)",
+                    (trace_id, self._owner(owner), seq, size, body, who),
                 )
-                n, total = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM traces").fetchone()
-                if n > self.capacity or total > self.max_bytes:  # evict the oldest until both bounds hold
-                    doomed = []
-                    for old_id, old_size in db.execute("SELECT id, size FROM traces ORDER BY seq"):
-                        if n <= self.capacity and total <= self.max_bytes:
-                            break
-                        doomed.append((old_id,))
-                        n, total = n - 1, total - old_size
-                    db.executemany("DELETE FROM traces WHERE id = ?", doomed)
+                # this principal's oldest beyond its quota
+                db.execute(
+                    "DELETE FROM traces WHERE id IN (SELECT id FROM traces WHERE who = ? ORDER BY seq DESC "
+                    "LIMIT -1 OFFSET ?)",
+                    (who, self.capacity),
+                )
+                # past the byte bound: the oldest of whoever holds the most
+                total = db.execute("SELECT COALESCE(SUM(size), 0) FROM traces").fetchone()[0]
+                while total > self.max_bytes:  # never the trace just put (it alone fits)
+                    biggest = db.execute(
+                        "SELECT who FROM traces WHERE id != ? GROUP BY who ORDER BY SUM(size) DESC LIMIT 1",
+                        (trace_id,),
+                    ).fetchone()[0]
+                    old_id, old_size = db.execute(
+                        "SELECT id, size FROM traces WHERE who = ? AND id != ? ORDER BY seq LIMIT 1",
+                        (biggest, trace_id),
+                    ).fetchone()
+                    db.execute("DELETE FROM traces WHERE id = ?", (old_id,))
+                    total -= old_size
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -129,6 +179,11 @@ class SqliteTraceStore:
         if row is None or not hmac.compare_digest(row[0], self._owner(owner)):
             return None
         return json.loads(row[1])
+
+    def count(self, principal_id: str) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT COUNT(*) FROM traces WHERE who = ?", (self._who(principal_id),))
+            return int(row.fetchone()[0])
 
     def __len__(self) -> int:
         with self._lock:

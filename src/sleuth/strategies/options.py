@@ -5,7 +5,9 @@ keyword arguments.  A key the strategy does not have, or a value of the wrong
 type or range, raises :class:`OptionsError` (a ``ValueError``) whose message
 names the key, the closest valid one and every valid option, so a typo such as
 ``k_stepbak=3`` is refused everywhere (Python, ``sleuth ask``, ``sleuth eval``,
-HTTP) instead of being ignored.
+HTTP) instead of being ignored.  Every numeric option has both bounds declared on
+its field (``minimum``/``maximum``); a value outside them is refused with a message
+naming the option and both limits (``n_passages must be a whole number from 1 to 50``).
 
 Options every strategy takes live in :class:`StrategyOptions`; each strategy's
 class adds its own.  A default that follows another option (Step-back's
@@ -30,6 +32,12 @@ LANGS = ("auto", "en", "zh")
 #: characters of documents one prompt may carry, by prompt language, when ``context_chars`` is not set
 #: (they fit the embedded models' 2048-token window; Chinese text is denser in tokens)
 CONTEXT_CHARS = {"en": 4000, "zh": 2000}
+#: upper bounds of the numeric options (every number has one: a caller, over HTTP too, cannot ask a
+#: search for 10^9 passages or a model for 10^9 tokens); :func:`bounds` gives them to the request schemas
+MAX_K = 50
+MAX_STEPS = 20
+MAX_TOKENS = 4096
+MAX_CHARS = 200_000
 
 
 class OptionsError(ValueError):
@@ -71,13 +79,18 @@ class StrategyOptions:
     DEFAULT_MAX_TOKENS: ClassVar[int] = 256
 
     lang: str = option("auto", "prompt language: `auto` (by the question), `en` or `zh`", choices=LANGS)
-    k: int = option(5, "passages per search", minimum=1)
-    max_steps: int = option(6, "step limit: follow-ups (Self-Ask), paragraphs (RAT), searches (Search-o1)", minimum=1)
-    max_tokens: int = option(None, "tokens per LLM call", minimum=1, derived="the strategy's default")
+    k: int = option(5, "passages per search", minimum=1, maximum=MAX_K)
+    max_steps: int = option(
+        6, "step limit: follow-ups (Self-Ask), paragraphs (RAT), searches (Search-o1)", minimum=1, maximum=MAX_STEPS
+    )
+    max_tokens: int = option(
+        None, "tokens per LLM call", minimum=1, maximum=MAX_TOKENS, derived="the strategy's default"
+    )
     context_chars: int | None = option(
         None,
         "total characters of documents in one prompt (each passage gets an equal share)",
         minimum=1,
+        maximum=MAX_CHARS,
         derived="4000 (en) / 2000 (zh)",
     )
 
@@ -160,11 +173,17 @@ class SelfAskOptions(StrategyOptions):
         maximum=1.0,
     )
     extract_k: int = option(
-        3, "how many of the top passages the extraction call reads (those holding the answer are cited)", minimum=1
+        3,
+        "how many of the top passages the extraction call reads (those holding the answer are cited)",
+        minimum=1,
+        maximum=MAX_K,
     )
-    extract_max_tokens: int = option(64, "tokens of the extraction call", minimum=1)
+    extract_max_tokens: int = option(64, "tokens of the extraction call", minimum=1, maximum=MAX_TOKENS)
     max_prompt_chars: int = option(
-        7000, "scaffold size at which the final answer is forced (fits a 2048-token window)", minimum=1
+        7000,
+        "scaffold size at which the final answer is forced (fits a 2048-token window)",
+        minimum=1,
+        maximum=MAX_CHARS,
     )
     final_read: bool = option(
         True,
@@ -179,7 +198,7 @@ class RATOptions(StrategyOptions):
 
     DEFAULT_MAX_TOKENS: ClassVar[int] = 400
 
-    n_passages: int = option(3, "passages per revision", minimum=1)
+    n_passages: int = option(3, "passages per revision", minimum=1, maximum=MAX_K)
 
 
 @dataclass(frozen=True)
@@ -188,15 +207,20 @@ class StepBackOptions(StrategyOptions):
 
     DEFAULT_MAX_TOKENS: ClassVar[int] = 320
 
-    k_original: int = option(None, "passages retrieved for the original question", minimum=1, derived="`k`")
-    k_stepback: int = option(None, "passages retrieved for the step-back question", minimum=1, derived="`k`")
+    k_original: int = option(
+        None, "passages retrieved for the original question", minimum=1, maximum=MAX_K, derived="`k`"
+    )
+    k_stepback: int = option(
+        None, "passages retrieved for the step-back question", minimum=1, maximum=MAX_K, derived="`k`"
+    )
     k_context: int | None = option(
         None,
         "passages shown to the model after reranking",
         minimum=1,
+        maximum=2 * MAX_K,
         derived="`k_original`; `k_original + k_stepback` when the documents are rules",
     )
-    rrf_k: int = option(60, "the constant of reciprocal-rank fusion", minimum=0)
+    rrf_k: int = option(60, "the constant of reciprocal-rank fusion", minimum=0, maximum=10_000)
     documents: str = option(
         "auto",
         "the answer's form: `rules` (general rule, specific clause, conclusion), `general` (background, "
@@ -231,19 +255,24 @@ class StepBackOptions(StrategyOptions):
 class SearchO1Options(StrategyOptions):
     """Search-o1's limits and Reason-in-Documents call."""
 
-    max_searches: int = option(None, "searches per question", minimum=1, derived="`max_steps`")
-    max_turns: int = option(None, "reasoning turns per question", minimum=1, derived="`max_searches + 3`")
-    rid_max_tokens: int = option(160, "tokens of a Reason-in-Documents call", minimum=1)
-    doc_chars: int = option(600, "characters of each passage Reason-in-Documents reads", minimum=1)
-    max_prompt_chars: int = option(6000, "prompt size at which the final answer is forced", minimum=1)
+    max_searches: int = option(None, "searches per question", minimum=1, maximum=MAX_STEPS, derived="`max_steps`")
+    max_turns: int = option(
+        None, "reasoning turns per question", minimum=1, maximum=MAX_STEPS + 3, derived="`max_searches + 3`"
+    )
+    rid_max_tokens: int = option(160, "tokens of a Reason-in-Documents call", minimum=1, maximum=MAX_TOKENS)
+    doc_chars: int = option(600, "characters of each passage Reason-in-Documents reads", minimum=1, maximum=MAX_CHARS)
+    max_prompt_chars: int = option(
+        6000, "prompt size at which the final answer is forced", minimum=1, maximum=MAX_CHARS
+    )
     max_refusals: int = option(
         2,
         "repeated or refused queries (in all, not only in a row) after which the answer is forced "
         "(`repeat_limit` / `step_limit`)",
         minimum=1,
+        maximum=MAX_STEPS,
     )
     batch_window_s: float = option(
-        0.05, "batch mode: the longest a query waits to share a search batch (seconds)", minimum=0.0
+        0.05, "batch mode: the longest a query waits to share a search batch (seconds)", minimum=0.0, maximum=600.0
     )
     final_read: bool = option(
         False,
@@ -300,19 +329,13 @@ def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
         return None  # no value, or one derived from other options in __post_init__
     kind = next(k for k in kinds if k is not type(None))
     lo, hi = meta.get("min"), meta.get("max")
-    if kind is int:
+    if kind in (int, float):
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        if not (_number(value) and whole and (lo is None or value >= lo)):
-            least = f" of at least {lo:g}" if lo is not None else ""
-            raise OptionsError(f"{name} must be a whole number{least}, not {value!r}")
-        return int(value)
-    if kind is float:
-        if not (
-            _number(value) and math.isfinite(value) and (lo is None or value >= lo) and (hi is None or value <= hi)
-        ):
-            span = f" between {lo:g} and {hi:g}" if hi is not None else f" of at least {lo:g}" if lo is not None else ""
-            raise OptionsError(f"{name} must be a number{span}, not {value!r}")
-        return float(value)
+        fits = _number(value) and (isinstance(value, int) or math.isfinite(value)) and (kind is float or whole)
+        if not (fits and (lo is None or value >= lo) and (hi is None or value <= hi)):
+            what = "a whole number" if kind is int else "a number"
+            raise OptionsError(f"{name} must be {what}{_span(lo, hi)}, not {_shown(value)}")
+        return kind(value)
     if kind is bool:
         if not isinstance(value, bool):
             raise OptionsError(f"{name} must be true or false, not {value!r}")
@@ -322,6 +345,28 @@ def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
         allowed = f"{', '.join(choices[:-1])} or {choices[-1]}" if choices else "text"
         raise OptionsError(f"{name} must be {allowed}, not {value!r}")
     return value
+
+
+def _span(lo: float | None, hi: float | None) -> str:
+    if lo is not None and hi is not None:
+        return f" from {lo:g} to {hi:g}"
+    return f" of at least {lo:g}" if lo is not None else f" of at most {hi:g}" if hi is not None else ""
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return "a number of more than 4300 digits"
+    return text if len(text) <= 40 else text[:37] + "..."  # a 10^400 digit number is not echoed in full
+
+
+def bounds(name: str, cls: type[StrategyOptions] = StrategyOptions) -> tuple[float | None, float | None]:
+    """(minimum, maximum) of an option, as declared on its field (the request schemas use them)."""
+    for f in fields(cls):
+        if f.name == name:
+            return f.metadata.get("min"), f.metadata.get("max")
+    raise KeyError(name)
 
 
 # -- --opt key=value ------------------------------------------------------------------------
