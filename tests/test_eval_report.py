@@ -90,12 +90,13 @@ def test_the_report_says_which_commit_made_which_records() -> None:
     report = render(recs, _manifest(3))
     line = next(ln for ln in report.splitlines() if ln.startswith("| code |"))
     assert line == (
-        "| code | records from 3 commits: `aaaaaaaaaaaa`: a 3, b 1; "
-        "`0123456789ab` (an earlier version label): b 1; "
-        "`bbbbbbbbbbbb+dirty`: b 1; 1 re-made from the response cache, timings kept |"
+        "| code | records from 2 commits: `aaaaaaaaaaaa`: a 3, b 1; "
+        "`bbbbbbbbbbbb+dirty`: b 1; 1 re-made from the response cache, timings kept; "
+        "and 1 made before records named their commit: b 1 |"
     )
     assert "| code | records from 1 commit: `aaaaaaaaaaaa`: a 3 |" in render(recs[:3], _manifest(3))
-    assert "| code | records from 1 commit: not recorded: a 1 |" in render([_rec("a", "q0", 1.0)], None)
+    old = [{**_rec("a", "q0", 1.0), "code": "x"}, {**_rec("a", "q1", 1.0), "code": "y"}, _rec("b", "q0", 1.0)]
+    assert "| code | 3 made before records named their commit: a 2 (2 versions), b 1 |" in render(old, _manifest(2))
 
 
 def test_a_draft_is_paired_with_the_final_answer_of_its_own_records() -> None:

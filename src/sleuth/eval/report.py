@@ -145,21 +145,29 @@ def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
 
 def code_line(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> str:
     """Which code made the records, in one line: each commit with its records per strategy (those
-    re-made from the response cache counted apart). A record made before records named their
-    commit shows the version label it carries instead."""
+    re-made from the response cache counted apart), then the records made before records named
+    their commit (a strategy's count of the version labels they carry instead, when more than one)."""
     by: dict[str, Counter[str]] = defaultdict(Counter)
     cached: Counter[str] = Counter()
+    before: dict[str, set[str]] = defaultdict(set)
     for r in records:
-        made = str(r.get("commit") or "") or (f"`{r['code']}` (an earlier version label)" if r.get("code") else "")
-        by[made or "not recorded"][r["strategy"]] += 1
-        cached[made or "not recorded"] += bool(r.get("cached"))
+        if r.get("commit"):
+            by[str(r["commit"])][r["strategy"]] += 1
+            cached[str(r["commit"])] += bool(r.get("cached"))
+        else:
+            before[r["strategy"]].add(str(r.get("code") or ""))
     parts = []
     for made, n in sorted(by.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
-        each = ", ".join(f"{s} {n[s]}" for s in in_order(n, order))
         again = f"; {cached[made]} re-made from the response cache, timings kept" if cached[made] else ""
-        parts.append(f"{made if made.startswith(('`', 'not')) else f'`{made}`'}: {each}{again}")
-    word = "commit" if len(by) == 1 else "commits"
-    return f"records from {len(by)} {word}: " + "; ".join(parts)
+        parts.append(f"`{made}`: " + ", ".join(f"{s} {n[s]}" for s in in_order(n, order)) + again)
+    line = f"records from {len(by)} {'commit' if len(by) == 1 else 'commits'}: " + "; ".join(parts) if by else ""
+    if before:
+        n = Counter(r["strategy"] for r in records if not r.get("commit"))
+        each = ", ".join(
+            f"{s} {n[s]}" + (f" ({len(before[s])} versions)" if len(before[s]) > 1 else "") for s in in_order(n, order)
+        )
+        line += ("; and " if line else "") + f"{sum(n.values())} made before records named their commit: {each}"
+    return line
 
 
 def _index_fact(idx: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
