@@ -105,7 +105,6 @@ def answer_fields(rec: dict[str, Any]) -> dict[str, str]:
 def sleuth_config(model: str, base_url: str, k: int, bench: Benchmark) -> dict[str, Any]:
     """The eval worker's task config of a Sleuth row (the model reached at ``base_url``)."""
     return {
-        "code_lang": None,
         "model": model,
         "base_url": base_url,
         "k": k,

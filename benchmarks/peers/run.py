@@ -125,7 +125,7 @@ def _fresh_model_server(args: argparse.Namespace) -> str:
     One engine for all rows let a row reuse the prompts an earlier row left in llama.cpp's
     host-memory prompt cache: Sleuth's Self-Ask after Sleuth's RAG on the same questions processed
     2,113 / 829 / 1,912 prompt tokens on three HotpotQA questions against 2,404 / 1,299 / 1,939 on
-    a fresh engine, the same calls and prompts (docs/results/README.md, *Stop 49*)."""
+    a fresh engine, the same calls and prompts (measured in stop 49)."""
     from sleuth.llm.embedded import stop_all
 
     stop_all()
