@@ -631,6 +631,7 @@ def test_a_rerun_makes_every_record_again_and_one_stopped_early_goes_on(tmp_path
     assert len(recs) == 6 and all(r["finished_at"] > before[(r["strategy"], r["qid"])] for r in recs)
     assert "rerun" not in json.loads((out / "run.json").read_text())  # over: a plain resume runs nothing
     assert run_eval(_cfg(data_dir, out, limit=3), progress=False).ran == 0
+    assert run_eval(_cfg(data_dir, out, limit=3, rerun=True), progress=False).ran == 6  # --rerun: the same
     with pytest.raises(EvalError, match=r"no run\.json"):
         rerun_eval(tmp_path / "nothing", progress=False)
 

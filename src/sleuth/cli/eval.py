@@ -85,6 +85,12 @@ def eval_cmd(
     prices: str = typer.Option(None, "--prices", help="USD per 1M tokens: PROMPT,COMPLETION[,CACHED]."),
     executor: str = typer.Option("local", "--executor", help="local, or a registered scheme like dask://ADDR."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed questions again on resume."),
+    rerun: bool = typer.Option(
+        False,
+        "--rerun",
+        help="Make every record of the run again with the running code (a re-run under way goes on; the "
+        "response cache answers every prompt that did not change). Also: sleuth eval rerun DIR.",
+    ),
     only: str = typer.Option(
         None,
         "--only",
@@ -143,6 +149,7 @@ def eval_cmd(
         concurrency=concurrency,
         executor=executor,
         retry_failed=retry_failed,
+        rerun=rerun,
         only=comma_list(only) if only is not None else None,
         isolate=isolate,
         llm_cache=not no_llm_cache,
