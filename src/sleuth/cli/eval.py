@@ -190,7 +190,9 @@ def rerun_cmd(
     data: Path = typer.Option(None, "--data", help="The run's data file, when it is not where run.json says."),
     corpus: Path = typer.Option(None, "--corpus", help="The corpus file the run used (if it passed --corpus)."),
     index: str = typer.Option(None, "--index", help="The index the run used (if it passed --index)."),
-    base_url: str = typer.Option(None, "--base-url", help="The OpenAI-compatible server to run on."),
+    base_url: str = typer.Option(
+        None, "--base-url", help="The OpenAI-compatible server to run on (default: the one run.json names)."
+    ),
     no_llm_cache: bool = typer.Option(False, "--no-llm-cache", help="Bypass the LLM response cache (fresh timings)."),
     time_limit: str = typer.Option(
         None, "--time-limit", help="A sitting: stop between questions after this long; run the command again to go on."
