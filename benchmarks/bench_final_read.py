@@ -31,7 +31,7 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_citations import items_of, records
+from run_records import items_of, records
 from sleuth.eval.metrics import score
 from sleuth.eval.summary import bootstrap_ci
 from sleuth.llm import get_llm

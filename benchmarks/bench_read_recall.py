@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_citations import items_of, records
+from run_records import items_of, records
 from sleuth.eval.metrics import recall
 from sleuth.eval.store import is_composed
 from sleuth.strategies.reading import interleave

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from sleuth.eval.runner import EvalConfig, EvalError, run_eval
 from sleuth.eval.store import RESULTS, read_records
@@ -34,9 +33,9 @@ def test_only_runs_some_strategies_and_the_same_command_without_it_runs_the_rest
     assert (first.total, first.ran, first.skipped) == (3, 3, 0)
     assert {r["strategy"] for r in read_records(out)} == {YES}
     manifest = json.loads((out / "run.json").read_text())
-    # the run is still the two-strategy run: its settings, its fingerprints and its task count
+    # the run is still the two-strategy run: its settings, its strategies' options and its task count
     assert manifest["settings"]["strategies"] == [FIRST, YES]
-    assert set(manifest["code"]) == {FIRST, YES} and manifest["tasks"] == 6
+    assert set(manifest["code"]["options"]) == {FIRST, YES} and manifest["tasks"] == 6
     assert "3 of 6 tasks" in (out / "report.md").read_text() or "of 6" in (out / "report.md").read_text()
 
     again = run_eval(_cfg(data_dir, out, strategies=[FIRST, YES], only=[YES]), progress=False)
@@ -124,45 +123,3 @@ def test_the_strategies_ahead_show_their_citations_where_the_data_has_gold_passa
     assert first.split("|")[2:4] == [" 6 ", " 6 "]  # six questions, every answer cites its first two passages
     assert yes.split("|")[2:5] == [" 6 ", " 0 ", " – "]  # YesMan cites nothing: no precision, recall 0
     assert float(first.split("|")[4]) > 0  # some cited passage is a gold supporting one
-
-
-def test_redo_runs_named_questions_again_and_keeps_the_old_records(tmp_path: Path, data_dir: Path) -> None:
-    """``--redo``: a parser fix the fingerprint cannot see re-makes the records it changes, and only those."""
-    from sleuth.eval.store import compact_run, iter_history
-
-    out = tmp_path / "r"
-    run_eval(_cfg(data_dir, out, strategies=[FIRST, YES]), progress=False)
-    recs = read_records(out)
-    qids = list(dict.fromkeys(r["qid"] for r in recs))
-    assert len(recs) == 6 and len(qids) == 3
-    console = Console(record=True, width=200)
-    again = run_eval(
-        _cfg(data_dir, out, strategies=[FIRST, YES], only=[YES], redo=[qids[1]]), progress=False, console=console
-    )
-    assert f"--redo: 1 recorded task(s) run again ({YES}: 1) on {qids[1]}" in console.export_text()
-    assert (again.ran, again.skipped) == (1, 2)  # YesMan on the second question, nothing else
-    lines = [json.loads(ln) for ln in (out / RESULTS).read_text().splitlines()]
-    assert len(lines) == 7 and (lines[-1]["strategy"], lines[-1]["qid"]) == (YES, qids[1])
-    assert len(read_records(out)) == 6  # the newest record of each task
-    # without --only every strategy of the named questions runs again
-    assert run_eval(_cfg(data_dir, out, strategies=[FIRST, YES], redo=[qids[0], qids[2]]), progress=False).ran == 4
-    # the replaced records go to the history when the run is compacted
-    assert compact_run(out) == (6, 5)
-    assert len(read_records(out)) == 6 and len(list(iter_history(out))) == 11
-
-
-def test_redo_names_questions_of_the_run(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "bad"
-    with pytest.raises(EvalError, match="not a question of this run"):
-        run_eval(_cfg(data_dir, out, redo=["no-such-id"]), progress=False)
-    with pytest.raises(EvalError, match="names no question"):
-        run_eval(_cfg(data_dir, out, redo=[]), progress=False)
-    assert not out.exists()  # a refused command touches nothing
-    from sleuth.cli import main
-
-    argv = ["eval", "--data", str(data_dir / "hotpotqa/test.jsonl"), "--setting", "closed", "--limit", "2"]
-    argv += ["--strategies", YES, "--out", str(out), "--no-progress", "--redo", "nope"]
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    err = capsys.readouterr().err
-    assert e.value.code != 0 and "--redo names 'nope'" in err and "Traceback" not in err

@@ -83,19 +83,20 @@ def test_without_a_manifest_every_strategy_present_counts() -> None:
     assert prog.complete == {"q1"} and prog.text() == "1 question answered by all 2 strategies (3 tasks)"
 
 
-def test_records_the_running_code_would_not_make_are_marked_older() -> None:
-    recs = [{**_rec("a", f"q{i}", 1.0), "code": "old000000000"} for i in range(3)]
-    recs += [{**_rec("b", "q0", 0.0), "code": "new111111111"}, {**_rec("b", "q1", 0.0), "code": "old222222222"}]
-    recs.append({**_rec("b", "q2", 0.0), "code": "new111111111"})
-    man = _manifest(3, code={"a": "old000000000", "b": "new111111111"})
-    report = render(recs, man, running={"a": "new000000000", "b": "new111111111"})
-    line = next(ln for ln in report.splitlines() if ln.startswith("**Older records:**"))
-    assert line.startswith("**Older records:** a 3 of 3, b 1 of 3 were made by code that behaves differently")
-    assert "| a | `old000000000`: 3 | `old000000000` | `new000000000` |" in report
-    assert "| b | `new111111111`: 2, `old222222222`: 1 | `new111111111` | `new111111111` |" in report
-    current = render(recs[:3], man, running={"a": "old000000000"})
-    assert "Older records" not in current and "| a | `old000000000`: 3 | `old000000000` | `old000000000` |" in current
-    assert "running code" not in render(recs, man)  # without the running code's prints: no such claim
+def test_the_report_says_which_commit_made_which_records() -> None:
+    recs = [{**_rec("a", f"q{i}", 1.0), "commit": "aaaaaaaaaaaa"} for i in range(3)]
+    recs += [{**_rec("b", "q0", 0.0), "commit": "bbbbbbbbbbbb+dirty", "cached": True}]
+    recs += [{**_rec("b", "q1", 0.0), "commit": "aaaaaaaaaaaa"}, {**_rec("b", "q2", 0.0), "code": "0123456789ab"}]
+    report = render(recs, _manifest(3))
+    line = next(ln for ln in report.splitlines() if ln.startswith("| code |"))
+    assert line == (
+        "| code | records from 2 commits: `aaaaaaaaaaaa`: a 3, b 1; "
+        "`bbbbbbbbbbbb+dirty`: b 1; 1 re-made from the response cache, timings kept; "
+        "and 1 made before records named their commit: b 1 |"
+    )
+    assert "| code | records from 1 commit: `aaaaaaaaaaaa`: a 3 |" in render(recs[:3], _manifest(3))
+    old = [{**_rec("a", "q0", 1.0), "code": "x"}, {**_rec("a", "q1", 1.0), "code": "y"}, _rec("b", "q0", 1.0)]
+    assert "| code | 3 made before records named their commit: a 2 (2 versions), b 1 |" in render(old, _manifest(2))
 
 
 def test_a_draft_is_paired_with_the_final_answer_of_its_own_records() -> None:

@@ -444,7 +444,7 @@ def test_resume_after_real_kill_9(tmp_path: Path, data_dir: Path) -> None:
     keys = [(r["strategy"], r["qid"]) for r in recs]
     assert len(keys) == 30 and len(set(keys)) == 30  # 15 questions x 2 strategies, each exactly once
     manifest = json.loads((out / "run.json").read_text())
-    assert manifest.get("resumed")
+    assert len(manifest["sittings"]) >= 2  # the first sitting and the resume
 
 
 def test_open_setting_pools_the_whole_file_into_one_cached_index(
@@ -572,73 +572,68 @@ def test_local_executor_starts_the_next_task_before_yielding() -> None:
         ex.close()
 
 
-def test_records_carry_their_code_and_redo_stale_reruns_the_others(
-    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from rich.console import Console
-
-    from sleuth.eval.fingerprint import code_fingerprint
+def test_the_manifest_says_what_made_the_run_and_each_record_names_its_commit(tmp_path: Path, data_dir: Path) -> None:
+    from sleuth.eval.manifest import commit_label, git_state, prompts_hash
+    from sleuth.llm.models import file_sha256
 
     out = tmp_path / "c"
-    run_eval(_cfg(data_dir, out, limit=3), progress=False)
-    recs = read_records(out)
-    # HotpotQA asks in English: the records carry their strategies' English fingerprints
-    assert recs and all(r["code"] == code_fingerprint(r["strategy"], "en") and len(r["code"]) == 12 for r in recs)
+    run_eval(_cfg(data_dir, out, limit=3, strategy_options={"delay": 0.0}), progress=False)
     manifest = json.loads((out / "run.json").read_text())
-    assert manifest["code_lang"] == "en"
-    assert manifest["code"] == {s: code_fingerprint(s, "en") for s in (f"{MOD}:FirstWord", f"{MOD}:YesMan")}
-
-    # one YesMan record made by "older code", one with no fingerprint at all (records before fingerprints)
-    lines = (out / RESULTS).read_text(encoding="utf-8").splitlines()
-    yes = [i for i, ln in enumerate(lines) if json.loads(ln)["strategy"].endswith("YesMan")]
-    old = json.loads(lines[yes[0]])
-    old["code"] = "0123456789ab"
-    lines[yes[0]] = json.dumps(old)
-    legacy = json.loads(lines[yes[1]])
-    del legacy["code"]
-    lines[yes[1]] = json.dumps(legacy)
-    (out / RESULTS).write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    console = Console(stderr=True, width=200)
-    s = run_eval(_cfg(data_dir, out, limit=3), progress=False, console=console)
-    assert s.ran == 0
-    err = capsys.readouterr().err
-    assert "2 of 6 records" in err and "2 made by other code" in err and "worded" not in err
-    report = (out / "report.md").read_text()
-    assert "**Mixed versions:**" in report and "`0123456789ab`: 1" in report and "not recorded: 1" in report
-
-    s = run_eval(_cfg(data_dir, out, limit=3, redo_stale=True), progress=False, console=console)
-    assert (s.ran, s.skipped) == (2, 4)
+    commit, dirty = git_state()
+    code = manifest["code"]
+    assert (code["commit"], code["dirty"], code["version"]) == (commit, dirty, "0.1.0")
+    assert len(commit) == 40  # the tests run from a git checkout
+    assert code["model"]["name"] and "sha256" in code["model"]  # the embedded default: its file's sha256
+    names = [f"{MOD}:FirstWord", f"{MOD}:YesMan"]
+    assert code["prompts"] == {s: prompts_hash(s) for s in names}
+    assert prompts_hash("self-ask") != prompts_hash("rag") != ""  # each strategy's own templates
+    # the full typed options of each strategy, defaults included
+    assert code["options"][names[0]]["delay"] == 0.0 and code["options"][names[0]]["k"] == 5
+    assert "max_steps" in code["options"][names[1]]
+    data = manifest["data"]
+    assert data["sha256"] == file_sha256(data_dir / "hotpotqa/test.jsonl") and len(data["question_ids"]) == 3
+    assert manifest["settings"]["index"]["key"] is not None or manifest["settings"]["setting"] == "closed"
+    label = commit_label(commit, dirty)
+    assert manifest["sittings"] == [{"started": manifest["sittings"][0]["started"], "commit": label}]
     recs = read_records(out)
-    assert len(recs) == 6 and all(r["code"] == code_fingerprint(r["strategy"], "en") for r in recs)
-    assert "Mixed versions" not in (out / "report.md").read_text()
-    assert len((out / RESULTS).read_text().splitlines()) == 8  # the superseded lines stay; the last one wins
+    assert len(recs) == 6 and {r["commit"] for r in recs} == {label}
+    assert f"| code | records from 1 commit: `{label}`: {names[0]} 3, {names[1]} 3 |" in (out / "report.md").read_text()
 
-
-def test_a_record_for_a_differently_worded_question_is_stale(
-    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The fingerprint covers the answering code; the question text covers the dataset side
-    (a changed sub-question rendering must not leave old answers counted under the same id)."""
-    from rich.console import Console
-
-    out = tmp_path / "w"
-    run_eval(_cfg(data_dir, out, limit=2), progress=False)
+    # records of other commits (and one from before records named theirs) are reported, never judged
     lines = (out / RESULTS).read_text(encoding="utf-8").splitlines()
-    first = json.loads(lines[0])
-    first["question"] = first["question"] + " (as an older loader worded it)"
-    lines[0] = json.dumps(first)
+    old, legacy = json.loads(lines[1]), json.loads(lines[3])
+    old["commit"] = "0123456789ab"
+    del legacy["commit"]
+    legacy["code"] = "fedcba987654"
+    lines[1], lines[3] = json.dumps(old), json.dumps(legacy)
     (out / RESULTS).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    s = run_eval(_cfg(data_dir, out, limit=3, strategy_options={"delay": 0.0}), progress=False)
+    assert s.ran == 0  # a resume runs nothing again: which commit made a record is the report's to say
+    report = (out / "report.md").read_text()
+    assert f"| code | records from 2 commits: `{label}`: " in report
+    assert "; `0123456789ab`: " in report and "; and 1 made before records named their commit: " in report
+    assert len(json.loads((out / "run.json").read_text())["sittings"]) == 2
 
-    console = Console(stderr=True, width=200)
-    assert run_eval(_cfg(data_dir, out, limit=2), progress=False, console=console).ran == 0
-    err = capsys.readouterr().err
-    assert "1 of 4 records" in err and "differently worded question" in err and "other code" not in err
 
-    s = run_eval(_cfg(data_dir, out, limit=2, redo_stale=True), progress=False, console=console)
-    assert (s.ran, s.skipped) == (1, 3)
-    recs = {(r["strategy"], r["qid"]): r for r in read_records(out)}
-    assert recs[(first["strategy"], first["qid"])]["question"] != first["question"]
+def test_a_rerun_makes_every_record_again_and_one_stopped_early_goes_on(tmp_path: Path, data_dir: Path) -> None:
+    from sleuth.eval.runner import rerun_eval
+
+    out = tmp_path / "r"
+    run_eval(_cfg(data_dir, out, limit=3), progress=False)
+    before = {(r["strategy"], r["qid"]): r["finished_at"] for r in read_records(out)}
+    first = rerun_eval(out, progress=False, time_limit=1e-6)  # a sitting: the first question only
+    assert (first.ran, first.skipped) == (2, 0) and first.stopped_before is not None
+    started = json.loads((out / "run.json").read_text())["rerun"]["started"]
+    assert sum(r["finished_at"] >= started for r in read_records(out)) == 2
+    second = run_eval(_cfg(data_dir, out, limit=3), progress=False)  # the run's own command goes on with it
+    assert (second.ran, second.skipped) == (4, 2)
+    recs = read_records(out)
+    assert len(recs) == 6 and all(r["finished_at"] > before[(r["strategy"], r["qid"])] for r in recs)
+    assert "rerun" not in json.loads((out / "run.json").read_text())  # over: a plain resume runs nothing
+    assert run_eval(_cfg(data_dir, out, limit=3), progress=False).ran == 0
+    assert run_eval(_cfg(data_dir, out, limit=3, rerun=True), progress=False).ran == 6  # --rerun: the same
+    with pytest.raises(EvalError, match=r"no run\.json"):
+        rerun_eval(tmp_path / "nothing", progress=False)
 
 
 def test_time_limit_ends_a_sitting_between_questions_and_the_same_command_resumes(
@@ -699,42 +694,3 @@ def test_sitting_hands_out_tasks_until_the_deadline_then_stops_at_a_question_bou
     assert ids(late.tasks(todo)) == ["a", "a", hop("a", 1), hop("a", 2)] and late.stopped_before == "b"
     resumed = Sitting(1.0, started=time.monotonic() - 5)  # a resume that starts on a hop finishes that question
     assert ids(resumed.tasks(todo[3:])) == [hop("a", 2)] and resumed.stopped_before == "b"
-
-
-def _questions(path: Path, questions: list[str]) -> Path:
-    path.write_text(
-        "".join(
-            json.dumps({"id": f"q{i}", "question": q, "answer": "x"}, ensure_ascii=False) + "\n"
-            for i, q in enumerate(questions)
-        ),
-        encoding="utf-8",
-    )
-    return path
-
-
-@pytest.mark.parametrize(
-    ("questions", "options", "lang"),
-    [
-        (["《大白鲨》的导演是谁？", "年假每年有几天？"], {}, "zh"),
-        (["Who directed Jaws?", "年假每年有几天？"], {}, "en+zh"),
-        (["Who directed Jaws?", "When was Jaws released?"], {"lang": "zh"}, "zh"),  # Chinese prompts throughout
-    ],
-)
-def test_a_run_is_fingerprinted_in_the_language_of_its_questions(
-    tmp_path: Path, questions: list[str], options: dict[str, str], lang: str
-) -> None:
-    from sleuth.eval.fingerprint import code_fingerprint
-
-    data = _questions(tmp_path / "q.jsonl", questions)
-    out = tmp_path / "run"
-    cfg = EvalConfig(
-        data=str(data), out=str(out), setting="closed", strategies=[f"{MOD}:FirstWord"], strategy_options=options
-    )
-    run_eval(cfg, progress=False)
-    manifest = json.loads((out / "run.json").read_text())
-    assert manifest["code_lang"] == lang
-    assert manifest["code"] == {f"{MOD}:FirstWord": code_fingerprint(f"{MOD}:FirstWord", lang)}
-    recs = read_records(out)
-    assert len(recs) == 2 and {r["code"] for r in recs} == {manifest["code"][f"{MOD}:FirstWord"]}
-    s = run_eval(cfg, progress=False)  # a resume finds them all current
-    assert (s.ran, s.skipped) == (0, 2)

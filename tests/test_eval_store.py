@@ -1,4 +1,4 @@
-"""Compressed run data: ``results.jsonl.gz`` (newest per task) + ``replaced.jsonl.gz``, written atomically."""
+"""Compressed run data: ``results.jsonl.gz`` (the newest record per task), written atomically."""
 
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ import pytest
 
 from sleuth.eval.report import write_report
 from sleuth.eval.store import (
-    REPLACED_GZ,
     RESULTS,
     RESULTS_GZ,
     compact_run,
-    iter_history,
     read_records,
     results_files,
     rewrite_records,
@@ -58,29 +56,19 @@ LINES = [
 ]
 
 
-def test_compaction_keeps_the_newest_per_task_and_sets_the_others_aside(tmp_path: Path) -> None:
+def test_compaction_keeps_the_newest_per_task(tmp_path: Path) -> None:
     out = tmp_path / "run"
     _plain(out, LINES, torn=True)
     write_manifest(out, {"settings": {"strategies": ["cot", "rag"]}})
     before = read_records(out)
-    history = [(r["strategy"], r["qid"], r["answer"]) for r in iter_history(out)]
     report = write_report(out, plots=False).read_text(encoding="utf-8")
 
     assert compact_run(out) == (3, 2)
     assert not (out / RESULTS).exists() and results_files(out) == [out / RESULTS_GZ]
     with gzip.open(out / RESULTS_GZ, "rt", encoding="utf-8") as f:
         assert [json.loads(ln)["answer"] for ln in f] == ["Paris", "Paris", "Paris"]  # newest only
-    with gzip.open(out / REPLACED_GZ, "rt", encoding="utf-8") as f:
-        assert [json.loads(ln)["answer"] for ln in f] == ["Lyon", "Nice"]  # superseded, oldest first
     assert read_records(out) == before
     assert read_records(out / RESULTS) == before  # the old path still names the run's results
-    assert [(r["strategy"], r["qid"], r["answer"]) for r in iter_history(out)] == [
-        history[0],
-        history[3],
-        history[1],
-        history[2],
-        history[4],
-    ]  # per task still oldest first
     assert write_report(out, plots=False).read_text(encoding="utf-8") == report
 
     gz = (out / RESULTS_GZ).read_bytes()
@@ -96,8 +84,6 @@ def test_a_resumed_compacted_run_reads_its_new_lines_as_newer(tmp_path: Path) ->
     recs = {(r["strategy"], r["qid"]): r["answer"] for r in read_records(out)}
     assert recs == {("rag", "q1"): "Paris", ("rag", "q2"): "Paris", ("cot", "q1"): "Nice", ("cot", "q2"): "Paris"}
     assert compact_run(out) == (4, 1)
-    with gzip.open(out / REPLACED_GZ, "rt", encoding="utf-8") as f:
-        assert [json.loads(ln)["answer"] for ln in f] == ["Lyon", "Nice", "Paris"]
 
 
 def test_reading_an_old_plain_run_directory(tmp_path: Path) -> None:
@@ -109,7 +95,6 @@ def test_reading_an_old_plain_run_directory(tmp_path: Path) -> None:
         ("rag", "q1", "Paris"),
         ("rag", "q2", "Paris"),
     ]
-    assert len(list(iter_history(out))) == 5
 
 
 def test_rewriting_keeps_each_file_in_its_form(tmp_path: Path) -> None:
@@ -181,7 +166,7 @@ def test_compact_command(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["eval", "compact", str(out)])
     assert res.exit_code == 0, res.output
     said = " ".join(res.output.split())
-    assert said.startswith("3 records in ") and "2 more replaced ones kept aside" in said
+    assert said.startswith("3 records in ") and "2 older ones of the same tasks dropped" in said
     res = CliRunner().invoke(app, ["eval", "compact", str(tmp_path / "empty")])
     assert res.exit_code != 0 and "holds no results" in str(res.exception)  # a UserError: one sentence
 
@@ -191,11 +176,11 @@ def test_the_reported_command_reruns_on_the_runs_own_folder() -> None:
 
     first = (
         "sleuth eval --data ../shared/data/musique/train.json --setting open --strategies rag,self-ask "
-        "--out /work/runs/mh42 --redo-stale --only rag --time-limit 4812s"
+        "--out /work/runs/mh42 --retry-failed --only rag --time-limit 4812s"
     )
     assert resume_command(first) == (
         "sleuth eval --data ../shared/data/musique/train.json --setting open --strategies rag,self-ask "
-        "--out DIR --redo-stale --only rag"
+        "--out DIR --retry-failed --only rag"
     )
     assert resume_command("sleuth eval --out=/tmp/x --time-limit=2h --seed 0") == "sleuth eval --out=DIR --seed 0"
     assert (

@@ -118,7 +118,7 @@ def test_tune_end_to_end_on_a_fake_server(
     _tiny_data(data_dir, root, published)
     argv = ["eval", "tune", "--strategies", "direct", "--budget", "1m", "--out", str(out)]
     argv += ["--data-root", str(root), "--published", str(published), "--no-progress"]
-    argv += ["--model", "fake-model", "--base-url", fake_server.base_url, "--no-llm-cache"]
+    argv += ["--model", "fake-model", "--base-url", fake_server.base_url]
     code, text, err = _cli(argv, capsys)
     assert code == 0, err
     # budget 1 min at 2 + 6 s per question over one usable dataset: 7 questions asked, 6 in the file
@@ -134,10 +134,12 @@ def test_tune_end_to_end_on_a_fake_server(
     )
     assert (out / "hotpotqa" / "report.md").is_file()
     requests = fake_server.stats.requests
-    # the same command again: everything is done, nothing runs, the same comparison is printed
+    # the same command again: every task is made again, each prompt answered by the response cache (no
+    # change, so no request reaches the model), and the same comparison is printed
     code, again, err = _cli(argv, capsys)
     assert code == 0, err
     assert fake_server.stats.requests == requests
+    assert all(r["cached"] for r in read_records(out / "hotpotqa") if r["strategy"] == "rag")
     assert again.split("paired differences")[1] == text.split("paired differences")[1]
     # an unknown strategy or a bad budget is one sentence, before anything is loaded
     code, _, err = _cli([*argv[:3], "no-such-strategy", *argv[4:]], capsys)

@@ -20,7 +20,6 @@ from sleuth.search import open_retriever
 from sleuth.search.base import Passage
 from sleuth.strategies import get_strategy
 from sleuth.strategies.grounding import Claim, ground, renumber
-from sleuth.strategies.grounding_trace import reground
 from sleuth.strategies.result import Result
 
 # the questions' HotpotQA paragraphs, as a trace holds them (id "<title>#0")
@@ -169,9 +168,8 @@ def _searched(r: Result) -> list[str]:
 
 
 def _check(r: Result, name: str) -> None:
-    """Citations are a subset of what the trace's searches hold, and the trace reads back the same."""
+    """Citations are a subset of what the trace's searches hold, and the answer event names them."""
     assert set(ids(r.citations)) <= set(_searched(r)) and len(set(_searched(r))) > len(r.citations)
-    assert ids(reground(name, r.to_dict()).citations) == ids(r.citations)
     answer = r.trace.of("answer")[-1].data
     assert answer["citations"] == ids(r.citations) and "grounds" in answer
 
@@ -218,7 +216,6 @@ def test_search_o1_run_from_memory_cites_nothing_and_says_so(index) -> None:
     )
     assert r.citations == [] and len(_searched(r)) == 5
     assert [e.data["type"] for e in r.trace.of("note")].count("no_citations") == 1
-    assert ids(reground("search-o1", r.to_dict()).citations) == []
 
 
 def test_rag_and_self_ask_runs_read_back_the_same(index) -> None:
@@ -242,7 +239,7 @@ def test_rag_and_self_ask_runs_read_back_the_same(index) -> None:
 
 
 def test_step_back_and_rat_runs_read_back_the_same(index) -> None:
-    """The trace reader (grounding_trace) rebuilds Step-back's context and RAT's numbered passages."""
+    """Step-back's context and RAT's numbered passages are grounded like the others'."""
     sb = get_strategy(
         "step-back",
         ScriptedLLM(

@@ -23,7 +23,6 @@ from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Retriever
 from sleuth.strategies import Result, get_strategy
-from sleuth.strategies.grounding_trace import reground
 from sleuth.strategies.options import OptionsError
 
 SCOPE = Filters.parse(["acl=all"])
@@ -119,12 +118,6 @@ def test_off_is_the_papers_method_one_search_per_follow_up_and_no_draft(retrieve
     r, reads = _run(retriever, False)
     assert reads == [] and r.trace.of("draft") == [] and r.searches == 2
     assert r.short_answer == "Chief of Staff of the Eastern Front"
-
-
-def test_a_recorded_reading_grounds_the_same_citations_offline(retriever: Retriever) -> None:
-    r, _ = _run(retriever)
-    ids = [c.id for c in r.citations]
-    assert ids and [c.id for c in reground("self-ask", r.to_dict()).citations] == ids
 
 
 def test_a_reading_option_that_is_not_a_boolean_is_refused() -> None:

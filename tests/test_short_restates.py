@@ -103,13 +103,3 @@ def test_the_call_s_answer_stands(question: str, reply: str, short: str) -> None
     r, _ = _run(reply, short, question)
     assert r.short_answer == short
     assert not [e for e in r.trace.of("note") if e.data.get("type") == "short_restates_question"]
-
-
-@pytest.mark.parametrize("strategy", ["cot", "rag", "rat", "self-ask", "step-back"])
-def test_the_fingerprint_s_probe_walks_it(strategy: str) -> None:
-    # the probe question of server.RESTATED_SHORT_MARK: a change to this rule moves these fingerprints
-    from sleuth.eval.probe import run_probe
-    from sleuth.eval.probe.server import RESTATED_SHORT_MARK
-
-    runs = [r for r in run_probe(strategy, "en")["runs"] if RESTATED_SHORT_MARK in r["question"]]
-    assert [r["short_answer"] for r in runs] == ["close range combat"]

@@ -2,14 +2,12 @@
 
 Every row writes the same JSON lines (``{qid, answer, llm_calls, prompt_tokens,
 processed_prompt_tokens, completion_tokens, model_ms, seconds, failure, error, sitting}``;
-Sleuth's rows also ``short_answer`` and ``reason``), one file per (row, dataset), resumable.  Sleuth's rows also keep each question's
-whole record (its trace: every model reply and search result) in ``records/``, so that a later
-change to Sleuth's code can be replayed on them with no model (:mod:`benchmarks.peers.replay`).
+Sleuth's rows also ``short_answer`` and ``reason``), one file per (row, dataset), resumable.  A row is
+made again after a change to Sleuth's code by deleting its file and running it again.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import time
@@ -27,7 +25,6 @@ __all__ = [
     "UNRUNNABLE",
     "Row",
     "answer_fields",
-    "append_record",
     "run_peer_row",
     "run_sleuth_row",
     "sleuth_config",
@@ -108,7 +105,6 @@ def answer_fields(rec: dict[str, Any]) -> dict[str, str]:
 def sleuth_config(model: str, base_url: str, k: int, bench: Benchmark) -> dict[str, Any]:
     """The eval worker's task config of a Sleuth row (the model reached at ``base_url``)."""
     return {
-        "code_lang": None,
         "model": model,
         "base_url": base_url,
         "k": k,
@@ -128,14 +124,6 @@ def sleuth_config(model: str, base_url: str, k: int, bench: Benchmark) -> dict[s
     }
 
 
-def append_record(path: Path, rec: dict[str, Any]) -> None:
-    """Append one record to a gzip file as a member of its own (a kill mid-write loses only that
-    member: :func:`benchmarks.peers.replay.read_records` stops before it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "ab") as f:
-        f.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
-
-
 def run_sleuth_row(
     row: Row,
     bench: Benchmark,
@@ -144,14 +132,11 @@ def run_sleuth_row(
     k: int,
     out: Path,
     deadline: float | None = None,
-    records: Path | None = None,
     sitting: str = "",
 ) -> None:
     """Sleuth's strategy through Sleuth's own eval worker, on the proxy (as a remote OpenAI-compatible server).
 
-    No question starts after ``deadline`` (``time.time()`` seconds).  With ``records``, each
-    question's whole record is appended there before its answer line is (a kill between the two
-    runs the question again; the last record of a question is the one that counts)."""
+    No question starts after ``deadline`` (``time.time()`` seconds)."""
     from sleuth.eval.worker import run_task
 
     config = sleuth_config(model, proxy.url + "/v1", k, bench)
@@ -168,8 +153,6 @@ def run_sleuth_row(
         rec = run_task({"item": item.to_dict(), "strategy": row.pipeline, "config": config})
         seconds = time.perf_counter() - t0
         after = proxy.counters()
-        if records is not None:
-            append_record(records, rec)
         line: dict[str, Any] = {
             "qid": item.id,
             **answer_fields(rec),

@@ -24,7 +24,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before the engine loads
 
 from benchmarks.peers.proxy import CountingProxy
 from benchmarks.peers.questions import DATASETS, Benchmark, load_benchmark
-from benchmarks.peers.replay import records_path, replay_rows
 from benchmarks.peers.report import read_lines, render, scored_records
 from benchmarks.peers.rows import ROWS, UNRUNNABLE, run_peer_row, run_sleuth_row
 from benchmarks.peers.searchd import SearchEndpoint
@@ -53,11 +52,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--calibrate",
         action="store_true",
         help="start the model, record this machine's sitting (its speed) and run no row",
-    )
-    ap.add_argument(
-        "--replay",
-        action="store_true",
-        help="no model: answer Sleuth's rows again from their kept records with the running code, then report",
     )
     ap.add_argument(
         "--time-limit",
@@ -131,7 +125,7 @@ def _fresh_model_server(args: argparse.Namespace) -> str:
     One engine for all rows let a row reuse the prompts an earlier row left in llama.cpp's
     host-memory prompt cache: Sleuth's Self-Ask after Sleuth's RAG on the same questions processed
     2,113 / 829 / 1,912 prompt tokens on three HotpotQA questions against 2,404 / 1,299 / 1,939 on
-    a fresh engine, the same calls and prompts (docs/results/README.md, *Stop 49*)."""
+    a fresh engine, the same calls and prompts (measured in stop 49)."""
     from sleuth.llm.embedded import stop_all
 
     stop_all()
@@ -191,9 +185,7 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
                 out = work / "answers" / f"{name}.{b.name}.jsonl"
                 try:
                     if python is None:
-                        run_sleuth_row(
-                            row, b, proxy, model, args.k, out, deadline, records_path(work, name, b.name), sitting
-                        )
+                        run_sleuth_row(row, b, proxy, model, args.k, out, deadline, sitting)
                         continue
                     log = work / "logs" / f"{name}.{b.name}.log"
                     search_url = f"{endpoint.url}/search/{b.name}"
@@ -213,7 +205,7 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
 
 def _command(args: argparse.Namespace) -> str:
     """The command that makes these figures: the selection's options, without the sitting's own
-    (``--time-limit``, ``--report-only``, ``--replay``, ``--work-dir``, ``--out``), which change nothing in them."""
+    (``--time-limit``, ``--report-only``, ``--work-dir``, ``--out``), which change nothing in them."""
     parts = ["OMP_WAIT_POLICY=PASSIVE", "PYTHONPATH=src:.", "python", "-m", "benchmarks.peers.run"]
     default = parse_args([])
     for key in ("rows", "datasets", "n", "seed", "k", "limit", "base_url", "model"):
@@ -268,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     from sleuth.llm.base import LLMUnavailable
     from sleuth.llm.models import get_model
 
-    if not (args.base_url or args.report_only or args.replay):  # these start no model
+    if not (args.base_url or args.report_only):  # these start no model
         try:
             get_model(args.model)
         except KeyError as e:
@@ -282,10 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sitting {calibrate(args, work)}")
             return 0
         benches = _benchmarks(args)
-        if args.replay:
-            for found in replay_rows(args.rows.split(","), benches, work, args.model, args.k):
-                print(found.summary(), flush=True)
-        not_run = {} if args.report_only or args.replay else run_rows(args, benches, work)
+        not_run = {} if args.report_only else run_rows(args, benches, work)
     except (ValueError, FileNotFoundError, LLMUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -84,23 +85,17 @@ def eval_cmd(
     prices: str = typer.Option(None, "--prices", help="USD per 1M tokens: PROMPT,COMPLETION[,CACHED]."),
     executor: str = typer.Option("local", "--executor", help="local, or a registered scheme like dask://ADDR."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed questions again on resume."),
-    redo_stale: bool = typer.Option(
+    rerun: bool = typer.Option(
         False,
-        "--redo-stale",
-        help="On resume, run again the stale records: made by other code, or for a differently worded question.",
+        "--rerun",
+        help="Make every record of the run again with the running code (a re-run under way goes on; the "
+        "response cache answers every prompt that did not change). Also: sleuth eval rerun DIR.",
     ),
     only: str = typer.Option(
         None,
         "--only",
         help="Run only these of --strategies in this sitting (comma-separated); the run, its manifest and its "
         "report keep all of them, and the same command without --only runs the rest.",
-    ),
-    redo: str = typer.Option(
-        None,
-        "--redo",
-        help="On resume, run these questions again (comma-separated ids) for the strategies this sitting runs "
-        "(with --only: those); the old records stay in the run's history. For a change the code fingerprint "
-        "cannot see.",
     ),
     isolate: bool = typer.Option(
         True,
@@ -154,9 +149,8 @@ def eval_cmd(
         concurrency=concurrency,
         executor=executor,
         retry_failed=retry_failed,
-        redo_stale=redo_stale,
+        rerun=rerun,
         only=comma_list(only) if only is not None else None,
-        redo=comma_list(redo) if redo is not None else None,
         isolate=isolate,
         llm_cache=not no_llm_cache,
         time_limit=parse_duration(time_limit) if time_limit is not None else None,
@@ -170,20 +164,64 @@ def eval_cmd(
         raise UserError(str(e)) from e
     except ValueError as e:  # e.g. an unknown executor scheme
         raise UserError(str(e)) from e
+    _say(summary, json_out, "run the same command")
+
+
+def _say(summary: Any, json_out: bool, again: str) -> None:
     if json_out:
         console.print_json(json.dumps(summary.to_dict()))
-    else:
+        return
+    console.print(
+        f"{summary.ran} run, {summary.skipped} already done, {summary.failed} failed "
+        f"in {summary.seconds:.1f} s -> {Path(summary.out) / 'report.md'}"
+    )
+    if summary.stopped_before is not None:
+        left = summary.total - summary.skipped - summary.ran
         console.print(
-            f"{summary.ran} run, {summary.skipped} already done, {summary.failed} failed "
-            f"in {summary.seconds:.1f} s -> {Path(summary.out) / 'report.md'}"
+            f"stopped at the time limit before question {summary.stopped_before}: {left} of {summary.total} "
+            f"tasks left; {again} to continue",
+            highlight=False,
         )
-        if summary.stopped_before is not None:
-            left = summary.total - summary.skipped - summary.ran
-            console.print(
-                f"stopped at the time limit before question {summary.stopped_before}: {left} of {summary.total} "
-                "tasks left; run the same command to continue",
-                highlight=False,
-            )
+
+
+@eval_app.command("rerun")
+def rerun_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory holding run.json."),
+    data: Path = typer.Option(None, "--data", help="The run's data file, when it is not where run.json says."),
+    corpus: Path = typer.Option(None, "--corpus", help="The corpus file the run used (if it passed --corpus)."),
+    index: str = typer.Option(None, "--index", help="The index the run used (if it passed --index)."),
+    base_url: str = typer.Option(
+        None, "--base-url", help="The OpenAI-compatible server to run on (default: the one run.json names)."
+    ),
+    no_llm_cache: bool = typer.Option(False, "--no-llm-cache", help="Bypass the LLM response cache (fresh timings)."),
+    time_limit: str = typer.Option(
+        None, "--time-limit", help="A sitting: stop between questions after this long; run the command again to go on."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+    json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+) -> None:
+    """Make every record of DIR again with the running code, as DIR's run.json says; each new record
+    replaces its old one. The response cache answers every prompt that did not change, so only what
+    a change touched costs model time; a record re-made wholly from the cache keeps its old timings."""
+    from sleuth.eval.datasets import DatasetError
+    from sleuth.eval.runner import EvalError, rerun_eval
+    from sleuth.eval.store import ManifestMismatch, RunDirBusy
+
+    try:
+        summary = rerun_eval(
+            run_dir,
+            data=str(data) if data else None,
+            corpus=str(corpus) if corpus else None,
+            index=index,
+            base_url=base_url,
+            llm_cache=False if no_llm_cache else None,
+            time_limit=parse_duration(time_limit) if time_limit is not None else None,
+            progress=not no_progress,
+            console=console_err,
+        )
+    except (DatasetError, EvalError, ManifestMismatch, RunDirBusy, ValueError) as e:
+        raise UserError(str(e)) from e
+    _say(summary, json_out, f"sleuth eval rerun {run_dir}")
 
 
 @eval_app.command("report")
@@ -221,8 +259,8 @@ def compact_cmd(
         ..., help="A run directory holding results.jsonl (or the committed results.jsonl.gz)."
     ),
 ) -> None:
-    """Compress DIR's results for committing: the newest record of each task into results.jsonl.gz,
-    the records they replaced into replaced.jsonl.gz (report, verify and resume read both)."""
+    """Compress DIR's results for committing: the newest record of each task into results.jsonl.gz
+    (report, verify, resume and rerun read it as they read results.jsonl)."""
     from sleuth.eval.store import RunDirBusy, compact_run, results_files
 
     if not results_files(run_dir):
@@ -231,7 +269,7 @@ def compact_cmd(
         kept, moved = compact_run(run_dir)
     except RunDirBusy as e:
         raise UserError(str(e)) from e
-    console.print(f"{kept} records in {run_dir / 'results.jsonl.gz'}, {moved} more replaced ones kept aside")
+    console.print(f"{kept} records in {run_dir / 'results.jsonl.gz'}; {moved} older ones of the same tasks dropped")
 
 
 @eval_app.command("tune")

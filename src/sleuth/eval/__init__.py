@@ -20,7 +20,7 @@ from sleuth.eval.executors import Executor, LocalExecutor, make_executor, regist
 from sleuth.eval.gap import GapRow, compositionality_gap, sub_items
 from sleuth.eval.metrics import Prices, cover_em, exact_match, f1, normalize_answer, score
 from sleuth.eval.report import bootstrap_ci, write_report
-from sleuth.eval.runner import EvalConfig, EvalError, RunSummary, run_eval, run_task
+from sleuth.eval.runner import EvalConfig, EvalError, RunSummary, rerun_eval, run_eval, run_task
 from sleuth.eval.store import ManifestMismatch, ResultsWriter, read_records
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "plan_retrieval",
     "read_records",
     "register_executor",
+    "rerun_eval",
     "run_eval",
     "run_task",
     "score",

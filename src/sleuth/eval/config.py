@@ -47,13 +47,12 @@ class EvalConfig:
     concurrency: int = 1
     executor: str = "local"
     retry_failed: bool = False
-    redo_stale: bool = False  # rerun stale records: other code (sleuth.eval.fingerprint) or reworded question
+    # make every task of the run again with the running code (a re-run under way goes on; see
+    # sleuth.eval.rundir): the response cache pays for every prompt that did not change
+    rerun: bool = False
     # run only these of the run's strategies in this sitting (the run, its manifest and its report
     # keep all of ``strategies``; a later sitting without ``only`` runs the rest): None runs all
     only: list[str] | None = None
-    # question ids whose records (of the strategies this sitting runs) are run again on resume, the
-    # old records kept in the history: a change the code fingerprint cannot see (a parser's edge case)
-    redo: list[str] | None = None
     # wipe the embedded server's KV cache before each task, so an answer does not depend on
     # the tasks before it (None: yes when one task runs at a time; see isolated_tasks())
     isolate: bool | None = None
@@ -112,8 +111,6 @@ def validate(cfg: EvalConfig) -> None:
     cfg.strategies = names
     if cfg.only is not None:
         cfg.only = _only(cfg.only, names)
-    if cfg.redo is not None and not cfg.redo:
-        raise EvalError("--redo names no question; give question ids, or leave --redo out")
 
 
 def _only(only: list[str], strategies: list[str]) -> list[str]:

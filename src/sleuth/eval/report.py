@@ -143,65 +143,31 @@ def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
     return out + citation_table(rows)
 
 
-def _code_table(
-    records: Sequence[Mapping[str, Any]],
-    order: Sequence[str],
-    latest: Mapping[str, str],
-    running: Mapping[str, str] | None = None,
-) -> list[str]:
-    """Which code produced the records: one line per strategy, with a warning when versions are mixed and,
-    given the running code's fingerprints, which records that code would not make again (older records)."""
+def code_line(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> str:
+    """Which code made the records, in one line: each commit with its records per strategy (those
+    re-made from the response cache counted apart), then the records made before records named
+    their commit (a strategy's count of the version labels they carry instead, when more than one)."""
     by: dict[str, Counter[str]] = defaultdict(Counter)
+    cached: Counter[str] = Counter()
+    before: dict[str, set[str]] = defaultdict(set)
     for r in records:
-        by[r["strategy"]][str(r.get("code") or "") or "not recorded"] += 1
-    if not by:
-        return []
-    names = in_order(by, order)
-    mixed = [s for s in names if len(by[s]) > 1]
-    out = [
-        "",
-        "## Code versions",
-        "",
-        "Each record carries the fingerprint of the code that produced it: a hash of what the strategy does "
-        "on a fixed probe (requests to a scripted model, searches, answers, its prompts and defaults; "
-        "`sleuth.eval.fingerprint`).",
-        "",
-    ]
-    if mixed:
-        out += [
-            f"**Mixed versions:** {', '.join(mixed)} hold records from more than one version of the code; "
-            "`sleuth eval ... --redo-stale` reruns those that differ from the current code.",
-            "",
-        ]
-    older = {s: sum(n for fp, n in by[s].items() if fp != running[s]) for s in names if running and running.get(s)}
-    if any(older.values()):
-        parts = [f"{s} {n} of {sum(by[s].values())}" for s, n in older.items() if n]
-        out += [
-            f"**Older records:** {', '.join(parts)} were made by code that behaves differently from the code "
-            "that wrote this report (its fingerprint is in the last column): their figures describe the older "
-            "code until `sleuth eval ... --redo-stale` makes them again.",
-            "",
-        ]
-    moved = Counter(r["strategy"] for r in records if r.get("relabelled"))
-    if moved:
-        parts = ", ".join(f"{s} {moved[s]}" for s in names if moved[s])
-        out += [
-            f"**Relabelled:** {parts} records were made by an earlier code version and replayed the same, step by "
-            "step, under a later one, which gave them its fingerprint (`sleuth eval relabel`; each keeps the "
-            "fingerprint it had in `relabelled`).",
-            "",
-        ]
-    if running is None:
-        out += ["| strategy | fingerprint: records | latest run's code |", "|---|---|---|"]
-    else:
-        out += ["| strategy | fingerprint: records | latest run's code | running code |", "|---|---|---|---|"]
-    for s in names:
-        fps = ", ".join(f"`{fp}`: {n}" if fp != "not recorded" else f"not recorded: {n}" for fp, n in by[s].items())
-        row = f"| {s} | {fps} | {'`' + latest[s] + '`' if latest.get(s) else '–'} |"
-        if running is not None:
-            row += f" {'`' + running[s] + '`' if running.get(s) else '–'} |"
-        out.append(row)
-    return out
+        if r.get("commit"):
+            by[str(r["commit"])][r["strategy"]] += 1
+            cached[str(r["commit"])] += bool(r.get("cached"))
+        else:
+            before[r["strategy"]].add(str(r.get("code") or ""))
+    parts = []
+    for made, n in sorted(by.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
+        again = f"; {cached[made]} re-made from the response cache, timings kept" if cached[made] else ""
+        parts.append(f"`{made}`: " + ", ".join(f"{s} {n[s]}" for s in in_order(n, order)) + again)
+    line = f"records from {len(by)} {'commit' if len(by) == 1 else 'commits'}: " + "; ".join(parts) if by else ""
+    if before:
+        n = Counter(r["strategy"] for r in records if not r.get("commit"))
+        each = ", ".join(
+            f"{s} {n[s]}" + (f" ({len(before[s])} versions)" if len(before[s]) > 1 else "") for s in in_order(n, order)
+        )
+        line += ("; and " if line else "") + f"{sum(n.values())} made before records named their commit: {each}"
+    return line
 
 
 def _index_fact(idx: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
@@ -219,10 +185,8 @@ def render(
     records: Sequence[Mapping[str, Any]],
     manifest: Mapping[str, Any] | None,
     plots: Sequence[str] = (),
-    running: Mapping[str, str] | None = None,
 ) -> str:
-    """The report's Markdown; ``running``: the running code's fingerprints (see :func:`running_code`), which
-    mark the records that code would not make again as older."""
+    """The report's Markdown."""
     manifest = manifest or {}
     settings = manifest.get("settings") or {}
     order = settings.get("strategies") or []
@@ -245,6 +209,7 @@ def render(
         f"| index | {_index_fact(idx, settings)} |",
         f"| seed / limit / k | {settings.get('seed')} / {settings.get('limit')} / {settings.get('k')} |",
         f"| results | {len(every)} records |",
+        f"| code | {code_line(every, order) if every else '–'} |",
         f"| progress | {prog.text()} |",
         "",
         "## Scores",
@@ -291,6 +256,13 @@ def render(
                 f"{cell(r['processed_prompt_tokens'], 1)} | {cell(r['completion_tokens'], 1)} | {cell(r['seconds'], 2)} | "
                 f"{cell(r['cost_usd'], 5)} | {r['cached_llm_calls']} |"
             )
+        cached = sum(r["cached_llm_calls"] for r in rows)
+        if cached:
+            lines += [
+                "",
+                f"{cached} LLM calls were served from Sleuth's response cache: their seconds are the cache's, not the "
+                "model's, and their prompt tokens were not processed, so they are no timings.",
+            ]
         lines += ["", "## Finish reasons", "", "| strategy | reasons |", "|---|---|"]
         for r in rows:
             lines.append(f"| {r['strategy']} | " + ", ".join(f"{k}: {v}" for k, v in r["reasons"].items()) + " |")
@@ -322,7 +294,6 @@ def render(
                     )
     lines += diagnosis_section(records, [r["strategy"] for r in rows])
     lines += answer_form_section(records, [r["strategy"] for r in rows])
-    lines += _code_table(every, order, manifest.get("code") or {}, running)
     failures = [r for r in every if r.get("status") == "failed"]
     if failures:
         lines += ["", "## Failures (first 20)", "", "| strategy | question id | reason | error |", "|---|---|---|---|"]
@@ -335,24 +306,8 @@ def render(
     return "\n".join(lines)
 
 
-def running_code(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None) -> dict[str, str]:
-    """The running code's fingerprint of each strategy in ``records``, in the run's language (``code_lang``);
-    a strategy that cannot be loaded here (a plugin not on the path) is left out."""
-    from sleuth.eval.fingerprint import code_fingerprint
-
-    lang = (manifest or {}).get("code_lang")
-    running: dict[str, str] = {}
-    for s in sorted({str(r["strategy"]) for r in records}):
-        try:
-            running[s] = code_fingerprint(s, lang)
-        except Exception:  # an unloadable strategy has no running code to compare with
-            continue
-    return running
-
-
-def write_report(out: str | Path, *, plots: bool = True, running: Mapping[str, str] | None = None) -> Path:
-    """Write ``report.md`` (and the PNGs) into ``out`` from its JSONL and manifest; ``running``: the
-    running code's fingerprints when the caller has them (the runner), else computed (:func:`running_code`)."""
+def write_report(out: str | Path, *, plots: bool = True) -> Path:
+    """Write ``report.md`` (and the PNGs) into ``out`` from its JSONL and manifest."""
     out = Path(out)
     if not results_files(out):
         raise FileNotFoundError(f"{out / RESULTS} does not exist")
@@ -364,8 +319,6 @@ def write_report(out: str | Path, *, plots: bool = True, running: Mapping[str, s
         rows = summarise(comparable(records, progress(records, manifest)), order)
         if rows:
             written = write_plots(rows, out)
-    given = dict(running or {})
-    running = {**running_code([r for r in records if r["strategy"] not in given], manifest), **given}
     path = out / REPORT
-    path.write_text(render(records, manifest, written, running), encoding="utf-8")
+    path.write_text(render(records, manifest, written), encoding="utf-8")
     return path

@@ -5,15 +5,15 @@ already hold -> prepare retrieval (the open-setting index is built once and cach
 the remaining (strategy, question) tasks to an executor -> score each result as it streams
 back and append it (single writer, fsync per line) -> write the report.
 
-The parts: :mod:`sleuth.eval.config` (the run's arguments), :mod:`sleuth.eval.rundir`
-(manifest, resume, staleness, rescoring), :mod:`sleuth.eval.tasks` (task order, sittings),
+The parts: :mod:`sleuth.eval.config` (the run's arguments), :mod:`sleuth.eval.manifest` (what
+made the run), :mod:`sleuth.eval.rundir` (resume, re-run, rescoring), :mod:`sleuth.eval.tasks` (task order, sittings),
 :mod:`sleuth.eval.worker` (one task in a worker), :mod:`sleuth.eval.progress` (the bar).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,29 +23,19 @@ from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
 from sleuth.eval.datasets import Dataset, load_dataset
 from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import sub_items
+from sleuth.eval.manifest import add_sitting, code_state, commit_label, config_from_manifest, new_manifest
 from sleuth.eval.metrics import Prices
 from sleuth.eval.progress import RunningScores, progress_bar
-from sleuth.eval.rundir import (
-    OTHER_CODE,
-    REWORDED,
-    Resume,
-    RunDir,
-    code_fingerprints,
-    new_manifest,
-    run_code_lang,
-    stale_reason,
-)
-from sleuth.eval.store import read_manifest
-from sleuth.eval.tasks import Sitting, Task, build_tasks
-from sleuth.eval.worker import COMPLETED_REASONS, FAILED, OK, SCHEMA, make_record, run_task, worker_config
+from sleuth.eval.rundir import Resume, RunDir
+from sleuth.eval.store import MANIFEST, read_manifest
+from sleuth.eval.tasks import Sitting, build_tasks
+from sleuth.eval.worker import COMPLETED_REASONS, FAILED, OK, SCHEMA, make_record, now, run_task, worker_config
 from sleuth.strategies.registry import resolve_strategy_class
 
 __all__ = [
     "COMPLETED_REASONS",
     "FAILED",
     "OK",
-    "OTHER_CODE",
-    "REWORDED",
     "SCHEMA",
     "SETTINGS",
     "EvalConfig",
@@ -53,12 +43,11 @@ __all__ = [
     "RunSummary",
     "Sitting",
     "build_tasks",
-    "code_fingerprints",
+    "rerun_eval",
     "rescore_run",
     "resolve_strategy_class",
     "run_eval",
     "run_task",
-    "stale_reason",
     "worker_config",
 ]
 
@@ -102,8 +91,6 @@ def run_eval(
     dataset = load_dataset(cfg.data, cfg.format, cfg.corpus).sample(cfg.limit, cfg.seed)
     if cfg.gap and not any(sub_items(it) for it in dataset.items):
         raise EvalError(f"--gap needs decompositions with gold answers (MuSiQue); {dataset.name} has none")
-    if cfg.redo:
-        _check_redo(cfg.redo, build_tasks(dataset, cfg.strategies, cfg.gap), dataset.name)
     previous = read_manifest(cfg.out) if Path(cfg.out).is_dir() else None  # a resume keeps its search mode
     mode = search_mode(cfg.search_mode, (previous or {}).get("settings"))
     try:
@@ -112,21 +99,23 @@ def run_eval(
         raise EvalError(str(e)) from e
     run = RunDir.create(cfg.out)
     manifest = new_manifest(cfg, dataset, plan)
+    code = code_state(cfg)
+    commit = commit_label(code["commit"], code["dirty"])
     with run.lock():
-        manifest = run.begin(manifest)
-        tasks = build_tasks(dataset, cfg.strategies, cfg.gap)
+        manifest = run.begin(manifest, rerun=cfg.rerun)
+        add_sitting(manifest, code, now())
+        tasks = every = build_tasks(dataset, cfg.strategies, cfg.gap)
         manifest["tasks"] = len(tasks)  # the report's progress line and comparable set read these two
         if cfg.only is not None:  # this sitting runs some strategies; the run keeps them all
             tasks = [t for t in tasks if t[0] in cfg.only]
         if cfg.gap:
             manifest["hops"] = {it.id: len(sub_items(it)) for it in dataset.items}
-        manifest["code_lang"] = lang = run_code_lang(cfg, tasks)  # records are fingerprinted in their language
-        manifest["code"] = code = code_fingerprints(cfg.strategies, lang)
-        resume = run.resume(tasks, code, retry_failed=cfg.retry_failed, redo_stale=cfg.redo_stale, redo=cfg.redo or ())
-        if resume.stale and console is not None:
-            console.print(resume.stale_message(run.path))
-        if resume.redone and console is not None:
-            console.print(resume.redo_message())
+        resume = run.resume(tasks, manifest, retry_failed=cfg.retry_failed)
+        if resume.rerun and console is not None:
+            console.print(
+                f"[yellow]re-running {len(resume.rerun)} of {len(resume.existing)} records of {run.path} with "
+                f"commit {commit}; the response cache answers every prompt that did not change.[/]"
+            )
         try:  # the open index is built once, before any worker
             plan.prepare(console=console if progress else None)
         except CorpusError as e:
@@ -134,24 +123,28 @@ def run_eval(
         manifest["index"] = plan.manifest()
         run.write_manifest(manifest)
         sitting = Sitting(cfg.time_limit, started)
-        worker_cfg = worker_config(cfg, plan, lang)
-        summary = _drive(run, resume, sitting, worker_cfg, cfg, dataset, prices, progress, console, on_record)
+        worker_cfg = worker_config(cfg, plan)
+        summary = _drive(run, resume, sitting, worker_cfg, cfg, dataset, prices, commit, progress, console, on_record)
+        if "rerun" in manifest and not run.resume(every, manifest, retry_failed=False).todo:
+            del manifest["rerun"]  # every task of the run made again: the re-run is over
+            run.write_manifest(manifest)
         if write_report:
             from sleuth.eval.report import write_report as _write_report
 
-            _write_report(run.path, running=manifest["code"])
+            _write_report(run.path)
         return summary
 
 
-def _check_redo(redo: Sequence[str], tasks: Sequence[Task], dataset: str) -> None:
-    """Refuse, before anything runs, a ``--redo`` id that is none of the run's questions."""
-    ids = {t[1].id for t in tasks}
-    unknown = [q for q in redo if q not in ids]
-    if unknown:
-        raise EvalError(
-            f"--redo names {', '.join(map(repr, unknown[:3]))}{' ...' if len(unknown) > 3 else ''}: not a question "
-            f"of this run ({len(ids)} ids drawn from {dataset} with its --limit and --seed)"
-        )
+def rerun_eval(out: str | Path, *, progress: bool = True, console: Any = None, **overrides: Any) -> RunSummary:
+    """Run every task of the run directory ``out`` again with the running code, as its ``run.json``
+    says (``overrides``: ``data``, ``corpus``, ``index``, ``base_url`` where they moved, and
+    :class:`EvalConfig` fields such as ``time_limit`` or ``llm_cache``); each new record replaces
+    the old one. A re-run stopped early (``time_limit``) goes on where it stopped when asked again."""
+    manifest = read_manifest(out)
+    if manifest is None:
+        raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
+    cfg = config_from_manifest(manifest, out, **{k: v for k, v in overrides.items() if v is not None}, rerun=True)
+    return run_eval(cfg, progress=progress, console=console)
 
 
 def _drive(
@@ -162,6 +155,7 @@ def _drive(
     cfg: EvalConfig,
     dataset: Dataset,
     prices: Prices,
+    commit: str,
     progress: bool,
     console: Any,
     on_record: Callable[[dict[str, Any]], None] | None,
@@ -186,7 +180,8 @@ def _drive(
             bar = pb.add_task("eval", total=total, completed=skipped, scores=running.line(cfg.strategies))
             for rec in executor.map_unordered(run_task, payloads):
                 item, meta = items_by_id[rec["qid"]]
-                rec = make_record(rec, item, meta, dataset, prices)
+                old = resume.rerun.get((rec["strategy"], str(rec["qid"])))
+                rec = make_record(rec, item, meta, dataset, prices, commit, old)
                 writer.write(rec)
                 ran += 1
                 failed += rec["status"] == FAILED

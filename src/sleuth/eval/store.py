@@ -2,9 +2,8 @@
 
 A run appends to ``results.jsonl`` (one writer, fsync per line, torn tails repaired).
 :func:`compact_run` turns that into the committed form: ``results.jsonl.gz`` with the
-newest record of each (strategy, task) and ``replaced.jsonl.gz`` with the records they
-superseded, oldest first (both gzip, written atomically).  Readers take either form and
-both at once (a resumed compacted run appends to a new ``results.jsonl``; its lines are
+newest record of each (strategy, task), gzip, written atomically.  Readers take either form
+and both at once (a resumed compacted run appends to a new ``results.jsonl``; its lines are
 newer than the compressed ones).
 """
 
@@ -23,7 +22,6 @@ from typing import Any
 
 RESULTS = "results.jsonl"
 RESULTS_GZ = "results.jsonl.gz"
-REPLACED_GZ = "replaced.jsonl.gz"
 MANIFEST = "run.json"
 LOCK = ".lock"
 
@@ -79,7 +77,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
     A line that is not valid JSON (a torn last line after ``kill -9``) is skipped.
     When a (strategy, qid) pair occurs more than once (``--retry-failed``,
-    ``--redo-stale``), the last record wins.  ``path`` may be the run directory,
+    a re-run), the last record wins.  ``path`` may be the run directory,
     its ``results.jsonl`` or ``results.jsonl.gz`` (each reads both, compressed first),
     or any other JSONL file, gzip-compressed when its name ends in ``.gz``.
     """
@@ -118,13 +116,6 @@ def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
             yield rec
 
 
-def iter_history(out: str | Path) -> Iterator[dict[str, Any]]:
-    """Every record a run directory keeps, superseded ones (``replaced.jsonl.gz``) first, oldest first."""
-    replaced = Path(out) / REPLACED_GZ
-    for f in [replaced] * replaced.is_file() + results_files(out):
-        yield from iter_lines(f)
-
-
 def _line(rec: Mapping[str, Any]) -> bytes:
     return (json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
@@ -155,7 +146,7 @@ def _fsync_dir(d: Path) -> None:
 
 
 def rewrite_records(out: str | Path, change: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
-    """Apply ``change`` to every record of the run's results files (not the replaced ones), each
+    """Apply ``change`` to every record of the run's results files, each
     file rewritten atomically in its own form; returns the number of records. Hold the run lock."""
     n = 0
     for f in results_files(out):
@@ -175,33 +166,17 @@ def rewrite_records(out: str | Path, change: Callable[[dict[str, Any]], dict[str
 
 def compact_run(out: str | Path) -> tuple[int, int]:
     """Compact a run directory (under its lock): the newest record of each (strategy, task) into
-    ``results.jsonl.gz``, the records they superseded appended to ``replaced.jsonl.gz``; then
-    ``results.jsonl`` is removed. Idempotent (a record already in ``replaced.jsonl.gz`` is not
-    added again). Returns (records kept, records moved to replaced)."""
+    ``results.jsonl.gz`` and ``results.jsonl`` removed. Returns (records kept, older records dropped)."""
     out = Path(out)
     with run_lock(out):
-        lines = [r for f in results_files(out) for r in iter_lines(f)]
-        latest: dict[tuple[str, str], dict[str, Any]] = {}
-        for rec in lines:
-            latest.pop((rec["strategy"], rec["qid"]), None)
-            latest[(rec["strategy"], rec["qid"])] = rec
-        newest = list(latest.values())
-        replaced_path = out / REPLACED_GZ
-        old = list(iter_lines(replaced_path)) if replaced_path.is_file() else []
-        have = {_line(r) for r in old} | {_line(r) for r in newest}  # copies left by a crash
-        moved = []
-        for rec in lines:
-            if latest[(rec["strategy"], rec["qid"])] is not rec and _line(rec) not in have:
-                have.add(_line(rec))
-                moved.append(rec)
-        if moved:
-            write_gz(replaced_path, [*old, *moved])
+        lines = sum(1 for f in results_files(out) for _ in iter_lines(f))
+        newest = read_records(out)
         write_gz(out / RESULTS_GZ, newest)
         plain = out / RESULTS
         if plain.exists():
             plain.unlink()
             _fsync_dir(out)
-    return len(newest), len(moved)
+    return len(newest), lines - len(newest)
 
 
 class ResultsWriter:
@@ -353,9 +328,11 @@ def check_manifest(old: Mapping[str, Any], new: Mapping[str, Any], out: str | Pa
     for k in sorted(set(a) | set(b)):
         if a.get(k) != b.get(k):
             diffs.append(f"{k}: {a.get(k)!r} then, {b.get(k)!r} now")
-    da, db = (old.get("data") or {}).get("sha256"), (new.get("data") or {}).get("sha256")
-    if da != db:
+    da, db = old.get("data") or {}, new.get("data") or {}
+    if da.get("sha256") != db.get("sha256"):
         diffs.append("the data file's content changed")
+    elif da.get("question_ids") != db.get("question_ids"):
+        diffs.append("the sample drawn now holds other questions")
     if diffs:
         raise ManifestMismatch(
             f"{out} holds a run with different settings ({'; '.join(diffs)}); "

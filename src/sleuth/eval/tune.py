@@ -9,8 +9,9 @@ would overlap one is skipped and said so, as is one without a loader or data fil
 
 ``N`` comes from the budget: the seconds per question each strategy took in the published runs
 (their records' ``seconds``), summed over the strategies and the baseline, times the datasets.
-Each dataset is one ordinary ``sleuth eval`` run directory under ``--out`` (resumable; records
-the running code did not make are run again, so after a change only the changed strategy runs).
+Each dataset is one ordinary ``sleuth eval`` run directory under ``--out``, made again on every
+call (``sleuth eval rerun``): the response cache answers every prompt a change left as it was, so
+after a change only what the change touched costs model time.
 """
 
 from __future__ import annotations
@@ -234,7 +235,7 @@ def run_slice(sl: TuneSlice, out: Path, base: EvalConfig, run: Callable[[EvalCon
             k=base.k,
             model=base.model,
             base_url=base.base_url,
-            redo_stale=True,  # after a change, the changed strategy runs again and the others are kept
+            rerun=True,  # every task again: the response cache pays for the prompts the change left alone
             llm_cache=base.llm_cache,
             command=f"{base.command} [tuning slice: {e.source.name}]" if base.command else "",
         )

@@ -21,9 +21,7 @@ from typing import Any
 from sleuth.eval.config import EvalConfig
 from sleuth.eval.corpus import RetrievalPlan
 from sleuth.eval.datasets import Dataset, Item
-from sleuth.eval.fingerprint import code_fingerprint
 from sleuth.eval.metrics import Prices, score
-from sleuth.eval.replay import Replay, passages_of
 from sleuth.strategies.registry import build_strategy
 
 SCHEMA = 1
@@ -85,21 +83,17 @@ class _Worker:
         self._strategies: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def strategy(self, name: str, item: Item, replay: Replay | None = None) -> Any:
-        """The strategy ``name`` for ``item`` (shared across tasks on a pooled index); with ``replay``,
-        a new one on the replay's model and searches, never shared."""
+    def strategy(self, name: str, item: Item) -> Any:
+        """The strategy ``name`` for ``item`` (shared across tasks on a pooled index)."""
         retriever = self.plan.retriever_for(item)
-        llm = self.llm
-        if replay is not None:
-            llm, retriever = replay.llm, replay.serve(passages_of(retriever) if retriever is not None else None)
-        shared = not self.plan.per_item and replay is None
+        shared = not self.plan.per_item
         if shared and name in self._strategies:
             return self._strategies[name]
         opts: dict[str, Any] = {"k": self.cfg.get("k", 5), **(self.cfg.get("strategy_options") or {})}
         for key in ("max_steps", "max_tokens"):
             if self.cfg.get(key) is not None:
                 opts[key] = self.cfg[key]
-        strat = build_strategy(name, llm, retriever, opts)
+        strat = build_strategy(name, self.llm, retriever, opts)
         if shared:
             with self._lock:
                 strat = self._strategies.setdefault(name, strat)
@@ -119,11 +113,9 @@ def _worker_for(cfg: Mapping[str, Any]) -> _Worker:
         return w
 
 
-def worker_config(cfg: EvalConfig, plan: RetrievalPlan, code_lang: str | None) -> dict[str, Any]:
-    """The ``config`` every task of a run carries: how a worker builds its LLM, retriever and strategies,
-    and the language its records are fingerprinted in (the manifest's ``code_lang``; None: combined)."""
+def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
+    """The ``config`` every task of a run carries: how a worker builds its LLM, retriever and strategies."""
     return {
-        "code_lang": code_lang,
         "model": cfg.model,
         "base_url": cfg.base_url,
         "k": cfg.k,
@@ -136,24 +128,16 @@ def worker_config(cfg: EvalConfig, plan: RetrievalPlan, code_lang: str | None) -
     }
 
 
-def run_task(payload: Mapping[str, Any], *, replay: Replay | None = None) -> dict[str, Any]:
-    """Run one (strategy, question) task; never raises: failures come back as records.
-
-    With ``replay`` (:class:`sleuth.eval.replay.Replay`) no model runs: the task is served a
-    stored record's replies and search results, and the new record's ``replay_parted`` says where
-    the running code asked something the record does not answer ("" when it never did)."""
+def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one (strategy, question) task; never raises: failures come back as records."""
     item = Item.from_dict(payload["item"])
     name = payload["strategy"]
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"strategy": name, "qid": item.id}
     try:
-        rec["code"] = code_fingerprint(name, payload["config"].get("code_lang"))
-    except Exception:  # provenance is best effort; it never costs the question
-        rec["code"] = ""
-    try:
         worker = _worker_for(payload["config"])
-        strat = worker.strategy(name, item, replay)
-        if replay is None and (payload["config"].get("llm_options") or {}).get("isolated"):
+        strat = worker.strategy(name, item)
+        if (payload["config"].get("llm_options") or {}).get("isolated"):
             worker.llm.reset_prompt_cache()  # this task starts from an empty KV cache
         result = strat.run(item.prompt(), filters=item.filters)
         rd = result.to_dict()
@@ -172,15 +156,27 @@ def run_task(payload: Mapping[str, Any], *, replay: Replay | None = None) -> dic
         rec["error"] = f"{type(e).__name__}: {e}"
         rec["traceback"] = traceback.format_exc(limit=6)[-4000:]
     rec["wall_s"] = round(time.perf_counter() - t0, 4)
-    if replay is not None:
-        rec["replay_parted"] = replay.parting(rec)
     return rec
 
 
 def make_record(
-    rec: Mapping[str, Any], item: Item, meta: Mapping[str, Any], dataset: Dataset, prices: Prices
+    rec: Mapping[str, Any],
+    item: Item,
+    meta: Mapping[str, Any],
+    dataset: Dataset,
+    prices: Prices,
+    commit: str,
+    old: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The stored record of what :func:`run_task` sent back: scored, with the question and its answers."""
+    """The stored record of what :func:`run_task` sent back: scored, with the question and its answers,
+    naming ``commit`` as the code that made it. ``old``: the record a re-run makes again; when every
+    model call of the new run came from the response cache and it took the old one's steps, answer and
+    finish, the old one's result and seconds are kept (a cached call's seconds are no timing) and
+    ``cached`` marks it."""
+    cached = old is not None and same_from_cache(old.get("result"), rec.get("result"))
+    if cached:
+        assert old is not None
+        rec = {**rec, "result": old["result"], "wall_s": old.get("wall_s", 0.0)}
     result = rec.get("result") or {}
     ordered = {
         "v": SCHEMA,
@@ -199,13 +195,72 @@ def make_record(
         "short_answer": result.get("short_answer", ""),
         "scores": score(item, result, prices),
         "wall_s": rec.get("wall_s", 0.0),
-        "code": rec.get("code", ""),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit,
+        "finished_at": now(),
         "result": rec.get("result"),
     }
+    if cached:
+        ordered["cached"] = True
     if rec.get("traceback"):
         ordered["traceback"] = rec["traceback"]
     return ordered
+
+
+def same_from_cache(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | None) -> bool:
+    """Whether ``fresh`` made every model call from the response cache and took ``then``'s steps to its answer."""
+    llm = [ev for ev in (fresh or {}).get("trace") or [] if ev.get("kind") == "llm"]
+    cached = bool(llm) and all((ev.get("data") or {}).get("from_cache") for ev in llm)
+    return then is not None and fresh is not None and cached and first_difference(then, fresh)[0] == ""
+
+
+def steps_of(result: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """The comparable steps of a result's trace: LLM completions and searches, in order."""
+    steps: list[tuple[str, Any]] = []
+    for ev in (result or {}).get("trace") or []:
+        d = ev.get("data") or {}
+        if ev.get("kind") == "llm":
+            steps.append(("llm", (d.get("step", ""), d.get("completion", ""))))
+        elif ev.get("kind") == "search":
+            ids = [p.get("id") for p in d.get("passages") or []]
+            steps.append(("search", (d.get("query", ""), ids)))
+    return steps
+
+
+def _clip(text: Any, n: int = 90) -> str:
+    t = " ".join(str(text).split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def first_difference(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | None) -> tuple[str, int]:
+    """The first way ``fresh`` differs from ``then`` ("" when none) and how many steps were compared."""
+    a, b = steps_of(then), steps_of(fresh)
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x == y:
+            continue
+        n = i + 1
+        if x[0] != y[0]:
+            return f"step {n}: then {x[0]}, now {y[0]}", n
+        if x[0] == "llm":
+            label = f"LLM call at step {n} ({x[1][0] or 'unnamed'})"
+            if x[1][0] != y[1][0]:
+                return f"{label}: then step {x[1][0]!r}, now {y[1][0]!r}", n
+            return f"{label}: then {_clip(x[1][1])!r}, now {_clip(y[1][1])!r}", n
+        if x[1][0] != y[1][0]:
+            return f"search at step {n}: then {_clip(x[1][0])!r}, now {_clip(y[1][0])!r}", n
+        return f"search at step {n} ({_clip(x[1][0], 60)!r}): other passages {x[1][1]} then, {y[1][1]} now", n
+    if len(a) != len(b):
+        return f"then {len(a)} steps, now {len(b)}", min(len(a), len(b))
+    ta, tb = then or {}, fresh or {}
+    for key in ("answer", "short_answer", "finish_reason"):
+        if ta.get(key) != tb.get(key):
+            return f"{key}: then {_clip(ta.get(key))!r}, now {_clip(tb.get(key))!r}", len(a)
+    return "", len(a)
+
+
+def now() -> str:
+    """The time a record is finished or a re-run starts (microseconds: a re-run can start in the second
+    its run ended)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def kind_of(item: Item) -> str:

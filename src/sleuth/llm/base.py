@@ -9,8 +9,6 @@ that strategies can record them in their traces.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
@@ -40,14 +38,6 @@ Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": "..
 def prompt_chars(prompt: str | Sequence[Message]) -> int:
     """The characters a prompt sends: a completion's text, or a chat's message contents."""
     return len(prompt) if isinstance(prompt, str) else sum(len(m["content"]) for m in prompt)
-
-
-def prompt_digest(prompt: str | Sequence[Message]) -> str:
-    """16 hex digits of SHA-256 over what a prompt sends (a chat: each message's role and
-    content), recorded with every call so that a replay can tell the prompt it is asked from
-    the one the record answered (:mod:`sleuth.eval.replay`)."""
-    text = prompt if isinstance(prompt, str) else json.dumps([[m["role"], m["content"]] for m in prompt])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 class LLMError(RuntimeError):

@@ -34,7 +34,7 @@ class Doc:
     metadata: dict[str, Any] = field(default_factory=dict)
     markdown: bool = False
 
-    def fingerprint(self) -> str:
+    def digest(self) -> str:
         """Hash of everything that makes up the document's passages (not where it came from)."""
         meta = sorted((str(k), repr(v)) for k, v in self.metadata.items()) if self.metadata else ()
         blob = repr((self.title, self.text, self.blocks, self.section, self.version, self.region, self.acl, meta))

@@ -188,7 +188,7 @@ def _write(
     with _progress(progress) as bar:
         task = bar.add_task("indexing passages", total=None)
         for doc in docs:
-            fp = doc.fingerprint()
+            fp = doc.digest()
             if doc.doc_id in seen_ids:
                 # two different documents with one id in this run: keep both, deterministically
                 doc.doc_id = f"{doc.doc_id}~{fp[:8]}"
@@ -196,7 +196,7 @@ def _write(
                     report.ingest.duplicate_docs += 1
                     continue
             seen_ids.add(doc.doc_id)
-            old = None if fresh else store.doc_fingerprint(doc.doc_id)
+            old = None if fresh else store.doc_digest(doc.doc_id)
             if old == fp:
                 report.docs_unchanged += 1
                 continue

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS passages (
 CREATE INDEX IF NOT EXISTS passages_id ON passages(id);
 CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc_id);
 CREATE INDEX IF NOT EXISTS passages_hash ON passages(hash);
-CREATE TABLE IF NOT EXISTS docs (doc_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (doc_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
 """
 
 
@@ -43,7 +43,7 @@ def _as_dict(p: Passage) -> dict[str, object]:
 
 
 class PassageStore:
-    """Rows -> passages (JSON) and document fingerprints."""
+    """Rows -> passages (JSON) and document digests."""
 
     def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
@@ -70,8 +70,9 @@ class PassageStore:
         self.conn.executemany("INSERT INTO passages (row, id, doc_id, hash, data) VALUES (?,?,?,?,?)", rows)
 
     def set_docs(self, items: Iterable[tuple[str, str]]) -> None:
-        """Record ``(doc_id, fingerprint)`` pairs."""
-        self.conn.executemany("INSERT OR REPLACE INTO docs (doc_id, fingerprint) VALUES (?, ?)", list(items))
+        """Record ``(doc_id, digest)`` pairs (:meth:`sleuth.search.doc.Doc.digest`). The SQL names no
+        column but the id: indexes written before the digest column got its name keep their own."""
+        self.conn.executemany("INSERT OR REPLACE INTO docs VALUES (?, ?)", list(items))
 
     def kill_doc(self, doc_id: str) -> list[int]:
         """Mark a document's rows dead; returns them."""
@@ -85,9 +86,9 @@ class PassageStore:
 
     # -- reading
 
-    def doc_fingerprint(self, doc_id: str) -> str | None:
-        row = self.conn.execute("SELECT fingerprint FROM docs WHERE doc_id=?", (doc_id,)).fetchone()
-        return None if row is None else str(row[0])
+    def doc_digest(self, doc_id: str) -> str | None:
+        row = self.conn.execute("SELECT * FROM docs WHERE doc_id=?", (doc_id,)).fetchone()
+        return None if row is None else str(row[1])
 
     def has_hash(self, h: str) -> bool:
         return self.conn.execute("SELECT 1 FROM passages WHERE hash=? AND alive=1 LIMIT 1", (h,)).fetchone() is not None

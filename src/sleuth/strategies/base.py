@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, prompt_chars, prompt_digest
+from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, prompt_chars
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
@@ -302,7 +302,6 @@ class Strategy:
             usage=c.usage.to_dict(),
             from_cache=c.from_cache,
             prompt_chars=prompt_chars(prompt),
-            prompt_sha=prompt_digest(prompt),
         )
 
 

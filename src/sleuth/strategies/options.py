@@ -24,7 +24,7 @@ import json
 import math
 import types
 from collections.abc import Iterable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
 
@@ -52,17 +52,9 @@ def option(
     maximum: float | None = None,
     choices: tuple[str, ...] = (),
     derived: str = "",
-    neutral: Any = MISSING,
 ) -> Any:
-    """A documented option field; ``derived`` says what a ``None`` default becomes.
-
-    ``neutral``: the value at which the strategy behaves as it did before the option existed
-    (an opt-in addition's "off").  At that value the option is left out of the strategy's code
-    fingerprint (:func:`sleuth.eval.probe.defaults`), so adding an opt-in option does not make
-    the records of the code before it stale; any other value is fingerprinted."""
+    """A documented option field; ``derived`` says what a ``None`` default becomes."""
     meta = {"help": help, "min": minimum, "max": maximum, "choices": choices, "derived": derived}
-    if neutral is not MISSING:
-        meta["neutral"] = neutral
     return field(default=default, metadata=meta)
 
 
@@ -232,7 +224,6 @@ class StepBackOptions(StrategyOptions):
         "a comparison's answer (yes/no, or one of the options it names) chosen once more from the "
         "facts the reply stated, with the options offered in either order, standing only when both choose it "
         "(`false`: the reply's answer, as the paper)",
-        neutral=False,
     )
 
     def __post_init__(self) -> None:
@@ -278,14 +269,12 @@ class SearchO1Options(StrategyOptions):
         False,
         "a final reading pass: answer once more, RAG's way, from the question's own search and the "
         "passages the reasoning's searches found (`false`: the reasoning's answer, as the paper)",
-        neutral=False,
     )
     settle_comparison: bool = option(
         False,
         "a comparison's answer (yes/no, or one of the options it names) chosen once more from the "
         "search results the reasoning inserted, with the options offered in either order, standing only when "
         "both choose it (`false`: the reasoning's answer, as the paper)",
-        neutral=False,
     )
 
     def __post_init__(self) -> None:

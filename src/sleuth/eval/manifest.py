@@ -1,0 +1,196 @@
+"""What made a run: the ``run.json`` manifest, and the :class:`EvalConfig` it gives back.
+
+``run.json`` holds what a resume must match (``settings``, the data file's sha256), what a
+re-run needs (the command, the data file and its sampled question ids, the index's content
+key, the prices) and, for the sitting that wrote it last, the code that ran (``code``): the
+git commit and whether the tree had uncommitted changes, the package version, the model and
+its file's sha256, a hash of each strategy's prompt templates and each strategy's full typed
+options.  ``sittings`` lists every sitting with its commit.  Each record names the commit of
+the sitting that made it (``commit``, :func:`commit_label`), so a report can say which commit
+made which records; a record is refreshed by running it again (``sleuth eval rerun DIR``),
+which the response cache pays for wherever the prompts did not change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import sleuth
+from sleuth.eval.config import EvalConfig, EvalError
+from sleuth.eval.corpus import RetrievalPlan, search_mode
+from sleuth.eval.datasets import Dataset
+from sleuth.llm.models import file_sha256
+
+SCHEMA = 2  # 1: runs made before manifests named their commit (read the same way; their records name none)
+PACKAGE = Path(sleuth.__file__).resolve().parent
+
+
+@lru_cache(maxsize=1)
+def git_state() -> tuple[str, bool]:
+    """The commit Sleuth's source tree is at and whether its package has uncommitted changes
+    (``("", False)`` for an installed package outside a git checkout)."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(PACKAGE), *args], capture_output=True, text=True, timeout=30)
+        if done.returncode:
+            raise OSError(done.stderr.strip())
+        return done.stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--", "."))
+    except (OSError, subprocess.SubprocessError):
+        return "", False
+    return commit, dirty
+
+
+def commit_label(commit: str, dirty: bool) -> str:
+    """What a record names as the code that made it: 12 digits of the commit, ``+dirty`` when the
+    package had uncommitted changes; the package version outside a git checkout."""
+    if not commit:
+        return f"sleuth {sleuth.__version__}"
+    return commit[:12] + ("+dirty" if dirty else "")
+
+
+def prompts_hash(strategy: str) -> str:
+    """16 hex digits of SHA-256 over the prompt templates ``strategy`` reads (``prompts/*/<name>*.txt``)
+    and those every strategy shares (``short_answer.txt``); "" for a strategy without templates."""
+    from sleuth.strategies.registry import STRATEGIES, strategy_class
+
+    root = PACKAGE / "strategies" / "prompts"
+    stem = str(getattr(strategy_class(strategy), "name", "")).replace("-", "_")
+    owners = {str(c.name).replace("-", "_") for c in STRATEGIES.values()}
+    h, n = hashlib.sha256(), 0
+    for p in sorted(root.glob("*/*.txt")):
+        owner = max((o for o in owners if p.stem == o or p.stem.startswith(o + "_")), key=len, default=None)
+        if owner == stem or (owner is None and p.stem == "short_answer"):
+            h.update(f"{p.relative_to(root).as_posix()}\0{p.read_text(encoding='utf-8')}\0".encode())
+            n += 1
+    return h.hexdigest()[:16] if n else ""
+
+
+def model_identity(model: str | None, base_url: str | None) -> dict[str, Any]:
+    """The model a run asks: the embedded model's name and its file's sha256, or a server's model and URL."""
+    from sleuth.llm.models import MODELS
+    from sleuth.llm.settings import resolve_llm_settings
+
+    try:
+        s = resolve_llm_settings(model, base_url=base_url)
+    except Exception as e:  # e.g. a missing API key: the run itself says so when it first calls the model
+        return {"name": model or "default", "error": str(e)}
+    if s.embedded:
+        m = MODELS.get(s.model)
+        return {"name": s.model, "sha256": m.sha256 if m else None}
+    return {"name": s.model, "base_url": s.base_url}
+
+
+def code_state(cfg: EvalConfig) -> dict[str, Any]:
+    """The code a sitting runs: commit, dirtiness, version, model, prompt hashes and typed options."""
+    from sleuth.strategies.registry import check_run_options
+
+    commit, dirty = git_state()
+    given = {"max_steps": cfg.max_steps, "max_tokens": cfg.max_tokens}
+    opts = {"k": cfg.k, **cfg.strategy_options, **{k: v for k, v in given.items() if v is not None}}
+    typed = check_run_options(cfg.strategies, opts)
+    return {
+        "commit": commit,
+        "dirty": dirty,
+        "version": sleuth.__version__,
+        "model": model_identity(cfg.model, cfg.base_url),
+        "prompts": {s: prompts_hash(s) for s in cfg.strategies},
+        "options": {s: dataclasses.asdict(o) for s, o in typed.items()},
+    }
+
+
+def new_manifest(cfg: EvalConfig, dataset: Dataset, plan: RetrievalPlan) -> dict[str, Any]:
+    """The manifest of a run starting now (a resume keeps the first one's settings and adds its sitting)."""
+    return {
+        "schema": SCHEMA,
+        "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "data": {
+            "path": str(Path(cfg.data)),
+            "name": dataset.name,
+            "sha256": file_sha256(Path(cfg.data)),
+            "questions": len(dataset.items),
+            "question_ids": [it.id for it in dataset.items],
+        },
+        "settings": cfg.settings(dataset, plan),
+        "executor": cfg.executor,
+        "concurrency": cfg.concurrency,
+        "isolated_tasks": cfg.isolated_tasks(),
+        "prices": cfg.prices,
+    }
+
+
+def add_sitting(manifest: dict[str, Any], code: Mapping[str, Any], started: str) -> None:
+    """Record a sitting's code in ``manifest``: ``code`` is the latest sitting's, ``sittings`` lists them all."""
+    manifest["code"] = dict(code)
+    label = commit_label(str(code.get("commit") or ""), bool(code.get("dirty")))
+    manifest["sittings"] = [*manifest.get("sittings", []), {"started": started, "commit": label}]
+
+
+def config_from_manifest(
+    manifest: Mapping[str, Any],
+    out: str | Path,
+    *,
+    data: str | Path | None = None,
+    corpus: str | Path | None = None,
+    index: str | None = None,
+    base_url: str | None = None,
+    **kw: Any,
+) -> EvalConfig:
+    """The :class:`EvalConfig` that a run's ``run.json`` records (machine-specific parts overridable;
+    ``base_url`` defaults to the server the run's last sitting asked; ``kw``: more :class:`EvalConfig`
+    fields, e.g. the sitting's ``time_limit``)."""
+    s = manifest.get("settings") or {}
+    model = s.get("model")
+    ran_on = ((manifest.get("code") or {}).get("model") or {}).get("base_url")  # the server the run asked
+    fields: dict[str, Any] = {
+        "concurrency": int(manifest.get("concurrency") or 1),
+        "isolate": bool(manifest.get("isolated_tasks", True)),
+        "prices": manifest.get("prices"),
+        "executor": str(manifest.get("executor") or "local"),
+        "command": str(manifest.get("command") or ""),
+        **kw,
+    }
+    return EvalConfig(
+        data=str(data if data is not None else (manifest.get("data") or {}).get("path", "")),
+        out=str(out),
+        format=s.get("format"),
+        setting=s.get("setting"),
+        strategies=list(s.get("strategies") or []),
+        limit=s.get("limit"),
+        seed=s.get("seed"),
+        k=int(s.get("k") or 5),
+        max_steps=s.get("max_steps"),
+        max_tokens=s.get("max_tokens"),
+        model=None if model in (None, "default") else str(model),
+        base_url=base_url or ran_on,
+        index=index,
+        corpus=str(corpus) if corpus is not None else None,
+        search_mode=search_mode(None, s),
+        gap=bool(s.get("gap")),
+        strategy_options=dict(s.get("strategy_options") or {}),
+        **fields,
+    )
+
+
+def check_sample(manifest: Mapping[str, Any], ids: Sequence[str], path: Path) -> None:
+    """Refuse a data file other than the run's, or a sample other than its ids (raises :class:`EvalError`)."""
+    data = manifest.get("data") or {}
+    if not path.is_file():
+        raise EvalError(f"the data file {path} named in run.json is missing; pass --data PATH")
+    if file_sha256(path) != data.get("sha256"):
+        raise EvalError(f"{path} is not the file the run used (its sha256 differs)")
+    if list(ids) != list(data.get("question_ids") or []):
+        raise EvalError("the sample drawn now is not the run's sample (question ids differ)")
