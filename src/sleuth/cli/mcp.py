@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, console_err
+from sleuth.cli.common import UserError, app, console_err, require_llm
 
 HELP = (
     "Serve Sleuth to an MCP client (an agent, an IDE) over stdio.\n\n"
@@ -60,10 +60,11 @@ def mcp_cmd(
     if not isinstance(level, int):
         raise UserError(f"unknown --log-level {log_level!r}; use debug, info, warning or error")
     logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        raise UserError("the MCP server needs the mcp package: pip install 'sleuth[mcp]'") from None
+    from sleuth.extras import require
+
+    require("mcp", "sleuth mcp")
+    require("server", "sleuth mcp")
+    require_llm(model, base_url, "sleuth mcp")
     from sleuth.mcp.server import build_server
     from sleuth.search.base import Filters
     from sleuth.server import ServerConfigError, ServerSettings

@@ -95,7 +95,10 @@ def bench(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Measure load time, prompt and decode tokens/s and memory of embedded models."""
+    from sleuth.extras import require
     from sleuth.llm.bench import bench_model, format_table
+
+    require("local", "sleuth models bench")
 
     for n in names or []:
         if n not in MODELS:

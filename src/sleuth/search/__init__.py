@@ -126,7 +126,7 @@ def open_retriever(spec: str | Path | Retriever, **kw: Any) -> Retriever:
         retriever = PgRetriever(spec.split(":", 1)[1], **kw)
     else:
         path = Path(spec).expanduser()
-        if Index.is_index(path):
+        if Index.looks_like_index(path):
             retriever = Index.open(path)
         elif path.exists():
             retriever = _open_corpus(

@@ -110,7 +110,19 @@ def create_app(
     async def sources_route(request: Request) -> dict[str, Any]:
         principal = principal_of(request)
         names = [n for n in rt.sources() if principal.may_use(n)]
-        return {"sources": [{"name": n, "kind": _kind(rt, n), "default": i == 0} for i, n in enumerate(names)]}
+        qs = settings.quickstart_source
+        return {
+            "sources": [
+                {
+                    "name": n,
+                    "kind": _kind(rt, n),
+                    "default": i == 0,
+                    "quickstart": n == qs,
+                    "note": QUICKSTART_NOTE if n == qs else "",
+                }
+                for i, n in enumerate(names)
+            ]
+        }
 
     @app.get(
         "/v1/traces/{trace_id}",
@@ -167,6 +179,13 @@ def _mcp(app: FastAPI, rt: Runtime) -> list[Any]:
     from sleuth.mcp.http import mount_mcp
 
     return [mount_mcp(app, rt)]
+
+
+#: shown beside the quick-start corpus (GET /v1/sources) and printed by ``sleuth serve`` at start
+QUICKSTART_NOTE = (
+    "the bundled quick-start corpus (Wikipedia passages), served because no --index was given; "
+    "start `sleuth serve --index DIR` to ask over your own documents"
+)
 
 
 def _kind(rt: Runtime, name: str) -> str:

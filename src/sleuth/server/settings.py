@@ -28,6 +28,8 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8000
     sources: tuple[tuple[str, str], ...] = ()
+    #: the name of the source that is the bundled quick-start corpus, served because no index was given
+    quickstart_source: str | None = None
     model: str | None = None
     base_url: str | None = None
     #: extra model names a request may pick besides ``model`` (each is opened once, on first use)
