@@ -59,12 +59,12 @@ def missing(extra: str) -> list[str]:
     return [m for m in EXTRA_MODULES[extra] if not _installed(m)]
 
 
-def require(extra: str, what: str) -> None:
-    """Raise :class:`MissingExtra` unless every module of ``extra`` is installed.
+def require(extra: str, what: str, modules: tuple[str, ...] | None = None) -> None:
+    """Raise :class:`MissingExtra` unless every module of ``extra`` (or just ``modules`` of it) is installed.
 
     ``what`` names what needs it, e.g. ``"sleuth serve"`` or ``"reading PDF files"``.
     """
-    gone = missing(extra)
+    gone = [m for m in (modules or EXTRA_MODULES[extra]) if not _installed(m)]
     if gone:
         raise MissingExtra(extra, what, gone)
 

@@ -33,13 +33,15 @@ def _check_format(fmt: str) -> None:
 
 def require_readers(inputs: list[Path]) -> None:
     """Before any work: the ``ingest`` extra when the inputs hold HTML, PDF or .docx files."""
+    seen: set[str] = set()
     for root in inputs:
         files = [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file())
         for path in files:
             kind = doc_type(path.name)
-            if kind in NEEDS_INGEST:
-                require("ingest", f"{NEEDS_INGEST[kind]} ({path})")
-                return
+            if kind in NEEDS_INGEST and kind not in seen:
+                seen.add(kind)
+                what, module = NEEDS_INGEST[kind]
+                require("ingest", f"{what} ({path})", (module,))
 
 
 def _print_report(report: BuildReport, as_json: bool, extra: dict[str, object]) -> None:

@@ -35,8 +35,12 @@ DOC_TYPES = {
     ".pdf": "pdf",
     ".docx": "docx",
 }
-#: the kinds whose reader needs the ``ingest`` extra
-NEEDS_INGEST = {"html": "reading HTML files", "pdf": "reading PDF files", "docx": "reading .docx files"}
+#: the kinds whose reader needs the ``ingest`` extra: what to call the work, the module it imports
+NEEDS_INGEST = {
+    "html": ("reading HTML files", "selectolax"),
+    "pdf": ("reading PDF files", "pypdf"),
+    "docx": ("reading .docx files", "docx"),
+}
 
 
 def doc_type(name: str) -> str | None:
@@ -230,7 +234,7 @@ def _read_html(text: str, path: Path, doc_id: str) -> Doc:
     try:
         from selectolax.lexbor import LexborHTMLParser as HTMLParser
     except ImportError as e:
-        raise MissingExtra("ingest", NEEDS_INGEST["html"], ["selectolax"]) from e
+        raise MissingExtra("ingest", NEEDS_INGEST["html"][0], ["selectolax"]) from e
 
     tree = HTMLParser(text)
     for node in tree.css("script, style, noscript, nav, header, footer, template"):
@@ -267,7 +271,7 @@ def _read_pdf(data: bytes, path: Path, doc_id: str) -> Doc:
         from pypdf import PdfReader
         from pypdf.errors import PdfReadError
     except ImportError as e:
-        raise MissingExtra("ingest", NEEDS_INGEST["pdf"], ["pypdf"]) from e
+        raise MissingExtra("ingest", NEEDS_INGEST["pdf"][0], ["pypdf"]) from e
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
@@ -299,7 +303,7 @@ def _read_docx(data: bytes, path: Path, doc_id: str) -> Doc:
         from docx.opc.exceptions import PackageNotFoundError
         from docx.table import Table
     except ImportError as e:
-        raise MissingExtra("ingest", NEEDS_INGEST["docx"], ["docx"]) from e
+        raise MissingExtra("ingest", NEEDS_INGEST["docx"][0], ["docx"]) from e
     import zipfile
 
     try:
