@@ -131,7 +131,7 @@ def test_a_page_damaged_after_opening_is_explained_at_search(pristine: Path, tmp
     import sqlite3
 
     idx.store.conn = sqlite3.connect(":memory:", check_same_thread=False)  # a store with no table: as if wiped
-    with pytest.raises(IndexDamaged, match="passages.sqlite"):
+    with pytest.raises(IndexDamaged, match=r"passages\.sqlite"):
         idx.search("owl", 3)
 
 
@@ -149,7 +149,7 @@ def _one_sentence(p: subprocess.CompletedProcess[str], ix: Path, needle: str) ->
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1, p.stderr
     assert f"the index {ix.resolve()} is damaged" in errors[0] and needle in errors[0]
-    assert f"sleuth index build --input" in errors[0] and f"--out {ix.resolve()}" in errors[0]
+    assert "sleuth index build --input" in errors[0] and f"--out {ix.resolve()}" in errors[0]
     return errors[0]
 
 
