@@ -144,7 +144,7 @@ def test_index_documents_and_atomic_remove(tmp_path: Path) -> None:
     assert set(listed) == {"travel-policy.md", "offices.html", "security.pdf", "expense-handbook.docx", "extra.pdf"}
     assert sum(x["passages"] for x in listed.values()) == ix.manifest["passages"]
     gen = ix.gen.name
-    with pytest.raises(UnknownDocument, match="'nope.md'"):
+    with pytest.raises(UnknownDocument, match=r"'nope\.md'"):
         ix.remove(["offices.html", "nope.md"])
     assert (ix.root / "CURRENT").read_text().strip() == gen, "nothing is published when a name matches nothing"
     assert len(Index.open(ix.root).documents()) == 5
