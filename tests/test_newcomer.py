@@ -94,3 +94,67 @@ def test_own_documents_index_list_remove_and_a_two_file_answer(tmp_path: Path) -
         assert {c["doc_id"] for c in result["citations"]} == {"travel-policy.md", "offices.html"}
         p = _sleuth([*ask, "--quiet"], tmp_path)
         assert p.returncode == 0 and p.stderr.strip() == "" and "Claire Dubois" in p.stdout
+
+
+def test_serve_with_no_index_serves_the_quickstart_corpus_and_says_so(tmp_path: Path, data_dir: Path) -> None:
+    pytest.importorskip("uvicorn")
+    import signal
+    import socket
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SLEUTH_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="100")
+    env.update(SLEUTH_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    for var in ("SLEUTH_INDEX", "SLEUTH_CORPUS", "SLEUTH_SERVER_KEY"):
+        env.pop(var, None)
+    log = tmp_path / "serve.log"
+    with FakeOpenAIServer(script=_reader) as srv, open(log, "w") as out:
+        cmd = ["serve", "--port", str(port), "--base-url", srv.base_url, "--model", "fake-model"]
+        proc = subprocess.Popen([sys.executable, "-m", "sleuth", *cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                assert proc.poll() is None, log.read_text()
+                try:
+                    if httpx.get(url + "/healthz", timeout=2).json()["status"] == "ok":
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.3)
+            sources = httpx.get(url + "/v1/sources", timeout=5).json()["sources"]
+            assert [s["name"] for s in sources] == ["quickstart"]
+            assert sources[0]["quickstart"] is True and sources[0]["default"] is True
+            assert "quick-start corpus" in sources[0]["note"] and "--index DIR" in sources[0]["note"]
+            said = log.read_text()
+            assert "no --index given: serving the bundled quick-start corpus" in said
+            assert str(data_dir / "quickstart" / "wiki_passages.jsonl") in said
+            r = httpx.post(url + "/v1/ask", json={"question": QUESTION, "strategy": "rag"}, timeout=60)
+            assert r.status_code == 200, r.text
+            searched = [e["data"]["passages"] for e in r.json()["trace"] if e["kind"] == "search"]
+            assert searched and searched[0], "the run searched the quick-start corpus and found passages"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_serve_with_no_index_and_no_quickstart_corpus_refuses_in_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("uvicorn")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SLEUTH_DATA_DIR=str(tmp_path / "no-data"), COLUMNS="80")
+    for var in ("SLEUTH_INDEX", "SLEUTH_CORPUS", "SLEUTH_SERVER_KEY"):
+        env.pop(var, None)
+    p = subprocess.run(
+        [sys.executable, "-m", "sleuth", "serve", "--port", "0", "--base-url", "http://127.0.0.1:9/v1"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().count("\n") == 0 and "quick-start corpus was not found" in p.stderr
