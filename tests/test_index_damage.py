@@ -43,6 +43,13 @@ def _half_written(ix: Path) -> None:
     (ix / "CURRENT").write_text(half.name + "\n")
 
 
+def _never_finished(ix: Path) -> None:
+    """A first build killed before it published: a ``gen-….tmp`` folder and no CURRENT."""
+    gen = _gen(ix)
+    gen.rename(gen.with_name(gen.name + ".tmp"))
+    (ix / "CURRENT").unlink()
+
+
 def _mark_dense(ix: Path) -> None:
     """The manifest says the index has vectors, but vectors.npy is gone."""
     m = _gen(ix) / "manifest.json"
@@ -72,6 +79,7 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "current-garbage": (lambda ix: (ix / "CURRENT").write_text("\x00\x01 garbage"), "CURRENT file names no generation"),
     "current-points-nowhere": (lambda ix: (ix / "CURRENT").write_text("gen-9999999999999-1\n"), "is missing"),
     "generation-half-written": (_half_written, "has no manifest.json"),
+    "build-never-finished": (_never_finished, "only a half-written generation"),
 }
 
 
@@ -107,7 +115,7 @@ def test_python_api_names_the_folder_and_the_fix(pristine: Path, corpus: Path, t
     assert msg.startswith(f"the index {ix.resolve()} is damaged (")
     assert DAMAGE[kind][1] in msg
     assert f"--out {ix.resolve()}" in msg and "sleuth index build --input" in msg
-    if "manifest" not in kind and "current" not in kind and "half" not in kind:
+    if not any(w in kind for w in ("manifest", "current", "half", "never")):
         assert f"--input {corpus.resolve()}" in msg, "the rebuild command names the index's own inputs"
     # the fix works: rebuilding into the same folder gives a good index again
     Index.build([corpus], ix)

@@ -107,8 +107,11 @@ def current_gen(root: Path) -> Path:
     try:
         name = (root / "CURRENT").read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        if root.is_dir() and any(p.name.startswith("gen-") for p in root.iterdir()):
+        gens = [p.name for p in root.iterdir() if p.name.startswith("gen-")] if root.is_dir() else []
+        if any(not g.endswith(".tmp") for g in gens):
             raise damaged(root, "its CURRENT file is missing") from None
+        if gens:
+            raise damaged(root, "no build into it finished: only a half-written generation is there") from None
         raise IndexNotFound(f"{root} is not a Sleuth index (no CURRENT file)") from None
     except (OSError, UnicodeDecodeError) as e:
         raise damaged(root, f"its CURRENT file cannot be read: {e}") from None

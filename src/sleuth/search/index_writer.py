@@ -110,7 +110,11 @@ def build_generation(
             "dense": bool(dense),
             "embedder": embedder if dense else None,
         }
-        _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress)
+        try:
+            _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress)
+        except BaseException:  # a missing reader, an interrupt: nothing half-written stays behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         report.seconds = time.perf_counter() - t0
         if report.passages_added == 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -135,9 +139,19 @@ def add_generation(
         shutil.copytree(live, tmp)
         manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
         settings = {k: manifest[k] for k in ("format", "max_chars", "default_acl", "dense", "embedder")}
-        _write(
-            tmp, manifest, inputs, {**settings, "format": format}, report, max_file_mb=max_file_mb, progress=progress
-        )
+        try:
+            _write(
+                tmp,
+                manifest,
+                inputs,
+                {**settings, "format": format},
+                report,
+                max_file_mb=max_file_mb,
+                progress=progress,
+            )
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         report.seconds = time.perf_counter() - t0
         sources = [*manifest.get("sources", []), *[str(Path(i).expanduser().resolve()) for i in inputs]]
         _finish_manifest(tmp, settings, report, sources, created=manifest.get("created", _now()), previous=manifest)
