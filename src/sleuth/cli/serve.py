@@ -64,7 +64,7 @@ def serve(
         for var in ("SLEUTH_INDEX", "SLEUTH_CORPUS"):
             if env(var):
                 sources.append(source_entry(env(var) or ""))
-    quickstart = None
+    quickstart, quickstart_line = None, ""
     if not sources:
         from sleuth.cli.ask import QUICKSTART, data_dir, quickstart_corpus
         from sleuth.server.app import QUICKSTART_NOTE
@@ -77,7 +77,7 @@ def serve(
             )
         quickstart = "quickstart"
         sources.append((quickstart, str(qs)))
-        console_err.print(f"no --index given: serving {QUICKSTART_NOTE.split(', served')[0]} ({qs})", soft_wrap=True)
+        quickstart_line = f"no --index given: serving {QUICKSTART_NOTE.split(', served')[0]} ({qs})"
     try:
         settings = ServerSettings(
             host=host,
@@ -103,6 +103,8 @@ def serve(
     rt = application.state.runtime
     if default_strategy not in rt.strategy_factories():
         raise UserError(f"unknown strategy {default_strategy!r}; choose one of: {', '.join(rt.strategy_factories())}")
+    if quickstart:  # said once the settings are known to be good
+        console_err.print(quickstart_line, soft_wrap=True)
     console_err.print(f"opening the model and {len(sources)} source(s)…")
     try:
         rt.open()
