@@ -41,6 +41,7 @@ _RUNNER = textwrap.dedent(
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A folder of documents (Markdown, HTML, PDF, DOCX), an index of its Markdown, a questions file."""
+    pytest.importorskip("docx")
     sys.path.insert(0, str(ROOT / "examples"))
     from make_handbook import make_handbook
 
