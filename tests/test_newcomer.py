@@ -158,3 +158,33 @@ def test_serve_with_no_index_and_no_quickstart_corpus_refuses_in_one_line(tmp_pa
     )  # fmt: skip
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip().count("\n") == 0 and "quick-start corpus was not found" in p.stderr
+
+
+def test_mcp_with_no_index_serves_the_quickstart_corpus_and_says_so(tmp_path: Path, data_dir: Path) -> None:
+    pytest.importorskip("mcp")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), SLEUTH_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="80")
+    env["SLEUTH_DATA_DIR"] = str(data_dir)
+    for var in ("SLEUTH_INDEX", "SLEUTH_CORPUS"):
+        env.pop(var, None)
+    cmd = [sys.executable, "-m", "sleuth", "mcp", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr  # end of input: the stdio server stops
+    assert "no --index given: serving the bundled quick-start corpus" in p.stderr and p.stdout == ""
+    # what the sources tool tells the agent
+    from sleuth.mcp.tools import Tools
+    from sleuth.search import Filters
+    from sleuth.server import ServerSettings
+    from sleuth.server.principals import Principal
+    from sleuth.server.runtime import Runtime
+
+    qs = str(data_dir / "quickstart" / "wiki_passages.jsonl")
+    rt = Runtime(
+        ServerSettings(sources=(("quickstart", qs),), quickstart_source="quickstart", base_url="http://127.0.0.1:9/v1")
+    )
+    try:
+        tools = Tools(rt, endpoint="mcp:stdio", local=True)
+        local = Principal(id="local", name="local user", scope=Filters(), kind="local")
+        (entry,) = tools.sources(local)["sources"]
+        assert entry["quickstart"] is True and "quick-start corpus" in entry["note"]
+    finally:
+        rt.shutdown()

@@ -67,7 +67,7 @@ def serve(
     quickstart, quickstart_line = None, ""
     if not sources:
         from sleuth.cli.ask import QUICKSTART, data_dir, quickstart_corpus
-        from sleuth.server.app import QUICKSTART_NOTE
+        from sleuth.server.settings import QUICKSTART_NOTE
 
         qs = quickstart_corpus()
         if qs is None:

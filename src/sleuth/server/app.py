@@ -26,7 +26,7 @@ from .principals import principals_for
 from .runtime import Runtime, StrategyFactory, owner_of
 from .schemas import AskResult, Health, SourceList, StrategyList
 from .service import scoped
-from .settings import ServerSettings
+from .settings import QUICKSTART_NOTE, ServerSettings
 
 log = logging.getLogger("sleuth.server")
 STATIC = Path(__file__).with_name("static")
@@ -179,13 +179,6 @@ def _mcp(app: FastAPI, rt: Runtime) -> list[Any]:
     from sleuth.mcp.http import mount_mcp
 
     return [mount_mcp(app, rt)]
-
-
-#: shown beside the quick-start corpus (GET /v1/sources) and printed by ``sleuth serve`` at start
-QUICKSTART_NOTE = (
-    "the bundled quick-start corpus (Wikipedia passages), served because no --index was given; "
-    "start `sleuth serve --index DIR` to ask over your own documents"
-)
 
 
 def _kind(rt: Runtime, name: str) -> str:

@@ -8,6 +8,12 @@ from pathlib import Path
 
 from sleuth.config import settings
 
+#: shown beside the quick-start corpus (GET /v1/sources, the MCP sources tool) and printed at start
+QUICKSTART_NOTE = (
+    "the bundled quick-start corpus (Wikipedia passages), served because no --index was given; "
+    "give --index DIR to ask over your own documents"
+)
+
 
 class ServerConfigError(ValueError):
     """A configuration the server refuses to start with (one clear sentence)."""
