@@ -23,14 +23,26 @@ from sleuth.cli.common import UserError, app, console_err
 __all__ = ["app", "main"]
 
 
+def _fail(message: str) -> None:
+    """One line on stderr (never wrapped), exit status 2."""
+    from rich.markup import escape  # a message may hold brackets ("[/v1]", paths, filters)
+
+    console_err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True)
     except UserError as e:
-        from rich.markup import escape  # a message may hold brackets ("[/v1]", paths, filters)
+        _fail(str(e))
+    except ImportError as e:  # an optional extra missing on a path no command checked up front
+        from sleuth.extras import hint_for
 
-        console_err.print(f"[bold red]error:[/] {escape(str(e))}")
-        sys.exit(2)
+        hint = hint_for(e)
+        if hint is None:
+            raise
+        _fail(hint)
     except KeyboardInterrupt:
         console_err.print("[yellow]interrupted[/]")
         sys.exit(130)

@@ -8,9 +8,10 @@
 read by :func:`~sleuth.strategies.options.parse_opts` as ``sleuth eval`` reads it;
 an unknown one ends the command with the valid ones before the model starts.
 
-The steps stream to the terminal while the strategy runs (through the
-strategy's listeners).  ``--json`` prints the full result with its trace on
-stdout and nothing else there (the live steps then go to stderr).  With no
+The steps stream to stderr while the strategy runs (through the strategy's
+listeners; ``--quiet`` drops them); the answer and its citations go to stdout,
+so ``sleuth ask ... > answer.txt`` keeps just the answer.  ``--json`` prints the
+full result with its trace on stdout and nothing else there.  With no
 ``--index``/``--corpus``, a strategy that searches uses the bundled quick-start
 corpus (``$SLEUTH_DATA_DIR`` or ``../shared/data`` beside the checkout) and
 says so.
@@ -29,7 +30,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from sleuth.cli.common import UserError, app, checked, console, console_err
+from sleuth.cli.common import UserError, app, checked, console, console_err, require_llm
 from sleuth.config import settings
 from sleuth.strategies.result import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Event
 
@@ -77,12 +78,22 @@ def open_source(index: Path | None, corpus: Path | None, needs: bool, err: Conso
         raise UserError(f"the index folder {index} does not exist")
     if corpus is not None and not corpus.exists():
         raise UserError(f"the corpus {corpus} does not exist")
+    if corpus is not None:
+        from sleuth.cli.index import require_readers
+
+        require_readers([corpus])
     try:
         from sleuth.search import open_retriever
     except ImportError as e:  # pragma: no cover - the search layer ships with Sleuth
         raise UserError(f"the search layer cannot be loaded: {e}") from None
+    from sleuth.search import IndexError_
+
     try:
         return open_retriever(str(spec))
+    except IndexError_ as e:  # names the folder and the fix itself
+        raise UserError(str(e)) from None
+    except ImportError:
+        raise  # a missing extra: main() names it
     except Exception as e:
         raise UserError(f"cannot open {spec}: {e}") from None
 
@@ -221,6 +232,7 @@ def ask(
     opt: list[str] = typer.Option([], "--opt", help=OPT_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the full result with its trace as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print each completion."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the live steps (on stderr)."),
 ) -> None:
     """Answer QUESTION with one reasoning strategy, streaming its steps."""
     from sleuth.search.base import FilterError, Filters
@@ -247,7 +259,7 @@ def ask(
         STRATEGIES[name].Options.parse(options, strategy=name)  # before the model starts
     except OptionsError as e:
         raise UserError(str(e)) from None
-    live = console_err if json_out else console
+    require_llm(model, base_url, "sleuth ask")
     retriever = open_source(index, corpus, STRATEGIES[name].needs_retriever, console_err)
 
     from sleuth.llm import LLMError, get_llm
@@ -258,7 +270,7 @@ def ask(
         raise UserError(str(e)) from None
     try:
         strat = STRATEGIES[name](llm, retriever, **options)
-        result = strat.run(question, filters=filters, listeners=[StepPrinter(live, verbose)])
+        result = strat.run(question, filters=filters, listeners=[] if quiet else [StepPrinter(console_err, verbose)])
     except BadQuestion as e:
         raise UserError(str(e)) from None
     finally:

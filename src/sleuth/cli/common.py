@@ -35,3 +35,19 @@ def checked(value: str, what: str) -> str:
 def comma_list(text: str) -> list[str]:
     """The items of a comma-separated option ("a, b,,c" -> ["a", "b", "c"])."""
     return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def require_llm(model: str | None, base_url: str | None, what: str) -> None:
+    """Before any work: the ``local`` extra when the run would use the embedded model (the
+    model's weights are checked when it starts, with their own pip command)."""
+    from sleuth.extras import require
+    from sleuth.llm.base import LLMError
+    from sleuth.llm.settings import resolve_llm_settings
+
+    try:
+        s = resolve_llm_settings(model, base_url=base_url)
+    except (LLMError, ValueError) as e:
+        raise UserError(str(e)) from None
+    if not s.embedded:
+        return
+    require("local", f"{what} with the embedded model")

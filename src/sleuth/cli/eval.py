@@ -118,6 +118,15 @@ def eval_cmd(
         return
     if data is None or out is None:
         raise UserError("sleuth eval needs --data PATH and --out DIR (or: sleuth eval report DIR)")
+    from sleuth.cli.common import require_llm
+    from sleuth.extras import missing, require
+
+    require("eval", "sleuth eval (its report's charts)")
+    if executor.startswith("dask://"):
+        require("cluster", "--executor dask://")
+    if setting in (None, "open") and index is None and search_mode in (None, "dense", "hybrid") and missing("dense"):
+        require("dense", f"--search-mode {search_mode or 'hybrid'} (the default; --search-mode lexical needs none)")
+    require_llm(model, base_url, "sleuth eval")
     from sleuth.eval.datasets import DatasetError
     from sleuth.eval.runner import EvalConfig, EvalError, run_eval
     from sleuth.eval.store import ManifestMismatch, RunDirBusy
@@ -234,6 +243,9 @@ def report_cmd(
     ),
 ) -> None:
     """Regenerate report.md and the plots from DIR's results (results.jsonl, or the committed .gz) alone."""
+    from sleuth.extras import require
+
+    require("eval", "sleuth eval report (its charts)")
     from sleuth.eval.report import write_report
     from sleuth.eval.store import results_files
 

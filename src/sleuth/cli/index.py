@@ -1,4 +1,4 @@
-"""``sleuth index build|add|stats``: the embedded index on disk."""
+"""``sleuth index build|add|list|remove|stats``: the embedded index on disk."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from pathlib import Path
 import typer
 
 from sleuth.cli.common import UserError, app, checked, comma_list, console, console_err
+from sleuth.extras import require
 from sleuth.search.base import FilterError, Filters, SearchError
 from sleuth.search.index import BuildReport, EmptyBuild, Index
 from sleuth.search.ingest import FORMATS
+from sleuth.search.read_documents import NEEDS_INGEST, doc_type
 
 index_app = typer.Typer(help="Build, extend and inspect an embedded search index.", no_args_is_help=True)
 app.add_typer(index_app, name="index")
@@ -27,6 +29,19 @@ def _check_inputs(inputs: list[Path]) -> None:
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
+
+
+def require_readers(inputs: list[Path]) -> None:
+    """Before any work: the ``ingest`` extra when the inputs hold HTML, PDF or .docx files."""
+    seen: set[str] = set()
+    for root in inputs:
+        files = [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            kind = doc_type(path.name)
+            if kind in NEEDS_INGEST and kind not in seen:
+                seen.add(kind)
+                what, module = NEEDS_INGEST[kind]
+                require("ingest", f"{what} ({path})", (module,))
 
 
 def _print_report(report: BuildReport, as_json: bool, extra: dict[str, object]) -> None:
@@ -71,6 +86,9 @@ def build_cmd(
     if max_chars < 100:
         raise UserError("--max-chars must be at least 100")
     acl = comma_list(default_acl)
+    require_readers(inputs)
+    if dense:
+        require("dense", "--dense")
     try:
         idx = Index.build(
             inputs,
@@ -89,8 +107,6 @@ def build_cmd(
         raise UserError("no passages were indexed; nothing was written") from e
     except SearchError as e:
         raise UserError(str(e)) from e
-    except ImportError as e:
-        raise UserError(f"--dense needs the 'dense' extra ({e.name} is not installed)") from e
     assert idx.last_report is not None
     _print_report(idx.last_report, as_json, {"index": str(idx.root), "passages": idx.manifest["passages"]})
 
@@ -106,12 +122,62 @@ def add_cmd(
     """Add or update documents in an index (documents with a known id are replaced)."""
     _check_inputs(inputs)
     _check_format(fmt)
+    require_readers(inputs)
     idx = _open(index)
+    if idx.manifest.get("dense"):
+        require("dense", f"adding to {index} (it has vectors)")
     try:
         report = idx.add(inputs, format=fmt, max_file_mb=max_file_mb, progress=not as_json)
     except SearchError as e:
         raise UserError(str(e)) from e
     _print_report(report, as_json, {"index": str(idx.root), "passages": idx.manifest["passages"]})
+
+
+@index_app.command("list")
+def list_cmd(
+    index: Path = typer.Option(..., "--index", help="Index folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per document)."),
+) -> None:
+    """The documents of an index: id, title, metadata and passage count."""
+    idx = _open(index)
+    try:
+        docs = idx.documents()
+    except SearchError as e:
+        raise UserError(str(e)) from e
+    if as_json:
+        print(json.dumps({"index": str(idx.root), "documents": docs}, ensure_ascii=False, indent=2))
+        return
+    typer.echo(f"{len(docs)} document(s) in {idx.root}")
+    width = max((len(d["id"]) for d in docs), default=0)
+    for d in docs:
+        fields = [("version", d["version"]), ("region", d["region"]), ("acl", ",".join(d["acl"]))]
+        fields += [(k, ",".join(map(str, v)) if isinstance(v, list) else str(v)) for k, v in d["metadata"].items()]
+        meta = " ".join(f"{k}={v}" for k, v in fields if v != "")
+        typer.echo(
+            f"{d['id']:<{width}}  {d['passages']:>4} passage(s)  {json.dumps(d['title'], ensure_ascii=False)}  {meta}"
+        )
+
+
+@index_app.command("remove")
+def remove_cmd(
+    targets: list[str] = typer.Argument(..., help="Documents to remove: ids (see `index list`), file or folder paths."),
+    index: Path = typer.Option(..., "--index", help="Index folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Remove documents from an index, all or none (a name that matches nothing changes nothing)."""
+    idx = _open(index)
+    try:
+        report = idx.remove(targets)
+    except SearchError as e:
+        raise UserError(str(e)) from e
+    if as_json:
+        console.print_json(json.dumps({"index": str(idx.root), "passages": idx.manifest["passages"],
+                                       "report": report.to_dict()}, ensure_ascii=False))  # fmt: skip
+        return
+    console.print(
+        f"{report.passages_removed} passages of {report.docs_removed} document(s) removed in {report.seconds:.1f}s; "
+        f"{idx.manifest['docs']} document(s), {idx.manifest['passages']} passages left"
+    )
 
 
 @index_app.command("stats")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, console_err
+from sleuth.cli.common import UserError, app, console_err, require_llm
 
 HELP = (
     "Serve Sleuth to an MCP client (an agent, an IDE) over stdio.\n\n"
@@ -60,10 +60,11 @@ def mcp_cmd(
     if not isinstance(level, int):
         raise UserError(f"unknown --log-level {log_level!r}; use debug, info, warning or error")
     logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        raise UserError("the MCP server needs the mcp package: pip install 'sleuth[mcp]'") from None
+    from sleuth.extras import require
+
+    require("mcp", "sleuth mcp")
+    require("server", "sleuth mcp")
+    require_llm(model, base_url, "sleuth mcp")
     from sleuth.mcp.server import build_server
     from sleuth.search.base import Filters
     from sleuth.server import ServerConfigError, ServerSettings
@@ -76,8 +77,21 @@ def mcp_cmd(
         sources = [source_entry(env(v) or "") for v in ("SLEUTH_INDEX", "SLEUTH_CORPUS") if env(v)]
     if max_concurrency < 1 or timeout <= 0:
         raise UserError("--max-concurrency must be at least 1 and --timeout above 0")
+    quickstart = None
+    if not sources:  # as sleuth serve and sleuth ask: the quick-start corpus, said so
+        from sleuth.cli.ask import QUICKSTART, data_dir, quickstart_corpus
+
+        qs = quickstart_corpus()
+        if qs is None:
+            raise UserError(
+                "no --index or --corpus was given and the quick-start corpus was not found at "
+                f"{data_dir() / QUICKSTART} (set SLEUTH_DATA_DIR, or give --index DIR)"
+            )
+        quickstart = "quickstart"
+        sources = [(quickstart, str(qs))]
     try:
-        settings = ServerSettings(sources=tuple(sources), model=model, base_url=base_url, timeout_s=timeout,
+        settings = ServerSettings(sources=tuple(sources), quickstart_source=quickstart, model=model,
+                                  base_url=base_url, timeout_s=timeout,
                                   max_concurrency=max_concurrency, default_strategy=default_strategy,
                                   trace_db=str(traces) if traces else None)  # fmt: skip
         rt = Runtime(settings)
@@ -85,6 +99,11 @@ def mcp_cmd(
         raise UserError(str(e)) from None
     if default_strategy not in rt.strategy_factories():
         raise UserError(f"unknown strategy {default_strategy!r}; choose one of: {', '.join(rt.strategy_factories())}")
+    if quickstart:
+        from sleuth.server.settings import QUICKSTART_NOTE
+
+        note = QUICKSTART_NOTE.split(", served")[0]
+        console_err.print(f"no --index given: serving {note} ({sources[0][1]})", soft_wrap=True)
     console_err.print(f"opening the model and {len(sources)} source(s)…")
     try:
         with _stdout_to_stderr():

@@ -66,8 +66,17 @@ def list_models(
         t.add_row(r["name"], r["title"], f"{r['size_mb']} MB", inst, "*" if r["default"] else "", r["licence"])
     console.print(t)
     missing = [r for r in rows if not r["installed"]]
-    for r in missing:
-        console.print(f"[dim]{r['name']}: {r['install']}[/]")
+    for r in missing:  # the hint holds brackets ('sleuth[model-0-5b]'): printed as text, never as markup
+        console.print(f"{r['name']}: {r['install']}", style="dim", markup=False, highlight=False, soft_wrap=True)
+    from sleuth.extras import missing as missing_modules
+
+    if missing_modules("local"):
+        console.print(
+            "the embedded engine that runs them: pip install 'sleuth[local]'",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @models_app.command("path")
@@ -95,7 +104,10 @@ def bench(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Measure load time, prompt and decode tokens/s and memory of embedded models."""
+    from sleuth.extras import require
     from sleuth.llm.bench import bench_model, format_table
+
+    require("local", "sleuth models bench")
 
     for n in names or []:
         if n not in MODELS:

@@ -48,6 +48,12 @@ def search_cmd(
     if corpus is not None:
         if not corpus.exists():
             raise UserError(f"corpus {corpus} does not exist")
+        from sleuth.cli.index import require_readers
+        from sleuth.extras import require
+
+        require_readers([corpus])
+        if dense:
+            require("dense", "--dense")
         opts.update(format=fmt, dense=dense, progress=not as_json)
         spec: str = str(corpus)
     else:

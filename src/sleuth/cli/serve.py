@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, comma_list, console_err
+from sleuth.cli.common import UserError, app, comma_list, console_err, require_llm
 
 
 @app.command("serve")
@@ -42,10 +42,16 @@ def serve(
     audit_questions: bool = typer.Option(False, "--audit-questions", help="Put each run's question in the audit log."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
-    """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /, MCP at /mcp."""
+    """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /, MCP at /mcp.
+
+    With no --index or --corpus (and no $SLEUTH_INDEX/$SLEUTH_CORPUS) it serves the bundled
+    quick-start corpus, as `sleuth ask` does, and says so at start and in GET /v1/sources."""
     from sleuth.config import env
     from sleuth.config import settings as env_settings
+    from sleuth.extras import require
 
+    require("server", "sleuth serve")
+    require_llm(model, base_url, "sleuth serve")
     env_settings.set_default("OMP_WAIT_POLICY", "PASSIVE")  # llama.cpp must not spin on a small machine
     import uvicorn
 
@@ -61,11 +67,26 @@ def serve(
         for var in ("SLEUTH_INDEX", "SLEUTH_CORPUS"):
             if env(var):
                 sources.append(source_entry(env(var) or ""))
+    quickstart, quickstart_line = None, ""
+    if not sources:
+        from sleuth.cli.ask import QUICKSTART, data_dir, quickstart_corpus
+        from sleuth.server.settings import QUICKSTART_NOTE
+
+        qs = quickstart_corpus()
+        if qs is None:
+            raise UserError(
+                "no --index or --corpus was given and the quick-start corpus was not found at "
+                f"{data_dir() / QUICKSTART} (set SLEUTH_DATA_DIR, or give --index DIR)"
+            )
+        quickstart = "quickstart"
+        sources.append((quickstart, str(qs)))
+        quickstart_line = f"no --index given: serving {QUICKSTART_NOTE.split(', served')[0]} ({qs})"
     try:
         settings = ServerSettings(
             host=host,
             port=port,
             sources=tuple(sources),
+            quickstart_source=quickstart,
             model=model,
             allowed_models=tuple(allow_model),
             base_url=base_url,
@@ -86,11 +107,19 @@ def serve(
     rt = application.state.runtime
     if default_strategy not in rt.strategy_factories():
         raise UserError(f"unknown strategy {default_strategy!r}; choose one of: {', '.join(rt.strategy_factories())}")
+    if quickstart:  # said once the settings are known to be good
+        console_err.print(quickstart_line, soft_wrap=True)
     console_err.print(f"opening the model and {len(sources)} source(s)…")
     try:
         rt.open()
     except Exception as e:
         raise UserError(f"could not start: {e}") from None
+    if quickstart:
+        console_err.print(
+            "the page and GET /v1/sources mark it as the quick-start corpus; "
+            "`sleuth serve --index DIR` serves your own documents",
+            soft_wrap=True,
+        )
     where = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     console_err.print(
         f"Sleuth on {where}  (page: {where}/, OpenAI base URL: {where}/v1"

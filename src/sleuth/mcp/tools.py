@@ -202,6 +202,10 @@ class Tools:
         scope = effective_scope(principal, Filters())
         for i, name in enumerate(names):
             entry: dict[str, Any] = {"name": name, "default": i == 0}
+            if name == self.rt.settings.quickstart_source:
+                from sleuth.server.settings import QUICKSTART_NOTE
+
+                entry.update(quickstart=True, note=QUICKSTART_NOTE)
             spec = dict(self.rt.settings.sources).get(name)
             try:
                 r: Any = self.rt.retriever(name)

@@ -21,8 +21,10 @@ from sleuth.search.index import (
     BuildReport,
     EmptyBuild,
     Index,
+    IndexDamaged,
     IndexError_,
     IndexNotFound,
+    UnknownDocument,
     as_filters,
     file_lock,
 )
@@ -36,12 +38,14 @@ __all__ = [
     "FilterError",
     "Filters",
     "Index",
+    "IndexDamaged",
     "IndexError_",
     "IndexNotFound",
     "Passage",
     "Retriever",
     "SearchError",
     "SearchUnavailable",
+    "UnknownDocument",
     "as_filters",
     "corpus_index_dir",
     "open_retriever",
@@ -126,7 +130,7 @@ def open_retriever(spec: str | Path | Retriever, **kw: Any) -> Retriever:
         retriever = PgRetriever(spec.split(":", 1)[1], **kw)
     else:
         path = Path(spec).expanduser()
-        if Index.is_index(path):
+        if Index.looks_like_index(path):
             retriever = Index.open(path)
         elif path.exists():
             retriever = _open_corpus(

@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shlex
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from sleuth.search.base import SearchError
@@ -37,6 +38,23 @@ class IndexNotFound(IndexError_):
     """The path holds no Sleuth index."""
 
     reason = "index_not_found"
+
+
+class IndexDamaged(IndexError_):
+    """A file of the index is missing, truncated or corrupt; the message names the folder and the fix."""
+
+    reason = "index_damaged"
+
+
+def rebuild_command(root: Path, sources: Iterable[str] = ()) -> str:
+    """The command that rebuilds the index at ``root`` from ``sources`` (its manifest's inputs)."""
+    inputs = " ".join(f"--input {shlex.quote(str(s))}" for s in sources) or "--input YOUR_FILES"
+    return f"sleuth index build {inputs} --out {shlex.quote(str(root))}"
+
+
+def damaged(root: Path, what: str, sources: Iterable[str] = ()) -> IndexDamaged:
+    """The one-sentence error for a damaged index: the folder, what is wrong and the command that fixes it."""
+    return IndexDamaged(f"the index {root} is damaged ({what}); rebuild it with `{rebuild_command(root, sources)}`")
 
 
 def fsync_tree(path: Path) -> None:
@@ -89,10 +107,21 @@ def current_gen(root: Path) -> Path:
     try:
         name = (root / "CURRENT").read_text(encoding="utf-8").strip()
     except FileNotFoundError:
+        gens = [p.name for p in root.iterdir() if p.name.startswith("gen-")] if root.is_dir() else []
+        if any(not g.endswith(".tmp") for g in gens):
+            raise damaged(root, "its CURRENT file is missing") from None
+        if gens:
+            raise damaged(root, "no build into it finished: only a half-written generation is there") from None
         raise IndexNotFound(f"{root} is not a Sleuth index (no CURRENT file)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise damaged(root, f"its CURRENT file cannot be read: {e}") from None
     gen = root / name
-    if not name.startswith("gen-") or not (gen / "manifest.json").is_file():
-        raise IndexError_(f"{root} is damaged: its live generation {name!r} is missing")
+    if not name.startswith("gen-") or name.endswith(".tmp") or "/" in name:
+        raise damaged(root, f"its CURRENT file names no generation ({name[:40]!r})")
+    if not gen.is_dir():
+        raise damaged(root, f"its live generation {name} is missing")
+    if not (gen / "manifest.json").is_file():
+        raise damaged(root, f"its live generation {name} has no manifest.json")
     return gen
 
 

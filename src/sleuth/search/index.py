@@ -26,14 +26,30 @@ vectors), and re-checks each hit with :meth:`Filters.matches` before it leaves.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sleuth.search.base import Filters, Passage, SearchError
 from sleuth.search.chunking import DEFAULT_MAX_CHARS
-from sleuth.search.generations import SCHEMA_VERSION, IndexError_, IndexNotFound, current_gen, file_lock
-from sleuth.search.index_writer import BuildReport, EmptyBuild, add_generation, build_generation
+from sleuth.search.generations import (
+    SCHEMA_VERSION,
+    IndexDamaged,
+    IndexError_,
+    IndexNotFound,
+    current_gen,
+    damaged,
+    file_lock,
+)
+from sleuth.search.index_writer import (
+    BuildReport,
+    EmptyBuild,
+    UnknownDocument,
+    add_generation,
+    build_generation,
+    remove_generation,
+)
 from sleuth.search.ingest import DEFAULT_MAX_FILE_MB
 from sleuth.search.lexical import LexicalIndex
 from sleuth.search.store import PassageStore
@@ -44,8 +60,10 @@ __all__ = [
     "BuildReport",
     "EmptyBuild",
     "Index",
+    "IndexDamaged",
     "IndexError_",
     "IndexNotFound",
+    "UnknownDocument",
     "as_filters",
     "file_lock",
 ]
@@ -62,18 +80,40 @@ class Index:
     def __init__(self, root: Path, gen: Path) -> None:
         self.root = root
         self.gen = gen
-        self.manifest: dict[str, Any] = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
+        rel = f"{gen.name}/"
+        try:
+            manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise damaged(root, f"{rel}manifest.json is not valid JSON: {e}") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("passages"), int):
+            raise damaged(root, f"{rel}manifest.json is not an index manifest")
+        self.manifest: dict[str, Any] = manifest
+        sources = [str(x) for x in manifest.get("sources", []) if isinstance(x, str)]
         if int(self.manifest.get("schema_version", 0)) != SCHEMA_VERSION:
             raise IndexError_(
                 f"{root} has index schema version {self.manifest.get('schema_version')}, this Sleuth reads "
                 f"{SCHEMA_VERSION}; rebuild it with `sleuth index build`"
             )
-        self.lexical = LexicalIndex(gen / "lexical")
-        self.store = PassageStore(gen / "passages.sqlite", readonly=True)
+        if not (gen / "lexical" / "meta.json").is_file():
+            raise damaged(root, f"its lexical index {rel}lexical/ is missing", sources)
+        try:
+            self.lexical = LexicalIndex(gen / "lexical")
+        except Exception as e:  # tantivy reports a missing or corrupt segment as ValueError/OSError
+            raise damaged(root, f"its lexical index {rel}lexical/ cannot be read: {_first_line(e)}", sources) from None
+        self.store = _open_store(root, gen / "passages.sqlite", sources)
         self.name = f"index:{root.name}"
         self._dense: Any = None  # sleuth.search.dense.DenseIndex (vectors opened now, model on first use)
+        if manifest.get("dense") and not (gen / "vectors.npy").is_file():
+            raise damaged(root, f"it was built with --dense but {rel}vectors.npy is missing", sources)
         if self.has_vectors:
-            self._dense_index()
+            try:
+                self._dense_index()
+            except ImportError as e:
+                from sleuth.extras import MissingExtra
+
+                raise MissingExtra("dense", f"the index {root} (built with --dense)", [e.name or "faiss"]) from e
+            except Exception as e:  # a truncated vectors.npy, a corrupt dense.faiss
+                raise damaged(root, f"its vectors in {rel} cannot be read: {_first_line(e)}", sources) from None
         #: the mode used when a search names none (``None``: hybrid where vectors exist)
         self.mode: str | None = None
         self.last_report: BuildReport | None = None
@@ -89,6 +129,17 @@ class Index:
     @staticmethod
     def is_index(path: str | Path) -> bool:
         return (Path(path) / "CURRENT").is_file()
+
+    @staticmethod
+    def looks_like_index(path: str | Path) -> bool:
+        """An index folder, perhaps a damaged one (a CURRENT file or a generation folder in it)."""
+        p = Path(path)
+        if Index.is_index(p):
+            return True
+        try:
+            return p.is_dir() and any(c.name.startswith("gen-") and c.is_dir() for c in p.iterdir())
+        except OSError:
+            return False
 
     def reload(self) -> Index:
         """This index, or a fresh handle if a writer has published a newer generation."""
@@ -155,7 +206,46 @@ class Index:
         self.last_report = report
         return report
 
+    def remove(self, targets: Sequence[str | Path]) -> BuildReport:
+        """Remove documents, each named by its id (``sleuth index list``), its file's path, or a
+        folder (every document read from below it).  All or nothing: a name that matches no
+        document raises :class:`UnknownDocument` and nothing is written; otherwise one new
+        generation is published atomically, as :meth:`add` does; this handle then reads it."""
+        report = remove_generation(self.root, [str(t) for t in targets])
+        new = Index.open(self.root)
+        mode = self.mode
+        self.__dict__.update(new.__dict__)
+        self.mode = mode
+        self.last_report = report
+        return report
+
     # ------------------------------------------------------------------ reading
+
+    def documents(self) -> list[dict[str, Any]]:
+        """Every live document in index order: id, title, source, metadata
+        (version, region, acl, url and the rest) and its passage count."""
+        try:
+            docs = self.store.documents()
+        except sqlite3.DatabaseError as e:
+            raise damaged(
+                self.root, f"{self.gen.name}/passages.sqlite: {e}", self.manifest.get("sources", [])
+            ) from None
+        out = []
+        for doc_id, n, p in docs:
+            out.append(
+                {
+                    "id": doc_id,
+                    "title": p.title,
+                    "source": p.source,
+                    "version": p.version,
+                    "region": p.region,
+                    "acl": list(p.acl),
+                    "url": p.url,
+                    "metadata": dict(p.metadata),
+                    "passages": n,
+                }
+            )
+        return out
 
     @property
     def has_vectors(self) -> bool:
@@ -220,7 +310,12 @@ class Index:
         return [self._passages(hits, filters) for hits in ranked]
 
     def _passages(self, hits: list[tuple[int, float]], filters: Filters | None) -> list[Passage]:
-        got = self.store.get_many([r for r, _ in hits])
+        try:
+            got = self.store.get_many([r for r, _ in hits])
+        except sqlite3.DatabaseError as e:  # a page damaged after the index was opened
+            raise damaged(
+                self.root, f"{self.gen.name}/passages.sqlite: {e}", self.manifest.get("sources", [])
+            ) from None
         out = []
         for row, score in hits:
             p = got.get(row)
@@ -281,6 +376,33 @@ class Index:
 
     def __repr__(self) -> str:
         return f"Index({str(self.root)!r}, passages={self.manifest.get('passages')}, dense={self.has_vectors})"
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]
+
+
+def _open_store(root: Path, path: Path, sources: Sequence[str]) -> PassageStore:
+    """The passage store, checked: present, whole (its size matches its page count) and readable."""
+    rel = f"{path.parent.name}/{path.name}"
+    if not path.is_file():
+        raise damaged(root, f"{rel} is missing", sources)
+    store: PassageStore | None = None
+    try:
+        store = PassageStore(path, readonly=True)
+        page_size = store.conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+        store.conn.execute("SELECT row, data FROM passages ORDER BY row DESC LIMIT 1").fetchall()
+        store.conn.execute("SELECT COUNT(*) FROM docs").fetchone()
+    except sqlite3.Error as e:
+        if store is not None:
+            store.close()
+        raise damaged(root, f"{rel} is not a readable SQLite database: {e}", sources) from None
+    if path.stat().st_size < page_size * pages:
+        store.close()
+        raise damaged(root, f"{rel} is truncated", sources)
+    return store
 
 
 def as_filters(filters: Filters | Sequence[str] | dict[str, Any] | None) -> Filters | None:

@@ -35,6 +35,12 @@ from sleuth.search.store import PassageStore
 _BATCH = 2000
 
 
+class UnknownDocument(IndexError_):
+    """``remove`` named something that is no document of the index; nothing was written."""
+
+    reason = "unknown_document"
+
+
 class EmptyBuild(IndexError_):
     """A build found no passages at all; nothing was published (``report`` says why)."""
 
@@ -55,6 +61,8 @@ class BuildReport:
     docs_added: int = 0
     docs_replaced: int = 0
     docs_unchanged: int = 0
+    docs_removed: int = 0
+    passages_removed: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
 
@@ -102,7 +110,11 @@ def build_generation(
             "dense": bool(dense),
             "embedder": embedder if dense else None,
         }
-        _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress)
+        try:
+            _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress)
+        except BaseException:  # a missing reader, an interrupt: nothing half-written stays behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         report.seconds = time.perf_counter() - t0
         if report.passages_added == 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -127,12 +139,98 @@ def add_generation(
         shutil.copytree(live, tmp)
         manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
         settings = {k: manifest[k] for k in ("format", "max_chars", "default_acl", "dense", "embedder")}
-        _write(
-            tmp, manifest, inputs, {**settings, "format": format}, report, max_file_mb=max_file_mb, progress=progress
-        )
+        try:
+            _write(
+                tmp,
+                manifest,
+                inputs,
+                {**settings, "format": format},
+                report,
+                max_file_mb=max_file_mb,
+                progress=progress,
+            )
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         report.seconds = time.perf_counter() - t0
         sources = [*manifest.get("sources", []), *[str(Path(i).expanduser().resolve()) for i in inputs]]
         _finish_manifest(tmp, settings, report, sources, created=manifest.get("created", _now()), previous=manifest)
+        publish(root, tmp)
+        cleanup(root)
+    return report
+
+
+def match_documents(store: PassageStore, sources: Sequence[str], targets: Sequence[str]) -> list[str]:
+    """The ids of the live documents ``targets`` name (each an id, a file path or a folder path).
+
+    Raises :class:`UnknownDocument` naming every target that matches nothing."""
+    docs = store.doc_sources()
+    roots = [Path(s) for s in sources]
+    chosen: list[str] = []
+    unknown: list[str] = []
+    for t in targets:
+        hits: list[str] = []
+        if t in docs:
+            hits = [t]
+        else:
+            p = Path(t).expanduser().resolve()
+            for doc_id, src in docs.items():
+                if not src:
+                    continue
+                s = Path(src).expanduser()
+                s = s if s.is_absolute() else Path.cwd() / s
+                if s.resolve() == p or p in s.resolve().parents:
+                    hits.append(doc_id)
+            if not hits:  # a path relative to an input folder (the document's id), e.g. "sub/a.md"
+                for r in roots:
+                    if r == p or r in p.parents:
+                        rel = p.relative_to(r).as_posix() if r != p else ""
+                        hits += [d for d in docs if d == rel or (rel == "" or d.startswith(rel + "/"))]
+        if hits:
+            chosen += [h for h in hits if h not in chosen]
+        else:
+            unknown.append(t)
+    if unknown:
+        raise UnknownDocument(
+            f"no document matches {', '.join(repr(u) for u in unknown)} (see `sleuth index list`); nothing was removed"
+        )
+    return chosen
+
+
+def remove_generation(root: Path, targets: Sequence[str]) -> BuildReport:
+    """Publish a copy of the live generation at ``root`` without the documents ``targets`` name."""
+    report = BuildReport()
+    t0 = time.perf_counter()
+    with writer_lock(root):
+        cleanup(root)
+        live = current_gen(root)
+        manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
+        live_store = PassageStore(live / "passages.sqlite", readonly=True)
+        try:
+            doc_ids = match_documents(live_store, manifest.get("sources", []), targets)
+        finally:
+            live_store.close()
+        tmp = new_gen_dir(root)
+        shutil.copytree(live, tmp)
+        try:
+            store = PassageStore(tmp / "passages.sqlite")
+            lex = LexicalIndex(tmp / "lexical")
+            for doc_id in doc_ids:
+                report.passages_removed += len(store.kill_doc(doc_id))
+                lex.delete_doc(doc_id)
+                report.docs_removed += 1
+            store.commit()
+            lex.commit()
+            store.close()
+            settings = {k: manifest[k] for k in ("format", "max_chars", "default_acl", "dense", "embedder")}
+            report.seconds = time.perf_counter() - t0
+            _finish_manifest(
+                tmp, settings, report, manifest.get("sources", []), created=manifest.get("created", _now()),
+                previous=manifest,
+            )  # fmt: skip
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         publish(root, tmp)
         cleanup(root)
     return report

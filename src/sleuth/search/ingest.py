@@ -11,7 +11,9 @@ Supported inputs (``format="auto"`` detects them from the first record):
 * ``strategyqa`` StrategyQA ``facts`` (one doc per question)
 * ``policy`` / ``generic``  ``{id, title, text, section?, version?, region?, acl?, url?, ...}``;
   every other scalar key becomes filterable metadata
-* folders and files of ``.txt``, ``.md``, ``.html``/``.htm`` and ``.pdf``
+* folders and files of ``.txt``, ``.md``, ``.rst``, ``.html``/``.htm``, ``.pdf`` and ``.docx``,
+  each also as ``.gz``; their metadata from a sidecar ``sleuth-metadata.toml``
+  (:mod:`sleuth.search.metadata`) or a Markdown file's front matter
 
 Bad files (binary, wrong encoding, empty, too large, unreadable, no passages)
 are skipped and named in the :class:`IngestReport`; bad JSON lines are skipped
@@ -28,7 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sleuth.search.doc import BadFile, Doc, IngestReport
-from sleuth.search.read_documents import read_document
+from sleuth.search.metadata import SIDECAR, Sidecars
+from sleuth.search.read_documents import doc_type, read_document
 from sleuth.search.read_json import detect_format, normalize_acl, read_json_file
 
 __all__ = [
@@ -44,7 +47,7 @@ __all__ = [
 
 FORMATS = ("auto", "flashrag", "hotpotqa", "musique", "policy", "generic", "timeqa", "strategyqa")
 JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".ndjson")
-DOC_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
+DOC_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".docx")
 
 DEFAULT_MAX_FILE_MB = 512
 
@@ -70,19 +73,26 @@ def read_inputs(
             report.skip(root, "no such file or folder")
             continue
         files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        sidecars = Sidecars(root if root.is_dir() else root.parent)
         for path in files:
             if any(part.startswith(".") for part in path.relative_to(root).parts) and path != root:
                 continue  # hidden files and folders inside a corpus folder
             name = path.name.lower()
+            if name == SIDECAR:
+                continue
             is_json = name.endswith(JSON_SUFFIXES)
-            is_doc = name.endswith(DOC_SUFFIXES)
+            is_doc = doc_type(name) is not None
             if not (is_json or is_doc):
                 report.skip(path, f"unsupported file type {path.suffix or '(none)'!r}")
                 continue
             try:
                 _check_size(path, max_file_mb)
                 rel = path.relative_to(root) if root.is_dir() else Path(path.name)
-                it = read_json_file(path, format, report, seen_titles) if is_json else read_document(path, rel)
+                it = (
+                    read_json_file(path, format, report, seen_titles)
+                    if is_json
+                    else read_document(path, rel, sidecars.fields_for(path))
+                )
                 n = 0
                 for doc in it:
                     n += 1

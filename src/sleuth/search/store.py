@@ -118,6 +118,22 @@ class PassageStore:
                 yield int(r), Passage.from_dict(json.loads(data))
             last = int(got[-1][0])
 
+    def documents(self) -> list[tuple[str, int, Passage]]:
+        """``(doc_id, live passages, first passage)`` of every live document, in index order."""
+        with self._lock:
+            got = self.conn.execute(
+                "SELECT doc_id, COUNT(*), MIN(row) FROM passages WHERE alive=1 GROUP BY doc_id ORDER BY MIN(row)"
+            ).fetchall()
+        first = self.get_many([int(r) for _, _, r in got])
+        return [(str(d), int(n), first[int(r)]) for d, n, r in got if int(r) in first]
+
+    def doc_sources(self) -> dict[str, str]:
+        """``doc_id -> source`` (the file it was read from) of every live document."""
+        out: dict[str, str] = {}
+        for doc_id, _, p in self.documents():
+            out[doc_id] = p.source
+        return out
+
     def count_live(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM passages WHERE alive=1").fetchone()[0])
 

@@ -35,7 +35,7 @@ from .principals import ANONYMOUS, principals_for
 from .runtime import Runtime, StrategyFactory, owner_of
 from .schemas import FIELD_LIMITS, AskResult, Health, SourceList, StrategyList
 from .service import scoped
-from .settings import ServerSettings
+from .settings import QUICKSTART_NOTE, ServerSettings
 
 log = logging.getLogger("sleuth.server")
 STATIC = Path(__file__).with_name("static")
@@ -127,7 +127,19 @@ def create_app(
     async def sources_route(request: Request) -> dict[str, Any]:
         principal = principal_of(request)
         names = [n for n in rt.sources() if principal.may_use(n)]
-        return {"sources": [{"name": n, "kind": _kind(rt, n), "default": i == 0} for i, n in enumerate(names)]}
+        qs = settings.quickstart_source
+        return {
+            "sources": [
+                {
+                    "name": n,
+                    "kind": _kind(rt, n),
+                    "default": i == 0,
+                    "quickstart": n == qs,
+                    "note": QUICKSTART_NOTE if n == qs else "",
+                }
+                for i, n in enumerate(names)
+            ]
+        }
 
     @app.get(
         "/v1/traces/{trace_id}",

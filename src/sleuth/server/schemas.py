@@ -178,6 +178,10 @@ class SourceInfo(BaseModel):
     name: str
     kind: str = ""
     default: bool = False
+    quickstart: bool = Field(
+        False, description="The bundled quick-start corpus (Wikipedia passages), served because no --index was given"
+    )
+    note: str = Field("", description="A sentence about the source to show beside it (empty: none)")
 
 
 class SourceList(BaseModel):

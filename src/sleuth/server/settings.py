@@ -8,6 +8,12 @@ from pathlib import Path
 
 from sleuth.config import settings
 
+#: shown beside the quick-start corpus (GET /v1/sources, the MCP sources tool) and printed at start
+QUICKSTART_NOTE = (
+    "the bundled quick-start corpus (Wikipedia passages), served because no --index was given; "
+    "give --index DIR to ask over your own documents"
+)
+
 
 class ServerConfigError(ValueError):
     """A configuration the server refuses to start with (one clear sentence)."""
@@ -28,6 +34,8 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8000
     sources: tuple[tuple[str, str], ...] = ()
+    #: the name of the source that is the bundled quick-start corpus, served because no index was given
+    quickstart_source: str | None = None
     model: str | None = None
     base_url: str | None = None
     #: extra model names a request may pick besides ``model`` (each is opened once, on first use)
