@@ -28,10 +28,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import os
 import sqlite3
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,6 +44,7 @@ from sleuth.kvcache import default_cache_dir, use_wal
 from sleuth.search.base import Filters, SearchError
 from sleuth.search.embedder import LazyEmbedder
 from sleuth.search.multilingual import AUTO, MULTILINGUAL_EMBEDDER, E5Embedder, choose_embedder
+from sleuth.search.remote import HTTP_PREFIX, EmbedServer, HttpEmbedder
 from sleuth.search.store import PassageStore
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "EmbeddingCache",
     "MiniLMEmbedder",
     "check_embedder",
+    "embed_stream",
     "embed_texts",
     "get_embedder",
     "resolve_embedder",
@@ -105,19 +109,36 @@ _E5_NAMES = (MULTILINGUAL_EMBEDDER, "intfloat/multilingual-e5-small", "e5")
 
 
 def check_embedder(name: str) -> str:
-    """``name`` if it names a known embedder (or ``auto``), else a :class:`SearchError`."""
+    """``name`` if it names a known embedder (or ``auto``, or ``http:MODEL``), else a :class:`SearchError`."""
+    if name.startswith(HTTP_PREFIX) and len(name) > len(HTTP_PREFIX):
+        return name
     if name not in (*_MINILM_NAMES, *_E5_NAMES, AUTO):
-        raise SearchError(f"unknown embedder {name!r}; available: {DEFAULT_EMBEDDER}, {MULTILINGUAL_EMBEDDER}, {AUTO}")
+        raise SearchError(
+            f"unknown embedder {name!r}; available: {DEFAULT_EMBEDDER}, {MULTILINGUAL_EMBEDDER}, {AUTO}, "
+            "or a server's model with --embed-base-url and --embed-model"
+        )
     return name
 
 
-_EMBEDDERS: dict[str, Embedder] = {}
+_EMBEDDERS: dict[Any, Embedder] = {}
 _EMB_LOCK = threading.Lock()
 
 
-def get_embedder(name: str | None = None) -> Embedder:
-    """The process-wide embedder called ``name`` (loaded lazily on first use)."""
+def get_embedder(name: str | None = None, server: EmbedServer | None = None, *, dim: int | None = None) -> Embedder:
+    """The process-wide embedder called ``name`` (loaded lazily on first use); ``http:MODEL``
+    names need the ``server`` they are asked of."""
     name = name or DEFAULT_EMBEDDER
+    if name.startswith(HTTP_PREFIX):
+        if server is None or server.name != name:
+            raise SearchError(
+                f"the vectors come from the embedding model {name.removeprefix(HTTP_PREFIX)!r} on a server: "
+                "give --embed-base-url (or SLEUTH_EMBED_BASE_URL)"
+            )
+        key: Any = (server, dim)
+        with _EMB_LOCK:
+            if key not in _EMBEDDERS:
+                _EMBEDDERS[key] = HttpEmbedder(server, dim=dim)
+            return _EMBEDDERS[key]
     with _EMB_LOCK:
         if name not in _EMBEDDERS:
             if name in _MINILM_NAMES:
@@ -185,35 +206,97 @@ def embed_texts(
 ) -> np.ndarray:
     """Embed ``texts`` (cached ones are not recomputed), with a progress bar if asked."""
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
-    ec = EmbeddingCache() if cache is True else (cache or None)
-    keys = [EmbeddingCache.key(embedder.name, t) for t in texts]
-    have = ec.get_many(keys, embedder.dim) if ec is not None else {}
-    todo = [i for i, k in enumerate(keys) if k not in have]
-    for i, k in enumerate(keys):
-        if k in have:
-            out[i] = have[k]
-    if todo:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        with Progress(
-            TextColumn("embedding passages"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            disable=not progress,
-        ) as bar:
-            task = bar.add_task("embed", total=len(todo))
-            step = max(batch_size * 8, 256)
-            for s in range(0, len(todo), step):
-                idx = todo[s : s + step]
-                vecs = embedder.embed([texts[i] for i in idx], batch_size=batch_size)
-                out[idx] = vecs
-                if ec is not None:
-                    ec.put_many([(keys[i], vecs[j]) for j, i in enumerate(idx)])
-                bar.update(task, advance=len(idx))
-    if cache is True and ec is not None:
-        ec.close()
+    step = _chunk_rows(embedder, batch_size)
+    chunks = ((s, list(texts[s : s + step])) for s in range(0, len(texts), step))
+    for start, vecs in embed_stream(embedder, chunks, total=len(texts), cache=cache, progress=progress,
+                                    batch_size=batch_size):  # fmt: skip
+        out[start : start + len(vecs)] = vecs
     return out
+
+
+def _chunk_rows(embedder: Embedder, batch_size: int) -> int:
+    """Rows read and written at a time: enough batches to keep every request slot busy."""
+    bs = int(getattr(embedder, "batch_size", batch_size))
+    return max(256, 4 * bs * int(getattr(embedder, "parallel", 1)))
+
+
+def embed_stream(
+    embedder: Embedder,
+    chunks: Iterable[tuple[int, list[str]]],
+    *,
+    total: int,
+    cache: EmbeddingCache | bool | None = True,
+    progress: bool = False,
+    batch_size: int = 32,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Vectors for each ``(start, texts)`` chunk, yielded in order as ``(start, vectors)``.
+
+    Cached texts are not sent; the rest go out in batches, ``embedder.parallel`` at a time
+    (a server embedder; 1 for the bundled models), while the next chunk is read, so the
+    server never waits for the client.  At most two chunks are held; each finished chunk's
+    vectors are committed to the cache at once, so a build killed half-way resumes where
+    it was (a re-run sends only what was not embedded).
+    """
+    ec = EmbeddingCache() if cache is True else (cache or None)
+    cache_name = str(getattr(embedder, "cache_name", embedder.name))
+    workers = max(1, int(getattr(embedder, "parallel", 1)))
+    bs = int(getattr(embedder, "batch_size", batch_size))
+    if workers == 1:
+        bs = max(bs * 8, 256)  # one in-process call per 256 texts; the model batches inside
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="sleuth-embed") if workers > 1 else None
+    pending: deque[tuple[int, np.ndarray, list[str], list[tuple[list[int], Any]]]] = deque()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(
+        TextColumn("embedding passages"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        disable=not progress,
+    )
+    task = bar.add_task("embed", total=total)
+
+    def finish() -> tuple[int, np.ndarray]:
+        start, out, keys, jobs = pending.popleft()
+        done = []
+        for idx, job in jobs:
+            vecs = job.result() if pool is not None else job
+            out[idx] = vecs
+            done.extend((keys[i], vecs[j]) for j, i in enumerate(idx))
+        if ec is not None and done:
+            ec.put_many(done)
+        bar.update(task, advance=len(out))
+        return start, out
+
+    try:
+        with bar:
+            for start, texts in chunks:
+                dim = embedder.dim
+                out = np.zeros((len(texts), dim), dtype=np.float32)
+                keys = [EmbeddingCache.key(cache_name, t) for t in texts]
+                have = ec.get_many(keys, dim) if ec is not None else {}
+                todo = [i for i, k in enumerate(keys) if k not in have]
+                for i, k in enumerate(keys):
+                    if k in have:
+                        out[i] = have[k]
+                jobs: list[tuple[list[int], Any]] = []
+                for s in range(0, len(todo), bs):
+                    idx = todo[s : s + bs]
+                    part = [texts[i] for i in idx]
+                    if pool is not None:
+                        jobs.append((idx, pool.submit(embedder.embed, part, batch_size=bs)))
+                    else:
+                        jobs.append((idx, embedder.embed(part, batch_size=batch_size)))
+                pending.append((start, out, keys, jobs))
+                while len(pending) > 2:
+                    yield finish()
+            while pending:
+                yield finish()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if cache is True and ec is not None:
+            ec.close()
 
 
 def passage_text(title: str, text: str) -> str:
@@ -245,8 +328,14 @@ def build_faiss(vectors: np.ndarray, *, seed: int = 0) -> Any:
     rng = np.random.default_rng(seed)
     sample = vectors if n <= 40 * nlist else vectors[np.sort(rng.choice(n, 40 * nlist, replace=False))]
     index.train(np.ascontiguousarray(sample, dtype=np.float32))
-    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    _add_rows(index, vectors, 0, n)
     return index
+
+
+def _add_rows(index: Any, vectors: np.ndarray, start: int, end: int, step: int = 65536) -> None:
+    """Add rows ``start..end-1`` of (possibly memory-mapped) ``vectors``, a slice at a time."""
+    for s in range(start, end, step):
+        index.add(np.ascontiguousarray(vectors[s : min(end, s + step)], dtype=np.float32))
 
 
 class DenseIndex:
@@ -264,37 +353,72 @@ class DenseIndex:
 
     @staticmethod
     def extend(
-        gen: Path, store: PassageStore, embedder_name: str, first_row: int, end_row: int, *, progress: bool = False
-    ) -> None:
-        """Embed rows ``first_row..end_row-1`` and append them to the generation's vectors."""
-        embedder = get_embedder(embedder_name)
+        gen: Path,
+        store: PassageStore,
+        embedder_name: str,
+        first_row: int,
+        end_row: int,
+        *,
+        progress: bool = False,
+        server: EmbedServer | None = None,
+        dim: int | None = None,
+    ) -> int:
+        """Embed rows ``first_row..end_row-1`` and append them to the generation's vectors; returns
+        the vector size.
+
+        Streams: passages are read from the store a chunk at a time and their vectors written
+        into a memory-mapped ``vectors.npy``, so memory does not grow with the corpus (only the
+        faiss IVF index, built above :data:`ANN_MIN` rows, holds the vectors).
+        """
+        embedder = get_embedder(embedder_name, server, dim=dim)
         vpath = gen / "vectors.npy"
-        old = np.load(vpath) if vpath.exists() else np.zeros((0, embedder.dim), dtype=np.float32)
-        if old.shape[0] != first_row:
-            raise SearchError(f"vector file of {gen} has {old.shape[0]} rows, expected {first_row}; rebuild the index")
-        got = store.get_many(list(range(first_row, end_row)))
-        texts = [passage_text(got[r].title, got[r].text) if r in got else "" for r in range(first_row, end_row)]
-        new = embed_texts(embedder, texts, progress=progress) if texts else np.zeros((0, embedder.dim), np.float32)
-        allv = np.concatenate([old, new]).astype(np.float32)
-        np.save(vpath, allv)
+        old = np.load(vpath, mmap_mode="r") if vpath.exists() else None
+        n_old = 0 if old is None else old.shape[0]
+        if n_old != first_row:
+            raise SearchError(f"vector file of {gen} has {n_old} rows, expected {first_row}; rebuild the index")
+        d = embedder.dim
+        if old is not None and n_old and old.shape[1] != d:
+            raise SearchError(f"the index holds {old.shape[1]}-dimensional vectors, {embedder.name} makes {d}")
+        part = gen / "vectors.part.npy"
+        out = np.lib.format.open_memmap(part, mode="w+", dtype=np.float32, shape=(end_row, d))
+        step = 65536
+        for s in range(0, n_old, step):
+            out[s : s + step] = old[s : s + step]  # type: ignore[index]
+        del old
+        chunk = _chunk_rows(embedder, 32)
+
+        def chunks() -> Iterator[tuple[int, list[str]]]:
+            for s in range(first_row, end_row, chunk):
+                e = min(end_row, s + chunk)
+                got = store.get_many(list(range(s, e)))
+                yield s, [passage_text(got[r].title, got[r].text) if r in got else "" for r in range(s, e)]
+
+        for s, vecs in embed_stream(embedder, chunks(), total=end_row - first_row, progress=progress):
+            out[s : s + len(vecs)] = vecs
+        out.flush()
+        del out
+        os.replace(part, vpath)
+        allv = np.load(vpath, mmap_mode="r")
         fpath = gen / "dense.faiss"
-        if allv.shape[0] >= ANN_MIN:
+        if end_row >= ANN_MIN:
             faiss = _faiss()
-            if fpath.exists() and 2 * old.shape[0] >= allv.shape[0]:
+            if fpath.exists() and 2 * n_old >= end_row:
                 index = faiss.read_index(str(fpath))  # centroids still representative: just add
-                index.add(np.ascontiguousarray(new, dtype=np.float32))
+                _add_rows(index, allv, n_old, end_row)
             else:
                 index = build_faiss(allv)
             faiss.write_index(index, str(fpath))
         elif fpath.exists():
             fpath.unlink()
+        return d
 
     @classmethod
-    def load(cls, gen: Path, lexical: Any, embedder_name: str) -> DenseIndex:
+    def load(cls, gen: Path, lexical: Any, embedder_name: str, server: EmbedServer | None = None) -> DenseIndex:
         vectors = np.load(gen / "vectors.npy", mmap_mode="r")
         fpath = gen / "dense.faiss"
         index = _faiss().read_index(str(fpath)) if fpath.exists() else None
-        return cls(vectors, index, get_embedder(embedder_name), lexical)
+        dim = int(vectors.shape[1]) if vectors.ndim == 2 else None
+        return cls(vectors, index, get_embedder(embedder_name, server, dim=dim), lexical)
 
     # -- searching
 

@@ -30,6 +30,8 @@ from sleuth.search.generations import (
 )
 from sleuth.search.ingest import Doc, IngestReport, read_inputs
 from sleuth.search.lexical import LexicalIndex
+from sleuth.search.multilingual import AUTO
+from sleuth.search.remote import EmbedServer
 from sleuth.search.store import PassageStore
 
 _BATCH = 2000
@@ -79,6 +81,7 @@ def build_generation(
     default_acl: Sequence[str],
     max_file_mb: float,
     progress: bool,
+    embed_server: EmbedServer | None = None,
 ) -> BuildReport:
     """Write a first (or replacing) generation of ``inputs`` at ``root`` and publish it.
 
@@ -87,6 +90,12 @@ def build_generation(
     check_target(root)
     report = BuildReport()
     t0 = time.perf_counter()
+    if embed_server is not None:
+        if embedder not in (None, AUTO, embed_server.name, embed_server.model):
+            raise IndexError_(
+                f"--embedder {embedder} and --embed-model {embed_server.model} name two embedders; give one"
+            )
+        dense, embedder = True, embed_server.name
     if dense:  # an unknown name is refused before any work
         from sleuth.search.dense import check_embedder
 
@@ -102,7 +111,7 @@ def build_generation(
             "dense": bool(dense),
             "embedder": embedder if dense else None,
         }
-        _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress)
+        _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress, server=embed_server)
         report.seconds = time.perf_counter() - t0
         if report.passages_added == 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -115,9 +124,17 @@ def build_generation(
 
 
 def add_generation(
-    root: Path, inputs: Sequence[str | Path], *, format: str, max_file_mb: float, progress: bool
+    root: Path,
+    inputs: Sequence[str | Path],
+    *,
+    format: str,
+    max_file_mb: float,
+    progress: bool,
+    embed_server: EmbedServer | None = None,
 ) -> BuildReport:
-    """Publish a copy of the live generation at ``root`` with ``inputs`` added (or updated)."""
+    """Publish a copy of the live generation at ``root`` with ``inputs`` added (or updated).
+
+    An index embedded through a server needs ``embed_server`` (the same model: checked by the caller)."""
     report = BuildReport()
     t0 = time.perf_counter()
     with writer_lock(root):
@@ -127,8 +144,17 @@ def add_generation(
         shutil.copytree(live, tmp)
         manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
         settings = {k: manifest[k] for k in ("format", "max_chars", "default_acl", "dense", "embedder")}
+        if manifest.get("embed_server"):
+            settings["embed_server"] = manifest["embed_server"]
         _write(
-            tmp, manifest, inputs, {**settings, "format": format}, report, max_file_mb=max_file_mb, progress=progress
+            tmp,
+            manifest,
+            inputs,
+            {**settings, "format": format},
+            report,
+            max_file_mb=max_file_mb,
+            progress=progress,
+            server=embed_server,
         )
         report.seconds = time.perf_counter() - t0
         sources = [*manifest.get("sources", []), *[str(Path(i).expanduser().resolve()) for i in inputs]]
@@ -161,6 +187,7 @@ def _write(
     *,
     max_file_mb: float,
     progress: bool,
+    server: EmbedServer | None = None,
 ) -> None:
     """Ingest ``inputs`` into the (private) generation folder ``gen``."""
     store = PassageStore(gen / "passages.sqlite")
@@ -227,8 +254,20 @@ def _write(
 
         settings["embedder"] = resolve_embedder(settings["embedder"], store, first_new_row, next_row)
         t = time.perf_counter()
-        DenseIndex.extend(gen, store, settings["embedder"], first_new_row, next_row, progress=progress)
+        known = (settings.get("embed_server") or {}).get("dim")
+        dim = DenseIndex.extend(
+            gen, store, settings["embedder"], first_new_row, next_row, progress=progress, server=server, dim=known
+        )
         report.embed_seconds = time.perf_counter() - t
+        if server is not None:
+            # which embedder made the vectors: checked against every later query and add
+            settings["embed_server"] = {
+                "model": server.model,
+                "dim": dim,
+                "base_url": server.base_urls[0],
+                "query_prefix": server.query_prefix,
+                "passage_prefix": server.passage_prefix,
+            }
     store.close()
 
 
