@@ -22,7 +22,9 @@ slot time used.
 Faults, queued with ``push_faults(...)`` (one per request) or for every request with
 ``fault=``: ``429`` (``Retry-After: 0``), ``500``, ``401``, ``404``, ``slow`` (sleeps
 ``slow_s``), ``wrong-dim`` (vectors one number short), ``short`` (one embedding
-missing), ``malformed`` (not JSON).
+missing), ``malformed`` (not JSON).  ``GET /stats`` returns the counters.  ``cheap=True``
+makes each vector one hash of its text (at most 64 numbers), for throughput runs where the
+server itself must cost next to nothing.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class ModelServer:
         rerank_shape: str = "jina",
         keep_inputs: bool = True,
         model: str = "fake-embed",
+        cheap: bool = False,
     ) -> None:
         self.embedder = embedder
         self.dim = int(getattr(embedder, "dim", dim))
@@ -90,6 +93,7 @@ class ModelServer:
         self.rerank_shape = rerank_shape
         self.keep_inputs = keep_inputs
         self.model = model
+        self.cheap = cheap
         self.stats = Stats()
         self._faults: deque[str] = deque()
         self._lock = threading.Lock()
@@ -103,7 +107,10 @@ class ModelServer:
                 pass
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/") in ("/v1/models", "/models"):
+                if self.path.rstrip("/") == "/stats":
+                    st = server.stats
+                    self._json(200, {"requests": st.requests, "texts": st.texts, "busy_s": st.busy_s})
+                elif self.path.rstrip("/") in ("/v1/models", "/models"):
                     self._json(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
                 else:
                     self._json(404, {"error": {"message": "not found"}})
@@ -191,7 +198,11 @@ class ModelServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Quiet(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client that gave up (timeout tests) closes its end: nothing to report
+
+        self.httpd = Quiet(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.request_queue_size = 256
         self.port = self.httpd.server_address[1]
@@ -207,6 +218,9 @@ class ModelServer:
             self._faults.extend(faults)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        if self.embedder is None and self.cheap:  # one hash per text: a server that costs ~nothing
+            raw = b"".join(hashlib.blake2b(t.encode(), digest_size=self.dim).digest() for t in texts)
+            return (np.frombuffer(raw, dtype=np.uint8).reshape(len(texts), self.dim).astype(np.float32) - 127.5) / 128
         if self.embedder is None:
             return np.stack([bow_vector(t, self.dim) for t in texts])
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -229,7 +243,8 @@ class ModelServer:
         return self
 
     def stop(self) -> None:
-        self.httpd.shutdown()
+        if self._thread.is_alive():
+            self.httpd.shutdown()
         self.httpd.server_close()
 
     def __enter__(self) -> ModelServer:

@@ -233,17 +233,16 @@ def embed_stream(
 
     Cached texts are not sent; the rest go out in batches, ``embedder.parallel`` at a time
     (a server embedder; 1 for the bundled models), while the next chunk is read, so the
-    server never waits for the client.  At most two chunks are held; each finished chunk's
-    vectors are committed to the cache at once, so a build killed half-way resumes where
-    it was (a re-run sends only what was not embedded).
+    server never waits for the client.  At most three chunks are held; each batch's vectors
+    are committed to the cache as soon as it is collected, so a build killed half-way
+    resumes where it was (a re-run sends only what was not embedded).
     """
     ec = EmbeddingCache() if cache is True else (cache or None)
     cache_name = str(getattr(embedder, "cache_name", embedder.name))
+    remote = hasattr(embedder, "parallel")  # a server embedder: requests in flight while the next chunk is read
     workers = max(1, int(getattr(embedder, "parallel", 1)))
-    bs = int(getattr(embedder, "batch_size", batch_size))
-    if workers == 1:
-        bs = max(bs * 8, 256)  # one in-process call per 256 texts; the model batches inside
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="sleuth-embed") if workers > 1 else None
+    bs = int(getattr(embedder, "batch_size", batch_size)) if remote else max(batch_size * 8, 256)
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="sleuth-embed") if remote else None
     pending: deque[tuple[int, np.ndarray, list[str], list[tuple[list[int], Any]]]] = deque()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -258,13 +257,11 @@ def embed_stream(
 
     def finish() -> tuple[int, np.ndarray]:
         start, out, keys, jobs = pending.popleft()
-        done = []
         for idx, job in jobs:
             vecs = job.result() if pool is not None else job
             out[idx] = vecs
-            done.extend((keys[i], vecs[j]) for j, i in enumerate(idx))
-        if ec is not None and done:
-            ec.put_many(done)
+            if ec is not None:  # committed batch by batch: a killed build loses at most what is in flight
+                ec.put_many([(keys[i], vecs[j]) for j, i in enumerate(idx)])
         bar.update(task, advance=len(out))
         return start, out
 
@@ -383,7 +380,7 @@ class DenseIndex:
         out = np.lib.format.open_memmap(part, mode="w+", dtype=np.float32, shape=(end_row, d))
         step = 65536
         for s in range(0, n_old, step):
-            out[s : s + step] = old[s : s + step]  # type: ignore[index]
+            out[s : min(n_old, s + step)] = old[s : s + step]  # type: ignore[index]
         del old
         chunk = _chunk_rows(embedder, 32)
 
