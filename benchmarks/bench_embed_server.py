@@ -122,7 +122,7 @@ def throughput(args: argparse.Namespace) -> None:
             f"server: {args.slots} slots x {args.batch} texts / {args.latency * 1000:.0f} ms = {declared:,.0f} texts/s "
             f"declared; measured in this run: {cap:,.0f} texts/s (plain load generator, {2 * args.slots} threads)"
         )
-        print(f"client: batch {args.batch}, {args.slots} requests in flight; dim {args.dim}")
+        print(f"client: batch {args.batch}, {args.inflight or 2 * args.slots} requests in flight; dim {args.dim}")
         head = f"{'passages':>10} {'embed/s':>9} {'of cap':>7} {'busy':>6} {'embed s':>8} {'build s':>8} {'peak MB':>8}  vectors"
         print(head)
         rows = []
@@ -139,7 +139,7 @@ def throughput(args: argparse.Namespace) -> None:
                     str(work / f"ix{n}"),
                     url,
                     str(args.batch),
-                    str(args.slots),
+                    str(args.inflight or 2 * args.slots),
                 ],
                 capture_output=True,
                 text=True,
@@ -283,8 +283,9 @@ def main() -> None:
     t.add_argument("--sizes", default="10000,100000,1000000")
     t.add_argument("--slots", type=int, default=4)
     t.add_argument("--batch", type=int, default=64)
-    t.add_argument("--latency", type=float, default=0.05)
+    t.add_argument("--latency", type=float, default=0.1)
     t.add_argument("--dim", type=int, default=64)
+    t.add_argument("--inflight", type=int, default=0, help="client requests in flight (default 2 * slots)")
     t.add_argument("--json")
     r = sub.add_parser("recall")
     r.add_argument("--progress", action="store_true")
