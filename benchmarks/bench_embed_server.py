@@ -195,7 +195,7 @@ def recall(args: argparse.Namespace) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-embed-recall-"))
     ds, corpus = pooled_corpus(DATA / "hotpotqa" / "train.jsonl", work)
-    items = list(ds)
+    items = [it for it in ds.items if it.gold_titles]
     local = Index.build([corpus], work / "local", dense=True, embedder="all-MiniLM-L6-v2", progress=args.progress)
     with ModelServer(embedder=_CachedModel("all-MiniLM-L6-v2"), model="all-MiniLM-L6-v2", keep_inputs=False) as srv:
         es = EmbedServer.resolve("all-MiniLM-L6-v2", srv.url + "/v1")
@@ -244,7 +244,7 @@ def llm_rerank(args: argparse.Namespace) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-llm-rerank-"))
     ds, corpus = pooled_corpus(DATA / "hotpotqa" / "train.jsonl", work)
-    items = list(ds)[: args.n]
+    items = [it for it in ds.items if it.gold_titles][: args.n]
     base = open_retriever(str(corpus), dense=True, rerank="none")
     llm = get_llm(args.model)
     rr = RerankedRetriever(base, LLMReranker(llm, max_chars=args.max_chars), depth=args.depth)

@@ -326,3 +326,26 @@ def test_server_and_mcp_runtime_rerank_every_source(tmp_path: Path) -> None:
         assert isinstance(rt2.retriever("docs").reranker, LLMReranker)
         rt.shutdown()
         rt2.shutdown()
+
+
+def test_http_server_reranks_within_the_request_scope(tmp_path: Path) -> None:
+    import httpx
+
+    from serverkit import running
+    from sleuth.server import ServerSettings, create_app
+
+    src = _corpus(tmp_path / "a.jsonl", 40)
+    with ModelServer() as rk:
+        app_ = create_app(
+            ServerSettings(sources=(("docs", str(src)),), rerank=rk.url, rerank_depth=8),
+            llm=ScriptedLLM(lambda payload, params: "The cat sat on the windowsill."),
+        )
+        with running(app_) as url, httpx.Client(base_url=url, timeout=120) as c:
+            r = c.post(
+                "/v1/ask",
+                json={"question": "What did the cat do?", "strategy": "rag", "filters": ["acl=all"], "k": 3},
+            )
+            assert r.status_code == 200, r.text
+            found = [p for e in r.json()["trace"] if e["kind"] == "search" for p in e["data"]["passages"]]
+            assert found and all(int(p["id"].split("#")[0][1:]) % 5 for p in found)  # no hr passage
+        assert rk.stats.requests >= 1 and not any("secret-hr-payroll" in t for t in rk.stats.inputs)
