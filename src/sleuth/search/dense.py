@@ -12,7 +12,7 @@
 * Embeddings are cached on disk (``<cache dir>/embeddings.sqlite``, keyed on
   model and text; :mod:`sleuth.search.embedding`), so rebuilding an index, resuming
   a killed build or re-running a benchmark re-embeds nothing it has seen.  Vectors
-  are streamed into a memory-mapped ``vectors.npy``, a chunk at a time.
+  are appended to ``vectors.npy`` a chunk at a time (plain file writes and reads).
 * Search: every query gets a visibility bitmap from the lexical index's scope
   query (one source of truth for filters, cached per scope).  Up to
   ``EXACT_MAX`` visible rows are scored exactly (one matrix product over the
@@ -173,7 +173,44 @@ def _faiss() -> Any:
     return faiss
 
 
-def build_faiss(vectors: np.ndarray, *, seed: int = 0) -> Any:
+class VectorFile:
+    """A float32 ``.npy`` matrix read by plain file reads, a slice at a time: unlike a memory map,
+    nothing read stays resident, so a build's memory does not grow with the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f)
+            self.offset = f.tell()
+        if fortran or np.dtype(dtype) != np.float32 or len(shape) != 2:
+            raise SearchError(f"{path} is not a float32 vector matrix; rebuild the index")
+        self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
+
+    def rows(self, start: int, end: int, step: int = 65536) -> Iterator[np.ndarray]:
+        d = self.shape[1]
+        with open(self.path, "rb") as f:
+            for s in range(start, end, step):
+                e = min(end, s + step)
+                f.seek(self.offset + s * d * 4)
+                yield np.fromfile(f, dtype=np.float32, count=(e - s) * d).reshape(e - s, d)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        d = self.shape[1]
+        out = np.empty((len(rows), d), dtype=np.float32)
+        with open(self.path, "rb") as f:
+            for j, r in enumerate(rows):
+                f.seek(self.offset + int(r) * d * 4)
+                out[j] = np.fromfile(f, dtype=np.float32, count=d)
+        return out
+
+    @staticmethod
+    def header(f: Any, n: int, d: int) -> None:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (n, d)})
+
+
+def build_faiss(vectors: np.ndarray | VectorFile, *, seed: int = 0) -> Any:
     """An IVF-flat (inner product) index over ``vectors``; ids are row numbers.
 
     ``nlist = sqrt(n)`` lists, k-means trained on a fixed-seed sample of at most
@@ -188,14 +225,19 @@ def build_faiss(vectors: np.ndarray, *, seed: int = 0) -> Any:
     index.cp.seed = seed
     index.cp.max_points_per_centroid = 40
     rng = np.random.default_rng(seed)
-    sample = vectors if n <= 40 * nlist else vectors[np.sort(rng.choice(n, 40 * nlist, replace=False))]
+    pick = np.arange(n) if n <= 40 * nlist else np.sort(rng.choice(n, 40 * nlist, replace=False))
+    sample = vectors.take(pick) if isinstance(vectors, VectorFile) else vectors[pick]
     index.train(np.ascontiguousarray(sample, dtype=np.float32))
     _add_rows(index, vectors, 0, n)
     return index
 
 
-def _add_rows(index: Any, vectors: np.ndarray, start: int, end: int, step: int = 65536) -> None:
-    """Add rows ``start..end-1`` of (possibly memory-mapped) ``vectors``, a slice at a time."""
+def _add_rows(index: Any, vectors: np.ndarray | VectorFile, start: int, end: int, step: int = 65536) -> None:
+    """Add rows ``start..end-1`` of ``vectors``, a slice at a time."""
+    if isinstance(vectors, VectorFile):
+        for part in vectors.rows(start, end, step):
+            index.add(np.ascontiguousarray(part))
+        return
     for s in range(start, end, step):
         index.add(np.ascontiguousarray(vectors[s : min(end, s + step)], dtype=np.float32))
 
@@ -228,25 +270,20 @@ class DenseIndex:
         """Embed rows ``first_row..end_row-1`` and append them to the generation's vectors; returns
         the vector size.
 
-        Streams: passages are read from the store a chunk at a time and their vectors written
-        into a memory-mapped ``vectors.npy``, so memory does not grow with the corpus (only the
-        faiss IVF index, built above :data:`ANN_MIN` rows, holds the vectors).
+        Streams: passages are read from the store a chunk at a time and their vectors appended
+        to ``vectors.npy`` (plain writes, then plain reads for faiss), so this stage's memory
+        does not grow with the corpus; only the faiss IVF index, built above :data:`ANN_MIN`
+        rows, holds every vector (rows x dim x 4 bytes).
         """
         embedder = get_embedder(embedder_name, server, dim=dim)
         vpath = gen / "vectors.npy"
-        old = np.load(vpath, mmap_mode="r") if vpath.exists() else None
+        old = VectorFile(vpath) if vpath.exists() else None
         n_old = 0 if old is None else old.shape[0]
         if n_old != first_row:
             raise SearchError(f"vector file of {gen} has {n_old} rows, expected {first_row}; rebuild the index")
         d = embedder.dim
         if old is not None and n_old and old.shape[1] != d:
             raise SearchError(f"the index holds {old.shape[1]}-dimensional vectors, {embedder.name} makes {d}")
-        part = gen / "vectors.part.npy"
-        out = np.lib.format.open_memmap(part, mode="w+", dtype=np.float32, shape=(end_row, d))
-        step = 65536
-        for s in range(0, n_old, step):
-            out[s : min(n_old, s + step)] = old[s : s + step]  # type: ignore[index]
-        del old
         chunk = chunk_rows(embedder, 32)
 
         def chunks() -> Iterator[tuple[int, list[str]]]:
@@ -255,12 +292,19 @@ class DenseIndex:
                 got = store.get_many(list(range(s, e)))
                 yield s, [passage_text(got[r].title, got[r].text) if r in got else "" for r in range(s, e)]
 
-        for s, vecs in embed_stream(embedder, chunks(), total=end_row - first_row, progress=progress):
-            out[s : s + len(vecs)] = vecs
-        out.flush()
-        del out
+        part = gen / "vectors.part.npy"
+        with open(part, "wb") as f:
+            VectorFile.header(f, end_row, d)
+            for rows in old.rows(0, n_old) if old is not None else ():
+                f.write(rows.tobytes())
+            at = first_row
+            for s, vecs in embed_stream(embedder, chunks(), total=end_row - first_row, progress=progress):
+                if s != at:  # embed_stream yields in order; a gap would misplace every later row
+                    raise SearchError(f"internal error: vectors for row {s} arrived when row {at} was expected")
+                f.write(np.ascontiguousarray(vecs, dtype=np.float32).tobytes())
+                at += len(vecs)
         os.replace(part, vpath)
-        allv = np.load(vpath, mmap_mode="r")
+        allv = VectorFile(vpath)
         fpath = gen / "dense.faiss"
         if end_row >= ANN_MIN:
             faiss = _faiss()
