@@ -207,6 +207,14 @@ def _write(
         lex.add((row, p) for row, _, p in batch)
         batch.clear()
         doc_batch.clear()
+        # what was flushed is found in the store from now on: the sets stay small, memory flat
+        seen_hashes.clear()
+        if fresh:
+            seen_ids.clear()
+
+    def seen_id(doc_id: str) -> bool:
+        # a fresh build's store holds only this run's documents; an add's also the live ones (kept in the set)
+        return doc_id in seen_ids or (fresh and store.doc_fingerprint(doc_id) is not None)
 
     docs: Iterable[Doc] = read_inputs(
         list(inputs), format=settings["format"], report=report.ingest, max_file_mb=max_file_mb
@@ -215,10 +223,10 @@ def _write(
         task = bar.add_task("indexing passages", total=None)
         for doc in docs:
             fp = doc.fingerprint()
-            if doc.doc_id in seen_ids:
+            if seen_id(doc.doc_id):
                 # two different documents with one id in this run: keep both, deterministically
                 doc.doc_id = f"{doc.doc_id}~{fp[:8]}"
-                if doc.doc_id in seen_ids:
+                if seen_id(doc.doc_id):
                     report.ingest.duplicate_docs += 1
                     continue
             seen_ids.add(doc.doc_id)
@@ -235,7 +243,7 @@ def _write(
             doc_batch.append((doc.doc_id, fp))
             for p in chunk_doc(doc, max_chars=settings["max_chars"], default_acl=default_acl):
                 h = passage_hash(p)
-                if h in seen_hashes or (not fresh and store.has_hash(h)):
+                if h in seen_hashes or store.has_hash(h):
                     report.duplicate_passages += 1
                     continue
                 seen_hashes.add(h)
