@@ -1,8 +1,8 @@
 """Indexing through an embedding server, the bundled models over HTTP, and the LLM reranker.
 
     .venv/bin/python benchmarks/bench_embed_server.py throughput --sizes 10000,100000,1000000
-    .venv/bin/python benchmarks/bench_embed_server.py recall
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bench_embed_server.py llm-rerank --n 30
+    .venv/bin/python benchmarks/bench_embed_server.py recall --n 100
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bench_embed_server.py llm-rerank --n 20 --pool 100
 
 ``throughput``: a fake embedding server (``tests/fake_model_server.py``, its own process,
 vectors from one hash per text so that it costs next to nothing) serves ``--slots``
@@ -18,12 +18,14 @@ build's time and the build process's peak RSS.
 the model behind it) against the same models in-process: R@5 on HotpotQA's tuning file
 (``hotpotqa/train.jsonl``, 300 questions, pooled corpus) with all-MiniLM-L6-v2 and
 evidence@5 on policy_zh (each question in its own scope) with multilingual-e5-small.
+``--n 100``: the first 100 questions and the pool of their paragraphs only (1,032 passages).
 The server embeds through the in-process embedding cache, so passages embedded by the
 in-process run are not embedded twice; queries are embedded afresh on both sides.
 
 ``llm-rerank``: the embedded model as a listwise reranker of hybrid's top ``--depth``
 passages against no reranker, paired per question on ``hotpotqa/train.jsonl`` (first
-``--n`` questions): R@5 of the supporting titles and the seconds per search it costs.
+``--n`` questions, searching the pool of the first ``--pool`` questions' paragraphs): R@5 of
+the supporting titles and the seconds per search it costs.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -188,20 +191,31 @@ class _CachedModel:
         return embed_texts(self.model, texts)
 
 
-def recall(args: argparse.Namespace) -> None:
+def _hotpot(work: Path, n: int) -> tuple[Any, Path]:
+    """hotpotqa/train.jsonl (tuning data), or its first ``n`` questions, and the pool of their paragraphs."""
     from bench_retrieval import pooled_corpus
+
+    src = DATA / "hotpotqa" / "train.jsonl"
+    if n:
+        lines = src.read_text(encoding="utf-8").splitlines()[:n]
+        src = work / "train.jsonl"
+        src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return pooled_corpus(src, work)
+
+
+def recall(args: argparse.Namespace) -> None:
     from fake_model_server import ModelServer
     from sleuth.search import EmbedServer, Filters, Index
 
     work = Path(tempfile.mkdtemp(prefix="bench-embed-recall-"))
-    ds, corpus = pooled_corpus(DATA / "hotpotqa" / "train.jsonl", work)
+    ds, corpus = _hotpot(work, args.n)
     items = [it for it in ds.items if it.gold_titles]
     local = Index.build([corpus], work / "local", dense=True, embedder="all-MiniLM-L6-v2", progress=args.progress)
     with ModelServer(embedder=_CachedModel("all-MiniLM-L6-v2"), model="all-MiniLM-L6-v2", keep_inputs=False) as srv:
         es = EmbedServer.resolve("all-MiniLM-L6-v2", srv.url + "/v1")
         remote = Index.build([corpus], work / "http", embed_server=es, progress=args.progress)
         print(
-            f"hotpotqa/train.jsonl: {len(items)} questions, {local.manifest['rows']} pooled passages; R@5 of the supporting titles"
+            f"hotpotqa/train.jsonl (first {len(items)} questions): {len(items)} questions, {local.manifest['rows']} pooled passages; R@5 of the supporting titles"
         )
         for mode in ("dense", "hybrid"):
             out = []
@@ -237,17 +251,19 @@ def recall(args: argparse.Namespace) -> None:
 
 
 def llm_rerank(args: argparse.Namespace) -> None:
-    from bench_retrieval import pooled_corpus
     from sleuth.llm import get_llm
     from sleuth.search import open_retriever
     from sleuth.search.rerank import LLMReranker, RerankedRetriever
 
     work = Path(tempfile.mkdtemp(prefix="bench-llm-rerank-"))
-    ds, corpus = pooled_corpus(DATA / "hotpotqa" / "train.jsonl", work)
+    ds, corpus = _hotpot(work, args.pool)
     items = [it for it in ds.items if it.gold_titles][: args.n]
     base = open_retriever(str(corpus), dense=True, rerank="none")
     llm = get_llm(args.model)
     rr = RerankedRetriever(base, LLMReranker(llm, max_chars=args.max_chars), depth=args.depth)
+    from sleuth.llm.base import GenParams
+
+    llm.chat([{"role": "user", "content": "Say OK."}], GenParams(max_tokens=2))  # start the engine before timing
     rows = []
     t_all = time.perf_counter()
     for it in items:
@@ -266,7 +282,8 @@ def llm_rerank(args: argparse.Namespace) -> None:
     boots = [float(np.mean(rng.choice(d, len(d)))) for _ in range(2000)]
     lo, hi = np.percentile(boots, [2.5, 97.5])
     print(
-        f"hotpotqa/train.jsonl, first {len(rows)} questions, hybrid top {args.depth} reranked by {llm.model} "
+        f"hotpotqa/train.jsonl, first {len(rows)} questions (pool: the paragraphs of the first {args.pool}), "
+        f"hybrid top {args.depth} reranked by {llm.model} "
         f"(passages clipped to {args.max_chars} chars)"
     )
     print(f"  R@5 no reranker {a_r.mean():.3f}   LLM reranker {b_r.mean():.3f}   paired diff {d.mean():+.3f} "
@@ -289,8 +306,10 @@ def main() -> None:
     t.add_argument("--json")
     r = sub.add_parser("recall")
     r.add_argument("--progress", action="store_true")
+    r.add_argument("--n", type=int, default=0, help="only the first N questions of hotpotqa/train.jsonl (0: all)")
     m = sub.add_parser("llm-rerank")
     m.add_argument("--n", type=int, default=30)
+    m.add_argument("--pool", type=int, default=100, help="corpus: the paragraphs of the first POOL questions")
     m.add_argument("--depth", type=int, default=10)
     m.add_argument("--max-chars", type=int, default=300)
     m.add_argument("--model", default=None)
