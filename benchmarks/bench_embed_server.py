@@ -64,7 +64,7 @@ _BUILD = """
 import json, resource, sys, time
 from sleuth.search import EmbedServer, Index
 corpus, out, url, batch, conc = sys.argv[1:6]
-es = EmbedServer.resolve("fake-embed", url, batch_size=int(batch), concurrency=int(conc))
+es = EmbedServer.resolve("fake-embed", url, batch_size=int(batch), concurrency=int(conc)) if url != "none" else None
 t = time.perf_counter()
 idx = Index.build([corpus], out, embed_server=es)
 r = idx.last_report
@@ -140,7 +140,7 @@ def throughput(args: argparse.Namespace) -> None:
                     _BUILD,
                     str(corpus),
                     str(work / f"ix{n}"),
-                    url,
+                    "none" if args.lexical_only else url,
                     str(args.batch),
                     str(args.inflight or 2 * args.slots),
                 ],
@@ -152,6 +152,11 @@ def throughput(args: argparse.Namespace) -> None:
                 print(p.stderr[-2000:])
                 raise SystemExit(f"build of {n} failed")
             res = json.loads(p.stdout.strip().splitlines()[-1])
+            if args.lexical_only:
+                print(f"{n:>10,} lexical only: build {res['build_s']:.1f} s, peak {res['peak_mb']:.0f} MB")
+                rows.append({"passages": n, **res})
+                subprocess.run(["rm", "-rf", str(work / f"ix{n}"), str(corpus)], check=False)
+                continue
             after = httpx.get(url + "/stats").json()
             rate = n / res["embed_s"]
             busy = (after["busy_s"] - before["busy_s"]) / (args.slots * res["embed_s"])
@@ -304,6 +309,7 @@ def main() -> None:
     t.add_argument("--dim", type=int, default=64)
     t.add_argument("--inflight", type=int, default=0, help="client requests in flight (default 2 * slots)")
     t.add_argument("--json")
+    t.add_argument("--lexical-only", action="store_true", help="build without vectors: the peak memory of the rest")
     r = sub.add_parser("recall")
     r.add_argument("--progress", action="store_true")
     r.add_argument("--n", type=int, default=0, help="only the first N questions of hotpotqa/train.jsonl (0: all)")
