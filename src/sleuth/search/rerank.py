@@ -171,4 +171,6 @@ class RerankedRetriever:
 
     def __getattr__(self, name: str) -> Any:
         # mode, stats(), count()... of the wrapped source
+        if name == "inner":  # not set yet (unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
