@@ -307,6 +307,13 @@ def test_ask_reranks_every_search_through_the_server(tmp_path: Path, fake_server
                         "--json")  # fmt: skip
         assert code == 0, out
         assert rk.stats.requests >= 1 and not any("secret-hr-payroll" in t for t in rk.stats.inputs)
+    code, out = cli("ask", "What did the cat do?", "--strategy", "rag", "--corpus", str(src), "--filter", "acl=all",
+                    "--base-url", fake_server.url, "--model", "echo", "--rerank", "llm", "--rerank-depth", "6",
+                    "--json")  # fmt: skip
+    assert code == 0, out
+    prompts = [json.dumps(b) for b in fake_server.requests]
+    assert any("Rank the 5 passages" in b for b in prompts)  # the 5 in-scope passages that match "cat"
+    assert not any("secret-hr-payroll" in b for b in prompts if "Rank the" in b)  # none outside the scope
     code, out = cli("ask", "q?", "--strategy", "rag", "--corpus", str(src), "--rerank", "bogus")
     assert code == 2 and "--rerank must be none, llm or a rerank server" in out
 
