@@ -14,6 +14,12 @@ all of them. The variables that are not about the LLM:
 * ``SLEUTH_DATA_DIR``: where ``sleuth ask`` finds the quick-start corpus;
 * ``SLEUTH_SEARCH_CACHE`` (0/false/no/off turns the search cache off);
 * ``SLEUTH_EMBED_THREADS``: threads of the dense-search embedder (default 2);
+* ``SLEUTH_EMBED_BASE_URL`` / ``SLEUTH_EMBED_MODEL`` / ``SLEUTH_EMBED_API_KEY`` (and
+  ``_BATCH``, ``_CONCURRENCY``, ``_TIMEOUT``, ``_RETRIES``, ``_QUERY_PREFIX``,
+  ``_PASSAGE_PREFIX``): vectors from an OpenAI-compatible embedding server
+  (:mod:`sleuth.search.remote`);
+* ``SLEUTH_RERANK_BASE_URL`` / ``SLEUTH_RERANK_MODEL`` / ``SLEUTH_RERANK_API_KEY`` /
+  ``SLEUTH_RERANK_SHAPE`` / ``SLEUTH_RERANK_TIMEOUT``: the rerank stage of every source;
 * ``TAVILY_API_KEY`` / ``TAVILY_BASE_URL``: the Tavily web search;
 * ``SLEUTH_SERVER_KEY``: the HTTP server's key(s), separated by commas;
 * ``SLEUTH_EVAL_CACHE``: the evaluation's open-setting indexes;

@@ -30,7 +30,18 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from sleuth.cli.common import UserError, app, checked, console, console_err, require_llm
+from sleuth.cli.common import (
+    EMBED_MODEL_HELP,
+    EMBED_URL_HELP,
+    RERANK_HELP,
+    UserError,
+    app,
+    checked,
+    console,
+    console_err,
+    require_llm,
+    rerank_option,
+)
 from sleuth.config import settings
 from sleuth.strategies.result import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Event
 
@@ -56,8 +67,11 @@ def quickstart_corpus() -> Path | None:
     return p if p.is_file() else None
 
 
-def open_source(index: Path | None, corpus: Path | None, needs: bool, err: Console) -> Any:
-    """The retriever for ``--index``/``--corpus``, the quick-start corpus, or None."""
+def open_source(
+    index: Path | None, corpus: Path | None, needs: bool, err: Console, opts: dict[str, Any] | None = None
+) -> Any:
+    """The retriever for ``--index``/``--corpus``, the quick-start corpus, or None (``opts``: for
+    :func:`~sleuth.search.open_retriever`)."""
     if index is not None and corpus is not None:
         raise UserError("give either --index or --corpus, not both")
     spec: Path | None = index or corpus
@@ -89,7 +103,7 @@ def open_source(index: Path | None, corpus: Path | None, needs: bool, err: Conso
     from sleuth.search import IndexError_
 
     try:
-        return open_retriever(str(spec))
+        return open_retriever(str(spec), **(opts or {}))
     except IndexError_ as e:  # names the folder and the fix itself
         raise UserError(str(e)) from None
     except ImportError:
@@ -230,6 +244,12 @@ def ask(
         help="Tokens per LLM call (default: 256; 400 for rat, 320 for step-back).",
     ),
     opt: list[str] = typer.Option([], "--opt", help=OPT_HELP),
+    embed_model: str | None = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP),
+    embed_base_url: str | None = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
+    rerank: str | None = typer.Option(None, "--rerank", help=RERANK_HELP),
+    rerank_base_url: str | None = typer.Option(None, "--rerank-base-url", help="A rerank server URL (= --rerank URL)."),
+    rerank_model: str | None = typer.Option(None, "--rerank-model", help="Model name sent to the rerank server."),
+    rerank_depth: int = typer.Option(20, "--rerank-depth", min=1, max=200, help="Candidates the reranker sees."),
     json_out: bool = typer.Option(False, "--json", help="Print the full result with its trace as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print each completion."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the live steps (on stderr)."),
@@ -260,7 +280,23 @@ def ask(
     except OptionsError as e:
         raise UserError(str(e)) from None
     require_llm(model, base_url, "sleuth ask")
-    retriever = open_source(index, corpus, STRATEGIES[name].needs_retriever, console_err)
+    choice = rerank_option(rerank, rerank_base_url)
+    src_opts: dict[str, Any] = {
+        "embed_model": embed_model,
+        "embed_base_url": embed_base_url,
+        "rerank_depth": rerank_depth,
+    }
+    if choice not in (None, "llm"):
+        from sleuth.search.base import SearchError
+        from sleuth.search.remote import RerankServer
+
+        try:
+            src_opts["rerank"] = choice if choice == "none" else RerankServer.resolve(choice, rerank_model)
+        except SearchError as e:
+            raise UserError(str(e)) from None
+    elif choice == "llm":
+        src_opts["rerank"] = "none"  # the LLM reranker wraps the source once the LLM is open (below)
+    retriever = open_source(index, corpus, STRATEGIES[name].needs_retriever, console_err, src_opts)
 
     from sleuth.llm import LLMError, get_llm
 
@@ -268,6 +304,10 @@ def ask(
         llm = get_llm(model, base_url=base_url)
     except (LLMError, ValueError) as e:  # ValueError: a malformed SLEUTH_LLM_* setting
         raise UserError(str(e)) from None
+    if choice == "llm" and retriever is not None:
+        from sleuth.search.rerank import LLMReranker, RerankedRetriever
+
+        retriever = RerankedRetriever(retriever, LLMReranker(llm), depth=rerank_depth)
     try:
         strat = STRATEGIES[name](llm, retriever, **options)
         result = strat.run(question, filters=filters, listeners=[] if quiet else [StepPrinter(console_err, verbose)])

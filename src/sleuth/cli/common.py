@@ -51,3 +51,28 @@ def require_llm(model: str | None, base_url: str | None, what: str) -> None:
     if not s.embedded:
         return
     require("local", f"{what} with the embedded model")
+
+
+EMBED_MODEL_HELP = "Embedding model on an OpenAI-compatible /v1/embeddings server (default $SLEUTH_EMBED_MODEL)."
+EMBED_URL_HELP = (
+    "Embedding server URL, or several comma-separated (a pool); key from $SLEUTH_EMBED_API_KEY "
+    "(default $SLEUTH_EMBED_BASE_URL; an index embedded through a server remembers its URL)."
+)
+RERANK_HELP = (
+    "Rerank stage after fusion: none, llm (the LLM orders the candidates) or a rerank server URL "
+    "(/v1/rerank or /rerank, Jina/Cohere/TEI; key from $SLEUTH_RERANK_API_KEY). Default: $SLEUTH_RERANK_BASE_URL, else none."
+)
+
+
+def rerank_option(rerank: str | None, rerank_base_url: str | None, *, allow_llm: bool = True) -> str | None:
+    """The rerank choice of ``--rerank`` / ``--rerank-base-url`` (one of them), checked."""
+    if rerank is not None and rerank_base_url is not None:
+        raise UserError("give either --rerank or --rerank-base-url, not both")
+    choice = rerank_base_url if rerank_base_url is not None else rerank
+    if choice is None or (choice in ("none", "llm") and (allow_llm or choice == "none")):
+        return choice
+    if choice == "llm":
+        raise UserError("--rerank llm needs an LLM: use it with sleuth ask, serve or mcp")
+    if not choice.startswith(("http://", "https://")):
+        raise UserError(f"--rerank must be none, llm or a rerank server's http(s) URL, not {choice!r}")
+    return choice

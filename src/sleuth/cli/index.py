@@ -7,12 +7,22 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, checked, comma_list, console, console_err
+from sleuth.cli.common import (
+    EMBED_MODEL_HELP,
+    EMBED_URL_HELP,
+    UserError,
+    app,
+    checked,
+    comma_list,
+    console,
+    console_err,
+)
 from sleuth.extras import require
 from sleuth.search.base import FilterError, Filters, SearchError
 from sleuth.search.index import BuildReport, EmptyBuild, Index
 from sleuth.search.ingest import FORMATS
 from sleuth.search.read_documents import NEEDS_INGEST, doc_type
+from sleuth.search.remote import EmbedServer
 
 index_app = typer.Typer(help="Build, extend and inspect an embedded search index.", no_args_is_help=True)
 app.add_typer(index_app, name="index")
@@ -78,9 +88,15 @@ def build_cmd(
         "all", "--default-acl", help="ACL labels for passages that have none (comma-separated)."
     ),
     max_file_mb: float = typer.Option(512, "--max-file-mb", help="Skip (and name) input files larger than this."),
+    embed_model: str = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP),
+    embed_base_url: str = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
+    embed_batch: int = typer.Option(None, "--embed-batch", help="Texts per embedding request (default 64)."),
+    embed_concurrency: int = typer.Option(
+        None, "--embed-concurrency", help="Embedding requests in flight per server (default 4)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the build report as JSON."),
 ) -> None:
-    """Index corpus files and folders into DIR."""
+    """Index corpus files and folders into DIR (with --dense or --embed-model: also their vectors)."""
     _check_inputs(inputs)
     _check_format(fmt)
     if max_chars < 100:
@@ -90,6 +106,7 @@ def build_cmd(
     if dense:
         require("dense", "--dense")
     try:
+        server = EmbedServer.resolve(embed_model, embed_base_url, batch_size=embed_batch, concurrency=embed_concurrency)
         idx = Index.build(
             inputs,
             out,
@@ -100,6 +117,7 @@ def build_cmd(
             default_acl=acl,
             max_file_mb=max_file_mb,
             progress=not as_json,
+            embed_server=server,
         )
     except EmptyBuild as e:
         for path, reason in e.report.ingest.skipped:
@@ -117,13 +135,15 @@ def add_cmd(
     inputs: list[Path] = typer.Option([], "--input", "-i", help="Corpus file or folder (repeatable)."),
     fmt: str = typer.Option("auto", "--format", help=f"Corpus format: {'|'.join(FORMATS)}."),
     max_file_mb: float = typer.Option(512, "--max-file-mb", help="Skip (and name) input files larger than this."),
+    embed_model: str = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP + " Must be the index's."),
+    embed_base_url: str = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Add or update documents in an index (documents with a known id are replaced)."""
     _check_inputs(inputs)
     _check_format(fmt)
     require_readers(inputs)
-    idx = _open(index)
+    idx = _open(index, embed_model, embed_base_url)
     if idx.manifest.get("dense"):
         require("dense", f"adding to {index} (it has vectors)")
     try:
@@ -200,10 +220,10 @@ def stats_cmd(
             console.print(f"[bold]{k}[/]: {v}")
 
 
-def _open(index: Path) -> Index:
+def _open(index: Path, embed_model: str | None = None, embed_base_url: str | None = None) -> Index:
     if not index.exists():
         raise UserError(f"index folder {index} does not exist")
     try:
-        return Index.open(index)
+        return Index.open(index, embed_model=embed_model, embed_base_url=embed_base_url)
     except SearchError as e:
         raise UserError(str(e)) from e

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, console_err, require_llm
+from sleuth.cli.common import (
+    EMBED_MODEL_HELP,
+    EMBED_URL_HELP,
+    RERANK_HELP,
+    UserError,
+    app,
+    console_err,
+    require_llm,
+    rerank_option,
+)
 
 HELP = (
     "Serve Sleuth to an MCP client (an agent, an IDE) over stdio.\n\n"
@@ -50,6 +59,12 @@ def mcp_cmd(
     max_concurrency: int = typer.Option(2, "--max-concurrency", help="Asks at once; more get an error result."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds an ask may take (then finish_reason timeout)."),
     traces: Path = typer.Option(None, "--traces", help="Keep run traces in this SQLite file; default: in memory."),
+    embed_model: str = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP),
+    embed_base_url: str = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
+    rerank: str = typer.Option(None, "--rerank", help=RERANK_HELP),
+    rerank_base_url: str = typer.Option(None, "--rerank-base-url", help="A rerank server URL (= --rerank URL)."),
+    rerank_model: str = typer.Option(None, "--rerank-model", help="Model name sent to the rerank server."),
+    rerank_depth: int = typer.Option(20, "--rerank-depth", min=1, max=200, help="Candidates the reranker sees."),
     log_level: str = typer.Option("warning", "--log-level", help="Log level (logs go to stderr)."),
 ) -> None:
     from sleuth.config import env
@@ -93,7 +108,9 @@ def mcp_cmd(
         settings = ServerSettings(sources=tuple(sources), quickstart_source=quickstart, model=model,
                                   base_url=base_url, timeout_s=timeout,
                                   max_concurrency=max_concurrency, default_strategy=default_strategy,
-                                  trace_db=str(traces) if traces else None)  # fmt: skip
+                                  trace_db=str(traces) if traces else None, embed_model=embed_model,
+                                  embed_base_url=embed_base_url, rerank=rerank_option(rerank, rerank_base_url),
+                                  rerank_model=rerank_model, rerank_depth=rerank_depth)  # fmt: skip
         rt = Runtime(settings)
     except ServerConfigError as e:
         raise UserError(str(e)) from None

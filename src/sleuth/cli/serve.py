@@ -6,7 +6,17 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import UserError, app, comma_list, console_err, require_llm
+from sleuth.cli.common import (
+    EMBED_MODEL_HELP,
+    EMBED_URL_HELP,
+    RERANK_HELP,
+    UserError,
+    app,
+    comma_list,
+    console_err,
+    require_llm,
+    rerank_option,
+)
 
 
 @app.command("serve")
@@ -40,6 +50,12 @@ def serve(
     ),
     audit_log: Path = typer.Option(None, "--audit-log", help="Write an audit log here (JSON lines, rotated)."),
     audit_questions: bool = typer.Option(False, "--audit-questions", help="Put each run's question in the audit log."),
+    embed_model: str = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP),
+    embed_base_url: str = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
+    rerank: str = typer.Option(None, "--rerank", help=RERANK_HELP),
+    rerank_base_url: str = typer.Option(None, "--rerank-base-url", help="A rerank server URL (= --rerank URL)."),
+    rerank_model: str = typer.Option(None, "--rerank-model", help="Model name sent to the rerank server."),
+    rerank_depth: int = typer.Option(20, "--rerank-depth", min=1, max=200, help="Candidates the reranker sees."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /, MCP at /mcp.
@@ -100,6 +116,11 @@ def serve(
             principals=str(principals) if principals else None,
             audit_log=str(audit_log) if audit_log else None,
             audit_questions=audit_questions,
+            embed_model=embed_model,
+            embed_base_url=embed_base_url,
+            rerank=rerank_option(rerank, rerank_base_url),
+            rerank_model=rerank_model,
+            rerank_depth=rerank_depth,
         )
         application = create_app(settings)
     except ServerConfigError as e:

@@ -68,6 +68,10 @@ class HttpPolicy:
     backoff_base: float = 0.5
     backoff_max: float = 20.0
     retry_after_cap: float = 60.0
+    #: the variable a rejected key is named by in the message (an embedding or rerank server has its own)
+    key_var: str = "SLEUTH_LLM_API_KEY"
+    #: what the retry log line calls a call to this server
+    what: str = "LLM call"
 
     def classify(self, resp: httpx.Response) -> LLMError | Retryable:
         """The error an HTTP status >= 400 stands for (its body already read)."""
@@ -77,7 +81,7 @@ class HttpPolicy:
         if code in (401, 403):
             what = "no API key was sent" if not self.has_key else "the API key was rejected"
             return LLMAuthError(
-                f"{where} refused the request with HTTP {code} ({what}): check SLEUTH_LLM_API_KEY "
+                f"{where} refused the request with HTTP {code} ({what}): check {self.key_var} "
                 f"or the provider's key variable{'; server said: ' + msg if msg else ''}.",
                 status=code,
             )
@@ -113,6 +117,12 @@ class HttpPolicy:
             return self.final(r, attempt)
         wait = self.backoff(attempt, r.retry_after)
         log.warning(
-            "LLM call to %s failed (%s); retry %d/%d in %.2fs", self.where, r.err, attempt + 1, self.max_retries, wait
+            "%s to %s failed (%s); retry %d/%d in %.2fs",
+            self.what,
+            self.where,
+            r.err,
+            attempt + 1,
+            self.max_retries,
+            wait,
         )
         return wait

@@ -30,10 +30,13 @@ from sleuth.search.index import (
 )
 from sleuth.search.lexical import LAYOUT
 from sleuth.search.multilingual import AUTO, MULTILINGUAL_EMBEDDER
+from sleuth.search.remote import EmbedServer, RerankServer
+from sleuth.search.rerank import DEFAULT_DEPTH, RerankedRetriever, make_reranker
 
 __all__ = [
     "MODES",
     "BuildReport",
+    "EmbedServer",
     "EmptyBuild",
     "FilterError",
     "Filters",
@@ -42,6 +45,8 @@ __all__ = [
     "IndexError_",
     "IndexNotFound",
     "Passage",
+    "RerankServer",
+    "RerankedRetriever",
     "Retriever",
     "SearchError",
     "SearchUnavailable",
@@ -79,13 +84,30 @@ def corpus_index_dir(
 
 
 def _open_corpus(
-    corpus: Path, *, format: str, dense: bool, embedder: str | None, cache_dir: Any, progress: bool
+    corpus: Path,
+    *,
+    format: str,
+    dense: bool,
+    embedder: str | None,
+    cache_dir: Any,
+    progress: bool,
+    embed_server: EmbedServer | None,
 ) -> Index:
+    if embed_server is not None:
+        dense, embedder = True, embed_server.name
     target = corpus_index_dir(corpus, format=format, dense=dense, embedder=embedder, cache_dir=cache_dir)
     with file_lock(target.with_name(target.name + ".lock")):
         if not Index.is_index(target):
-            Index.build([corpus], target, format=format, dense=dense, embedder=embedder, progress=progress)
-    return Index.open(target)
+            Index.build(
+                [corpus],
+                target,
+                format=format,
+                dense=dense,
+                embedder=embedder,
+                progress=progress,
+                embed_server=embed_server,
+            )
+    return Index.open(target, embed_server=embed_server)
 
 
 def open_retriever(spec: str | Path | Retriever, **kw: Any) -> Retriever:
@@ -103,13 +125,22 @@ def open_retriever(spec: str | Path | Retriever, **kw: Any) -> Retriever:
     * ``"pg:DSN"`` (PostgreSQL with pgvector, see :mod:`sleuth.search.pg`);
     * an object that already is a :class:`Retriever` (returned as is, or cached).
 
-    Common options: ``mode`` (``lexical|dense|hybrid``, indexes only) and
+    Common options: ``mode`` (``lexical|dense|hybrid``, indexes only),
     ``cache`` (``True``/``False``/a path/a :class:`KVCache`: the search cache;
     on by default for web sources, off for local indexes, whose answers are
-    already deterministic).
+    already deterministic), ``rerank`` (``None``/``"none"``, ``"llm"`` with
+    ``llm=``, a rerank server URL or :class:`~sleuth.search.remote.RerankServer`;
+    default ``$SLEUTH_RERANK_BASE_URL``) and ``rerank_depth`` (candidates reranked,
+    default 20).  Indexes and corpora: ``embed_model``, ``embed_base_url`` (vectors
+    from an OpenAI-compatible ``/v1/embeddings`` server; default ``$SLEUTH_EMBED_*``).
     """
     cache = kw.pop("cache", None)
     mode = kw.pop("mode", None)
+    rerank = kw.pop("rerank", None)
+    rerank_depth = int(kw.pop("rerank_depth", DEFAULT_DEPTH))
+    llm = kw.pop("llm", None)
+    embed_model = kw.pop("embed_model", None)
+    embed_base_url = kw.pop("embed_base_url", None)
     retriever: Retriever
     default_cache = False
     if not isinstance(spec, (str, Path)):
@@ -131,8 +162,9 @@ def open_retriever(spec: str | Path | Retriever, **kw: Any) -> Retriever:
     else:
         path = Path(spec).expanduser()
         if Index.looks_like_index(path):
-            retriever = Index.open(path)
+            retriever = Index.open(path, embed_model=embed_model, embed_base_url=embed_base_url)
         elif path.exists():
+            server = EmbedServer.resolve(embed_model, embed_base_url)
             retriever = _open_corpus(
                 path,
                 format=kw.pop("format", "auto"),
@@ -140,6 +172,7 @@ def open_retriever(spec: str | Path | Retriever, **kw: Any) -> Retriever:
                 embedder=kw.pop("embedder", None),
                 cache_dir=kw.pop("cache_dir", None),
                 progress=bool(kw.pop("progress", False)),
+                embed_server=server,
             )
         else:
             raise SearchError(
@@ -150,6 +183,11 @@ def open_retriever(spec: str | Path | Retriever, **kw: Any) -> Retriever:
             raise SearchError(f"mode={mode!r} applies to embedded indexes only")
         retriever._check_mode(mode)
         retriever.mode = mode
+    if rerank is None:
+        rerank = RerankServer.resolve()
+    reranker = make_reranker(rerank, llm=llm)
+    if reranker is not None:
+        retriever = RerankedRetriever(retriever, reranker, depth=rerank_depth)
     if cache is None:
         cache = default_cache
     if cache is not False:

@@ -5,10 +5,14 @@
   on 2 cores: ~40 passages/s, ~250 queries/s.  A Chinese corpus gets
   multilingual-e5-small instead (:mod:`sleuth.search.multilingual`;
   ``embedder="auto"``, the default, decides by the share of Chinese passages).
-  Threads: ``SLEUTH_EMBED_THREADS`` (default 2).
+  Threads: ``SLEUTH_EMBED_THREADS`` (default 2).  Or any OpenAI-compatible
+  ``/v1/embeddings`` server (``http:MODEL``, :mod:`sleuth.search.remote`); the
+  manifest records the model, its vector size and the server, and a query
+  embedder that does not match is refused.
 * Embeddings are cached on disk (``<cache dir>/embeddings.sqlite``, keyed on
-  model and text), so rebuilding an index or re-running a benchmark re-embeds
-  nothing it has seen.
+  model and text; :mod:`sleuth.search.embedding`), so rebuilding an index, resuming
+  a killed build or re-running a benchmark re-embeds nothing it has seen.  Vectors
+  are appended to ``vectors.npy`` a chunk at a time (plain file writes and reads).
 * Search: every query gets a visibility bitmap from the lexical index's scope
   query (one source of truth for filters, cached per scope).  Up to
   ``EXACT_MAX`` visible rows are scored exactly (one matrix product over the
@@ -26,22 +30,22 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
-import sqlite3
+import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from sleuth.config import settings
-from sleuth.kvcache import default_cache_dir, use_wal
 from sleuth.search.base import Filters, SearchError
 from sleuth.search.embedder import LazyEmbedder
+from sleuth.search.embedding import EmbeddingCache, chunk_rows, embed_stream, embed_texts
 from sleuth.search.multilingual import AUTO, MULTILINGUAL_EMBEDDER, E5Embedder, choose_embedder
+from sleuth.search.remote import HTTP_PREFIX, EmbedServer, HttpEmbedder
 from sleuth.search.store import PassageStore
 
 __all__ = [
@@ -52,6 +56,7 @@ __all__ = [
     "EmbeddingCache",
     "MiniLMEmbedder",
     "check_embedder",
+    "embed_stream",
     "embed_texts",
     "get_embedder",
     "resolve_embedder",
@@ -105,19 +110,36 @@ _E5_NAMES = (MULTILINGUAL_EMBEDDER, "intfloat/multilingual-e5-small", "e5")
 
 
 def check_embedder(name: str) -> str:
-    """``name`` if it names a known embedder (or ``auto``), else a :class:`SearchError`."""
+    """``name`` if it names a known embedder (or ``auto``, or ``http:MODEL``), else a :class:`SearchError`."""
+    if name.startswith(HTTP_PREFIX) and len(name) > len(HTTP_PREFIX):
+        return name
     if name not in (*_MINILM_NAMES, *_E5_NAMES, AUTO):
-        raise SearchError(f"unknown embedder {name!r}; available: {DEFAULT_EMBEDDER}, {MULTILINGUAL_EMBEDDER}, {AUTO}")
+        raise SearchError(
+            f"unknown embedder {name!r}; available: {DEFAULT_EMBEDDER}, {MULTILINGUAL_EMBEDDER}, {AUTO}, "
+            "or a server's model with --embed-base-url and --embed-model"
+        )
     return name
 
 
-_EMBEDDERS: dict[str, Embedder] = {}
+_EMBEDDERS: dict[Any, Embedder] = {}
 _EMB_LOCK = threading.Lock()
 
 
-def get_embedder(name: str | None = None) -> Embedder:
-    """The process-wide embedder called ``name`` (loaded lazily on first use)."""
+def get_embedder(name: str | None = None, server: EmbedServer | None = None, *, dim: int | None = None) -> Embedder:
+    """The process-wide embedder called ``name`` (loaded lazily on first use); ``http:MODEL``
+    names need the ``server`` they are asked of."""
     name = name or DEFAULT_EMBEDDER
+    if name.startswith(HTTP_PREFIX):
+        if server is None or server.name != name:
+            raise SearchError(
+                f"the vectors come from the embedding model {name.removeprefix(HTTP_PREFIX)!r} on a server: "
+                "give --embed-base-url (or SLEUTH_EMBED_BASE_URL)"
+            )
+        key: Any = (server, dim)
+        with _EMB_LOCK:
+            if key not in _EMBEDDERS:
+                _EMBEDDERS[key] = HttpEmbedder(server, dim=dim)
+            return _EMBEDDERS[key]
     with _EMB_LOCK:
         if name not in _EMBEDDERS:
             if name in _MINILM_NAMES:
@@ -139,83 +161,6 @@ def resolve_embedder(name: str | None, store: PassageStore, first_row: int, end_
     return choose_embedder([passage_text(p.title, p.text) for p in got.values()], DEFAULT_EMBEDDER)
 
 
-class EmbeddingCache:
-    """Vectors by (model, text) in SQLite; safe for several processes (WAL)."""
-
-    def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path else default_cache_dir() / "embeddings.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-        use_wal(self.conn)
-        self.conn.execute("CREATE TABLE IF NOT EXISTS emb (k TEXT PRIMARY KEY, v BLOB NOT NULL)")
-
-    @staticmethod
-    def key(model: str, text: str) -> str:
-        return hashlib.sha256(f"{model}\0{text}".encode()).hexdigest()[:40]
-
-    def get_many(self, keys: Sequence[str], dim: int) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for i in range(0, len(keys), 500):
-            part = list(keys[i : i + 500])
-            q = f"SELECT k, v FROM emb WHERE k IN ({','.join('?' * len(part))})"
-            for k, v in self.conn.execute(q, part):
-                vec = np.frombuffer(v, dtype=np.float32)
-                if vec.shape == (dim,):
-                    out[k] = vec
-        return out
-
-    def put_many(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        with self.conn:
-            self.conn.executemany(
-                "INSERT OR REPLACE INTO emb (k, v) VALUES (?, ?)",
-                [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items],
-            )
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def embed_texts(
-    embedder: Embedder,
-    texts: Sequence[str],
-    *,
-    cache: EmbeddingCache | bool | None = True,
-    progress: bool = False,
-    batch_size: int = 32,
-) -> np.ndarray:
-    """Embed ``texts`` (cached ones are not recomputed), with a progress bar if asked."""
-    out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
-    ec = EmbeddingCache() if cache is True else (cache or None)
-    keys = [EmbeddingCache.key(embedder.name, t) for t in texts]
-    have = ec.get_many(keys, embedder.dim) if ec is not None else {}
-    todo = [i for i, k in enumerate(keys) if k not in have]
-    for i, k in enumerate(keys):
-        if k in have:
-            out[i] = have[k]
-    if todo:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        with Progress(
-            TextColumn("embedding passages"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            disable=not progress,
-        ) as bar:
-            task = bar.add_task("embed", total=len(todo))
-            step = max(batch_size * 8, 256)
-            for s in range(0, len(todo), step):
-                idx = todo[s : s + step]
-                vecs = embedder.embed([texts[i] for i in idx], batch_size=batch_size)
-                out[idx] = vecs
-                if ec is not None:
-                    ec.put_many([(keys[i], vecs[j]) for j, i in enumerate(idx)])
-                bar.update(task, advance=len(idx))
-    if cache is True and ec is not None:
-        ec.close()
-    return out
-
-
 def passage_text(title: str, text: str) -> str:
     """What a passage is embedded as."""
     return f"{title}\n{text}" if title else text
@@ -228,7 +173,44 @@ def _faiss() -> Any:
     return faiss
 
 
-def build_faiss(vectors: np.ndarray, *, seed: int = 0) -> Any:
+class VectorFile:
+    """A float32 ``.npy`` matrix read by plain file reads, a slice at a time: unlike a memory map,
+    nothing read stays resident, so a build's memory does not grow with the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f)
+            self.offset = f.tell()
+        if fortran or np.dtype(dtype) != np.float32 or len(shape) != 2:
+            raise SearchError(f"{path} is not a float32 vector matrix; rebuild the index")
+        self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
+
+    def rows(self, start: int, end: int, step: int = 65536) -> Iterator[np.ndarray]:
+        d = self.shape[1]
+        with open(self.path, "rb") as f:
+            for s in range(start, end, step):
+                e = min(end, s + step)
+                f.seek(self.offset + s * d * 4)
+                yield np.fromfile(f, dtype=np.float32, count=(e - s) * d).reshape(e - s, d)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        d = self.shape[1]
+        out = np.empty((len(rows), d), dtype=np.float32)
+        with open(self.path, "rb") as f:
+            for j, r in enumerate(rows):
+                f.seek(self.offset + int(r) * d * 4)
+                out[j] = np.fromfile(f, dtype=np.float32, count=d)
+        return out
+
+    @staticmethod
+    def header(f: Any, n: int, d: int) -> None:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (n, d)})
+
+
+def build_faiss(vectors: np.ndarray | VectorFile, *, seed: int = 0) -> Any:
     """An IVF-flat (inner product) index over ``vectors``; ids are row numbers.
 
     ``nlist = sqrt(n)`` lists, k-means trained on a fixed-seed sample of at most
@@ -243,10 +225,21 @@ def build_faiss(vectors: np.ndarray, *, seed: int = 0) -> Any:
     index.cp.seed = seed
     index.cp.max_points_per_centroid = 40
     rng = np.random.default_rng(seed)
-    sample = vectors if n <= 40 * nlist else vectors[np.sort(rng.choice(n, 40 * nlist, replace=False))]
+    pick = np.arange(n) if n <= 40 * nlist else np.sort(rng.choice(n, 40 * nlist, replace=False))
+    sample = vectors.take(pick) if isinstance(vectors, VectorFile) else vectors[pick]
     index.train(np.ascontiguousarray(sample, dtype=np.float32))
-    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    _add_rows(index, vectors, 0, n)
     return index
+
+
+def _add_rows(index: Any, vectors: np.ndarray | VectorFile, start: int, end: int, step: int = 65536) -> None:
+    """Add rows ``start..end-1`` of ``vectors``, a slice at a time."""
+    if isinstance(vectors, VectorFile):
+        for part in vectors.rows(start, end, step):
+            index.add(np.ascontiguousarray(part))
+        return
+    for s in range(start, end, step):
+        index.add(np.ascontiguousarray(vectors[s : min(end, s + step)], dtype=np.float32))
 
 
 class DenseIndex:
@@ -264,37 +257,74 @@ class DenseIndex:
 
     @staticmethod
     def extend(
-        gen: Path, store: PassageStore, embedder_name: str, first_row: int, end_row: int, *, progress: bool = False
-    ) -> None:
-        """Embed rows ``first_row..end_row-1`` and append them to the generation's vectors."""
-        embedder = get_embedder(embedder_name)
+        gen: Path,
+        store: PassageStore,
+        embedder_name: str,
+        first_row: int,
+        end_row: int,
+        *,
+        progress: bool = False,
+        server: EmbedServer | None = None,
+        dim: int | None = None,
+    ) -> int:
+        """Embed rows ``first_row..end_row-1`` and append them to the generation's vectors; returns
+        the vector size.
+
+        Streams: passages are read from the store a chunk at a time and their vectors appended
+        to ``vectors.npy`` (plain writes, then plain reads for faiss), so this stage's memory
+        does not grow with the corpus; only the faiss IVF index, built above :data:`ANN_MIN`
+        rows, holds every vector (rows x dim x 4 bytes).
+        """
+        embedder = get_embedder(embedder_name, server, dim=dim)
         vpath = gen / "vectors.npy"
-        old = np.load(vpath) if vpath.exists() else np.zeros((0, embedder.dim), dtype=np.float32)
-        if old.shape[0] != first_row:
-            raise SearchError(f"vector file of {gen} has {old.shape[0]} rows, expected {first_row}; rebuild the index")
-        got = store.get_many(list(range(first_row, end_row)))
-        texts = [passage_text(got[r].title, got[r].text) if r in got else "" for r in range(first_row, end_row)]
-        new = embed_texts(embedder, texts, progress=progress) if texts else np.zeros((0, embedder.dim), np.float32)
-        allv = np.concatenate([old, new]).astype(np.float32)
-        np.save(vpath, allv)
+        old = VectorFile(vpath) if vpath.exists() else None
+        n_old = 0 if old is None else old.shape[0]
+        if n_old != first_row:
+            raise SearchError(f"vector file of {gen} has {n_old} rows, expected {first_row}; rebuild the index")
+        d = embedder.dim
+        if old is not None and n_old and old.shape[1] != d:
+            raise SearchError(f"the index holds {old.shape[1]}-dimensional vectors, {embedder.name} makes {d}")
+        chunk = chunk_rows(embedder, 32)
+
+        def chunks() -> Iterator[tuple[int, list[str]]]:
+            for s in range(first_row, end_row, chunk):
+                e = min(end_row, s + chunk)
+                got = store.get_many(list(range(s, e)))
+                yield s, [passage_text(got[r].title, got[r].text) if r in got else "" for r in range(s, e)]
+
+        part = gen / "vectors.part.npy"
+        with open(part, "wb") as f:
+            VectorFile.header(f, end_row, d)
+            for rows in old.rows(0, n_old) if old is not None else ():
+                f.write(rows.tobytes())
+            at = first_row
+            for s, vecs in embed_stream(embedder, chunks(), total=end_row - first_row, progress=progress):
+                if s != at:  # embed_stream yields in order; a gap would misplace every later row
+                    raise SearchError(f"internal error: vectors for row {s} arrived when row {at} was expected")
+                f.write(np.ascontiguousarray(vecs, dtype=np.float32).tobytes())
+                at += len(vecs)
+        os.replace(part, vpath)
+        allv = VectorFile(vpath)
         fpath = gen / "dense.faiss"
-        if allv.shape[0] >= ANN_MIN:
+        if end_row >= ANN_MIN:
             faiss = _faiss()
-            if fpath.exists() and 2 * old.shape[0] >= allv.shape[0]:
+            if fpath.exists() and 2 * n_old >= end_row:
                 index = faiss.read_index(str(fpath))  # centroids still representative: just add
-                index.add(np.ascontiguousarray(new, dtype=np.float32))
+                _add_rows(index, allv, n_old, end_row)
             else:
                 index = build_faiss(allv)
             faiss.write_index(index, str(fpath))
         elif fpath.exists():
             fpath.unlink()
+        return d
 
     @classmethod
-    def load(cls, gen: Path, lexical: Any, embedder_name: str) -> DenseIndex:
+    def load(cls, gen: Path, lexical: Any, embedder_name: str, server: EmbedServer | None = None) -> DenseIndex:
         vectors = np.load(gen / "vectors.npy", mmap_mode="r")
         fpath = gen / "dense.faiss"
         index = _faiss().read_index(str(fpath)) if fpath.exists() else None
-        return cls(vectors, index, get_embedder(embedder_name), lexical)
+        dim = int(vectors.shape[1]) if vectors.ndim == 2 else None
+        return cls(vectors, index, get_embedder(embedder_name, server, dim=dim), lexical)
 
     # -- searching
 

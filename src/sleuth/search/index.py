@@ -52,6 +52,7 @@ from sleuth.search.index_writer import (
 )
 from sleuth.search.ingest import DEFAULT_MAX_FILE_MB
 from sleuth.search.lexical import LexicalIndex
+from sleuth.search.remote import HTTP_PREFIX, EmbedServer
 from sleuth.search.store import PassageStore
 
 __all__ = [
@@ -77,7 +78,7 @@ class Index:
     Open one with :meth:`open`, create one with :meth:`build`.
     """
 
-    def __init__(self, root: Path, gen: Path) -> None:
+    def __init__(self, root: Path, gen: Path, embed_server: EmbedServer | None = None) -> None:
         self.root = root
         self.gen = gen
         rel = f"{gen.name}/"
@@ -94,6 +95,8 @@ class Index:
                 f"{root} has index schema version {self.manifest.get('schema_version')}, this Sleuth reads "
                 f"{SCHEMA_VERSION}; rebuild it with `sleuth index build`"
             )
+        #: the server the query vectors come from (an index embedded through one); checked against the manifest
+        self.embed_server = check_embed_server(root, self.manifest, embed_server)
         if not (gen / "lexical" / "meta.json").is_file():
             raise damaged(root, f"its lexical index {rel}lexical/ is missing", sources)
         try:
@@ -121,10 +124,25 @@ class Index:
     # ------------------------------------------------------------------ opening
 
     @classmethod
-    def open(cls, path: str | Path) -> Index:
-        """Open the live generation of the index at ``path``."""
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        embed_model: str | None = None,
+        embed_base_url: str | None = None,
+        embed_server: EmbedServer | None = None,
+    ) -> Index:
+        """Open the live generation of the index at ``path``.
+
+        An index embedded through a server embeds queries with the same model, on
+        ``embed_base_url`` (or ``SLEUTH_EMBED_BASE_URL``, else the server it was built
+        with); a query embedder that does not match the index's is refused in one line.
+        """
         root = Path(path).expanduser().resolve()
-        return cls(root, current_gen(root))
+        gen = current_gen(root)
+        if embed_server is None:
+            embed_server = query_embed_server(root, gen, embed_model, embed_base_url)
+        return cls(root, gen, embed_server)
 
     @staticmethod
     def is_index(path: str | Path) -> bool:
@@ -161,14 +179,16 @@ class Index:
         default_acl: Sequence[str] = ("all",),
         max_file_mb: float = DEFAULT_MAX_FILE_MB,
         progress: bool = False,
+        embed_server: EmbedServer | None = None,
     ) -> Index:
         """Build a new index of ``inputs`` at ``out`` (replacing any index there, atomically).
 
         ``default_acl`` labels passages whose source gives no ACL.  With
         ``dense=True`` passages are also embedded (``embedder``, default
         ``auto``: the multilingual model for a Chinese corpus, all-MiniLM-L6-v2
-        otherwise) and hybrid search becomes the default mode.
-        The :class:`BuildReport` is at ``index.last_report``.
+        otherwise) and hybrid search becomes the default mode.  With ``embed_server``
+        the vectors come from that server's model (``dense`` is implied) and the index
+        records it.  The :class:`BuildReport` is at ``index.last_report``.
         """
         root = Path(out).expanduser().resolve()
         report = build_generation(
@@ -181,8 +201,9 @@ class Index:
             default_acl=default_acl,
             max_file_mb=max_file_mb,
             progress=progress,
+            embed_server=embed_server,
         )
-        idx = cls.open(root)
+        idx = cls(root, current_gen(root), embed_server)
         idx.last_report = report
         return idx
 
@@ -198,8 +219,10 @@ class Index:
         indexed with different content replaces the old one; identical ones are
         left as they are.  Publishes a new generation atomically; this handle
         then reads it."""
-        report = add_generation(self.root, inputs, format=format, max_file_mb=max_file_mb, progress=progress)
-        new = Index.open(self.root)
+        report = add_generation(
+            self.root, inputs, format=format, max_file_mb=max_file_mb, progress=progress, embed_server=self.embed_server
+        )
+        new = Index(self.root, current_gen(self.root), self.embed_server)
         mode = self.mode
         self.__dict__.update(new.__dict__)
         self.mode = mode
@@ -259,7 +282,7 @@ class Index:
         if self._dense is None:
             from sleuth.search.dense import DenseIndex
 
-            self._dense = DenseIndex.load(self.gen, self.lexical, self.manifest["embedder"])
+            self._dense = DenseIndex.load(self.gen, self.lexical, self.manifest["embedder"], self.embed_server)
         return self._dense
 
     def _check_mode(self, mode: str | None) -> str:
@@ -346,6 +369,7 @@ class Index:
             "schema_version": m["schema_version"],
             "dense": self.has_vectors,
             "embedder": m.get("embedder"),
+            **({"embed_server": m["embed_server"]} if m.get("embed_server") else {}),
             "default_mode": self.default_mode,
             "created": m.get("created"),
             "updated": m.get("updated"),
@@ -367,10 +391,10 @@ class Index:
 
     def __getstate__(self) -> dict[str, Any]:
         # picklable (e.g. for a Dask worker): reopened by path on the other side
-        return {"root": str(self.root), "mode": self.mode}
+        return {"root": str(self.root), "mode": self.mode, "embed_server": self.embed_server}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        fresh = Index.open(state["root"])
+        fresh = Index.open(state["root"], embed_server=state.get("embed_server"))
         self.__dict__.update(fresh.__dict__)
         self.mode = state["mode"]
 
@@ -403,6 +427,55 @@ def _open_store(root: Path, path: Path, sources: Sequence[str]) -> PassageStore:
         store.close()
         raise damaged(root, f"{rel} is truncated", sources)
     return store
+
+
+def query_embed_server(
+    root: Path, gen: Path, embed_model: str | None, embed_base_url: str | None
+) -> EmbedServer | None:
+    """The server an index's queries are embedded by: the arguments, else ``SLEUTH_EMBED_*``, else
+    the one the index was built with (for an index embedded through a server)."""
+    try:
+        manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None  # a damaged manifest: Index() says so in one sentence
+    if not isinstance(manifest, dict):
+        return None
+    rec = manifest.get("embed_server") or {}
+    if not manifest.get("dense"):
+        return None  # no vectors: nothing to embed a query for
+    if not rec:  # a bundled model made the vectors: a named server is refused by check_embed_server
+        if embed_model or embed_base_url:
+            model = (embed_model or embed_base_url or "").removeprefix(HTTP_PREFIX)
+            return EmbedServer(model=model, base_urls=(embed_base_url or "",))
+        return None
+    return EmbedServer.resolve(
+        embed_model or rec.get("model"),
+        embed_base_url,
+        fallback_url=rec.get("base_url"),
+        query_prefix=rec.get("query_prefix"),
+        passage_prefix=rec.get("passage_prefix"),
+    )
+
+
+def check_embed_server(root: Path, manifest: dict[str, Any], server: EmbedServer | None) -> EmbedServer | None:
+    """``server`` if it makes the vectors the index holds, else one clear :class:`IndexError_`."""
+    if not manifest.get("dense"):
+        return server
+    made_by = manifest.get("embedder") or "?"
+    rec = manifest.get("embed_server") or {}
+    if not rec:
+        if server is not None:
+            raise IndexError_(
+                f"{root} was embedded with the bundled model {made_by}, not {server.model!r} from a server: "
+                "drop --embed-model/--embed-base-url (and SLEUTH_EMBED_*) or rebuild the index with them"
+            )
+        return None
+    if server is not None and server.model != rec.get("model"):
+        raise IndexError_(
+            f"{root} was embedded with {rec.get('model')!r} ({rec.get('dim')} dims); the query embedder is "
+            f"{server.model!r}: use --embed-model {rec.get('model')} or rebuild the index with {server.model!r}"
+        )
+    return server
 
 
 def as_filters(filters: Filters | Sequence[str] | dict[str, Any] | None) -> Filters | None:

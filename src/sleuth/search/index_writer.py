@@ -30,6 +30,8 @@ from sleuth.search.generations import (
 )
 from sleuth.search.ingest import Doc, IngestReport, read_inputs
 from sleuth.search.lexical import LexicalIndex
+from sleuth.search.multilingual import AUTO
+from sleuth.search.remote import EmbedServer
 from sleuth.search.store import PassageStore
 
 _BATCH = 2000
@@ -87,6 +89,7 @@ def build_generation(
     default_acl: Sequence[str],
     max_file_mb: float,
     progress: bool,
+    embed_server: EmbedServer | None = None,
 ) -> BuildReport:
     """Write a first (or replacing) generation of ``inputs`` at ``root`` and publish it.
 
@@ -95,6 +98,12 @@ def build_generation(
     check_target(root)
     report = BuildReport()
     t0 = time.perf_counter()
+    if embed_server is not None:
+        if embedder not in (None, AUTO, embed_server.name, embed_server.model):
+            raise IndexError_(
+                f"--embedder {embedder} and --embed-model {embed_server.model} name two embedders; give one"
+            )
+        dense, embedder = True, embed_server.name
     if dense:  # an unknown name is refused before any work
         from sleuth.search.dense import check_embedder
 
@@ -111,7 +120,7 @@ def build_generation(
             "embedder": embedder if dense else None,
         }
         try:
-            _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress)
+            _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress, server=embed_server)
         except BaseException:  # a missing reader, an interrupt: nothing half-written stays behind
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -127,9 +136,17 @@ def build_generation(
 
 
 def add_generation(
-    root: Path, inputs: Sequence[str | Path], *, format: str, max_file_mb: float, progress: bool
+    root: Path,
+    inputs: Sequence[str | Path],
+    *,
+    format: str,
+    max_file_mb: float,
+    progress: bool,
+    embed_server: EmbedServer | None = None,
 ) -> BuildReport:
-    """Publish a copy of the live generation at ``root`` with ``inputs`` added (or updated)."""
+    """Publish a copy of the live generation at ``root`` with ``inputs`` added (or updated).
+
+    An index embedded through a server needs ``embed_server`` (the same model: checked by the caller)."""
     report = BuildReport()
     t0 = time.perf_counter()
     with writer_lock(root):
@@ -139,6 +156,8 @@ def add_generation(
         shutil.copytree(live, tmp)
         manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
         settings = {k: manifest[k] for k in ("format", "max_chars", "default_acl", "dense", "embedder")}
+        if manifest.get("embed_server"):
+            settings["embed_server"] = manifest["embed_server"]
         try:
             _write(
                 tmp,
@@ -148,6 +167,7 @@ def add_generation(
                 report,
                 max_file_mb=max_file_mb,
                 progress=progress,
+                server=embed_server,
             )
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -259,6 +279,7 @@ def _write(
     *,
     max_file_mb: float,
     progress: bool,
+    server: EmbedServer | None = None,
 ) -> None:
     """Ingest ``inputs`` into the (private) generation folder ``gen``."""
     store = PassageStore(gen / "passages.sqlite")
@@ -279,6 +300,14 @@ def _write(
         lex.add((row, p) for row, _, p in batch)
         batch.clear()
         doc_batch.clear()
+        # what was flushed is found in the store from now on: the sets stay small, memory flat
+        seen_hashes.clear()
+        if fresh:
+            seen_ids.clear()
+
+    def seen_id(doc_id: str) -> bool:
+        # a fresh build's store holds only this run's documents; an add's also the live ones (kept in the set)
+        return doc_id in seen_ids or (fresh and store.doc_digest(doc_id) is not None)
 
     docs: Iterable[Doc] = read_inputs(
         list(inputs), format=settings["format"], report=report.ingest, max_file_mb=max_file_mb
@@ -287,10 +316,10 @@ def _write(
         task = bar.add_task("indexing passages", total=None)
         for doc in docs:
             fp = doc.digest()
-            if doc.doc_id in seen_ids:
+            if seen_id(doc.doc_id):
                 # two different documents with one id in this run: keep both, deterministically
                 doc.doc_id = f"{doc.doc_id}~{fp[:8]}"
-                if doc.doc_id in seen_ids:
+                if seen_id(doc.doc_id):
                     report.ingest.duplicate_docs += 1
                     continue
             seen_ids.add(doc.doc_id)
@@ -307,7 +336,7 @@ def _write(
             doc_batch.append((doc.doc_id, fp))
             for p in chunk_doc(doc, max_chars=settings["max_chars"], default_acl=default_acl):
                 h = passage_hash(p)
-                if h in seen_hashes or (not fresh and store.has_hash(h)):
+                if h in seen_hashes or store.has_hash(h):
                     report.duplicate_passages += 1
                     continue
                 seen_hashes.add(h)
@@ -329,8 +358,20 @@ def _write(
 
         settings["embedder"] = resolve_embedder(settings["embedder"], store, first_new_row, next_row)
         t = time.perf_counter()
-        DenseIndex.extend(gen, store, settings["embedder"], first_new_row, next_row, progress=progress)
+        known = (settings.get("embed_server") or {}).get("dim")
+        dim = DenseIndex.extend(
+            gen, store, settings["embedder"], first_new_row, next_row, progress=progress, server=server, dim=known
+        )
         report.embed_seconds = time.perf_counter() - t
+        if server is not None:
+            # which embedder made the vectors: checked against every later query and add
+            settings["embed_server"] = {
+                "model": server.model,
+                "dim": dim,
+                "base_url": server.base_urls[0],
+                "query_prefix": server.query_prefix,
+                "passage_prefix": server.passage_prefix,
+            }
     store.close()
 
 

@@ -139,9 +139,7 @@ class Runtime:
             for name, spec in self.settings.sources:
                 if name not in self._retrievers:
                     try:
-                        from sleuth.search import open_retriever
-
-                        self._retrievers[name] = open_retriever(spec)
+                        self._retrievers[name] = self._open_source(spec)
                     except Exception as e:
                         errors.append(f"source {name!r} ({spec}): {e}")
             try:
@@ -189,10 +187,25 @@ class Runtime:
             raise KeyError(name)
         with self._open_lock:
             if name not in self._retrievers:
-                from sleuth.search import open_retriever
-
-                self._retrievers[name] = open_retriever(spec)
+                self._retrievers[name] = self._open_source(spec)
             return self._retrievers[name]
+
+    def _open_source(self, spec: str) -> Retriever:
+        """A configured source with the server's embedding and rerank settings (caller holds the open lock)."""
+        from sleuth.search import open_retriever
+
+        s = self.settings
+        kw: dict[str, Any] = {"embed_model": s.embed_model, "embed_base_url": s.embed_base_url}
+        if s.rerank is not None:
+            kw["rerank"] = s.rerank
+            if s.rerank == "llm":
+                kw["llm"] = self._llm_locked(s.model)
+            elif s.rerank != "none":
+                from sleuth.search.remote import RerankServer
+
+                kw["rerank"] = RerankServer.resolve(s.rerank, s.rerank_model)
+        kw["rerank_depth"] = s.rerank_depth
+        return open_retriever(spec, **kw)
 
     def strategy_factories(self) -> Mapping[str, StrategyFactory]:
         if self._strategies is None:

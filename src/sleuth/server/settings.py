@@ -60,6 +60,13 @@ class ServerSettings:
     audit_backups: int = 5
     #: write each run's question into the audit log too
     audit_questions: bool = False
+    #: vectors from an embedding server (indexes built with one; default SLEUTH_EMBED_*)
+    embed_model: str | None = None
+    embed_base_url: str | None = None
+    #: the rerank stage of every source: None (SLEUTH_RERANK_BASE_URL), "none", "llm" or a rerank server URL
+    rerank: str | None = None
+    rerank_model: str | None = None
+    rerank_depth: int = 20
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1:
@@ -74,6 +81,8 @@ class ServerSettings:
             raise ServerConfigError("the trace store must hold at least one trace")
         if any(not k or any(c.isspace() for c in k) for k in self.api_keys):
             raise ServerConfigError("an API key must be non-empty and contain no whitespace")
+        if self.rerank_depth < 1:
+            raise ServerConfigError(f"the rerank depth must be at least 1, not {self.rerank_depth}")
         names = [n for n, _ in self.sources]
         if len(set(names)) != len(names):
             raise ServerConfigError(f"two sources share a name: {names}")
