@@ -289,7 +289,7 @@ def tune_cmd(
         None, "--data-root", help="The data folder (default: $SLEUTH_DATA_DIR or shared/data)."
     ),
     published: Path = typer.Option(
-        None, "--published", help="The published runs whose questions the slice avoids (default: docs/results)."
+        None, "--published", help="The published runs whose recorded seconds size the budget (default: docs/results)."
     ),
     no_llm_cache: bool = typer.Option(False, "--no-llm-cache", help="Bypass the LLM response cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),

@@ -180,6 +180,7 @@ def config_from_manifest(
         corpus=str(corpus) if corpus is not None else None,
         search_mode=search_mode(None, s),
         gap=bool(s.get("gap")),
+        split=s.get("split"),
         strategy_options=dict(s.get("strategy_options") or {}),
         **fields,
     )
