@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.datasets import Dataset, Item, Paragraph
+from sleuth.eval.store import write_jsonl
 from sleuth.search.base import SearchError
 from sleuth.search.lexical import LAYOUT
 
@@ -99,17 +98,6 @@ def cache_root() -> Path:
     return settings.eval_cache()
 
 
-def _write_jsonl_atomic(path: Path, records: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".corpus-", suffix=".jsonl")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 # --------------------------------------------------------------------------- knowledge-layer adapter
 _BUILD_LOCK = threading.Lock()
 
@@ -145,7 +133,7 @@ def ensure_index(
         fmt = "auto"
         if records is not None:
             corpus = root / "corpus.jsonl"
-            _write_jsonl_atomic(corpus, records)
+            write_jsonl(corpus, records)
             inputs, fmt = [corpus], "generic"
         build_index(list(inputs or []), index_dir, fmt, dense=dense)
         done.write_text(ready, encoding="utf-8")
