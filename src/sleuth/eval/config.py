@@ -68,6 +68,12 @@ class EvalConfig:
         """Whether tasks are isolated: only possible one at a time (concurrent tasks share slots)."""
         return self.concurrency == 1 and (self.isolate if self.isolate is not None else True)
 
+    def options(self, strategies: list[str]) -> dict[str, Any]:
+        """Each strategy's typed options, as the workers build them (``ValueError`` for a bad one)."""
+        given = {"max_steps": self.max_steps, "max_tokens": self.max_tokens}
+        opts = {"k": self.k, **self.strategy_options, **{k: v for k, v in given.items() if v is not None}}
+        return check_run_options(strategies, opts)
+
     def settings(self, dataset: Dataset, plan: RetrievalPlan) -> dict[str, Any]:
         return {
             "format": dataset.format,
@@ -116,9 +122,7 @@ def validate(cfg: EvalConfig) -> None:
         raise EvalError(f"--search-mode must be one of {', '.join(SEARCH_MODES)}")
     try:
         names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
-        given = {"max_steps": cfg.max_steps, "max_tokens": cfg.max_tokens}
-        opts = {"k": cfg.k, **cfg.strategy_options, **{k: v for k, v in given.items() if v is not None}}
-        check_run_options(names, opts)  # as the workers will build them: refused before anything runs
+        cfg.options(names)  # as the workers will build them: refused before anything runs
     except ValueError as e:  # an unknown strategy or option, a bad option value
         raise EvalError(str(e)) from e
     if len(set(names)) != len(names):

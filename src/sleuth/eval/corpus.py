@@ -29,6 +29,7 @@ from typing import Any
 from sleuth.config import settings
 from sleuth.eval.datasets import Dataset, Item, Paragraph
 from sleuth.eval.store import write_jsonl
+from sleuth.llm.models import file_sha256
 from sleuth.search.base import SearchError
 from sleuth.search.lexical import LAYOUT
 
@@ -81,16 +82,13 @@ def _hash_records(records: list[dict[str, Any]]) -> str:
 
 
 def _file_sha(path: Path) -> str:
+    """A file's sha256; for a folder (an index), that of its files' names and sizes."""
+    if not path.is_dir():
+        return file_sha256(path)
     h = hashlib.sha256()
-    if path.is_dir():
-        for f in sorted(path.rglob("*")):
-            if f.is_file():
-                h.update(str(f.relative_to(path)).encode())
-                h.update(str(f.stat().st_size).encode())
-        return h.hexdigest()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(path)).encode())
+        h.update(str(f.stat().st_size).encode())
     return h.hexdigest()
 
 
@@ -100,14 +98,6 @@ def cache_root() -> Path:
 
 # --------------------------------------------------------------------------- knowledge-layer adapter
 _BUILD_LOCK = threading.Lock()
-
-
-def build_index(inputs: list[Path], out: Path, fmt: str = "auto", *, dense: bool = False) -> None:
-    """Build an index at ``out`` from corpus files with the knowledge layer (atomic there);
-    ``dense``: also embed the passages (the embedder ``auto`` picks by language)."""
-    from sleuth.search import Index
-
-    Index.build([str(p) for p in inputs], out, format=fmt, dense=dense, progress=False)
 
 
 def open_index(spec: str, mode: str | None = None) -> Any:
@@ -135,7 +125,9 @@ def ensure_index(
             corpus = root / "corpus.jsonl"
             write_jsonl(corpus, records)
             inputs, fmt = [corpus], "generic"
-        build_index(list(inputs or []), index_dir, fmt, dense=dense)
+        from sleuth.search import Index  # the embedder "auto" picks by language when dense
+
+        Index.build([str(p) for p in inputs or []], index_dir, format=fmt, dense=dense, progress=False)
         done.write_text(ready, encoding="utf-8")
     return index_dir
 

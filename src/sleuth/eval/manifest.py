@@ -95,12 +95,8 @@ def model_identity(model: str | None, base_url: str | None) -> dict[str, Any]:
 
 def code_state(cfg: EvalConfig) -> dict[str, Any]:
     """The code a sitting runs: commit, dirtiness, version, model, prompt hashes and typed options."""
-    from sleuth.strategies.registry import check_run_options
-
     commit, dirty = git_state()
-    given = {"max_steps": cfg.max_steps, "max_tokens": cfg.max_tokens}
-    opts = {"k": cfg.k, **cfg.strategy_options, **{k: v for k, v in given.items() if v is not None}}
-    typed = check_run_options(cfg.strategies, opts)
+    typed = cfg.options(cfg.strategies)
     return {
         "commit": commit,
         "dirty": dirty,

@@ -26,8 +26,8 @@ from sleuth.config import settings
 from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
 from sleuth.eval.datasets import DatasetError
 from sleuth.eval.splits import HOTPOTQA_REPORTING, MUSIQUE
-from sleuth.eval.store import is_composed, primary_score, read_manifest, read_records, results_files
-from sleuth.eval.summary import cell, citation_rows, comparable, paired_differences, progress
+from sleuth.eval.store import is_composed, read_manifest, read_records, results_files
+from sleuth.eval.summary import cell, citation_rows, comparable, paired_differences, progress, summarise
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -159,11 +159,7 @@ class Comparison:
 
 
 def _means(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> dict[str, tuple[float, int]]:
-    by: dict[str, list[float]] = defaultdict(list)
-    for r in records:
-        if is_composed(r):
-            by[r["strategy"]].append(primary_score(r))
-    return {s: (sum(by[s]) / len(by[s]), len(by[s])) for s in order if by.get(s)}
+    return {r["strategy"]: (r["score"][0], r["n"]) for r in summarise(records, order)}
 
 
 def compare(run_dirs: Sequence[Path], order: Sequence[str], baseline: str) -> list[Comparison]:
