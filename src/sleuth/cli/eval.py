@@ -76,6 +76,11 @@ def eval_cmd(
         "mode; an --index its own default.",
     ),
     gap: bool = typer.Option(False, "--gap", help="Also answer every decomposition hop (compositionality gap)."),
+    split: str = typer.Option(
+        None,
+        "--split",
+        help="MuSiQue only: its tuning or reporting half (sleuth.eval.splits; default: the whole file).",
+    ),
     opt: list[str] = typer.Option(
         [],
         "--opt",
@@ -144,6 +149,7 @@ def eval_cmd(
         corpus=str(corpus) if corpus else None,
         search_mode=search_mode,
         gap=gap,
+        split=split,
         strategy_options=strategy_options,
         prices=prices,
         concurrency=concurrency,
