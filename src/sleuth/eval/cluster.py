@@ -27,11 +27,10 @@ import itertools
 import logging
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sleuth.config import settings
-from sleuth.eval.executors import Payload, TaskFn
 
 __all__ = ["DaskExecutor", "parse_dask_spec"]
 
@@ -117,7 +116,9 @@ class DaskExecutor:
         """Worker threads the cluster has right now."""
         return int(sum(self.client.nthreads().values()))
 
-    def map_unordered(self, fn: TaskFn, tasks: Iterable[Payload]) -> Iterator[dict[str, Any]]:
+    def map_unordered(
+        self, fn: Callable[[dict[str, Any]], dict[str, Any]], tasks: Iterable[dict[str, Any]]
+    ) -> Iterator[dict[str, Any]]:
         """Submit lazily (``concurrency`` in flight), yield each result as it completes; the next task
         is submitted before a result is handed to the caller, so the workers stay busy while the
         driver scores and writes."""
