@@ -20,7 +20,7 @@ from sleuth.eval.store import (
     results_files,
     rewrite_records,
     run_lock,
-    write_gz,
+    write_jsonl,
     write_manifest,
 )
 
@@ -116,7 +116,7 @@ def test_rewriting_keeps_each_file_in_its_form(tmp_path: Path) -> None:
 
 def test_a_crash_mid_write_leaves_the_old_file(tmp_path: Path) -> None:
     path = tmp_path / RESULTS_GZ
-    write_gz(path, LINES[:2])
+    write_jsonl(path, LINES[:2])
     old = path.read_bytes()
 
     def failing():
@@ -124,21 +124,21 @@ def test_a_crash_mid_write_leaves_the_old_file(tmp_path: Path) -> None:
         raise OSError("disk full")
 
     with pytest.raises(OSError):
-        write_gz(path, failing())
+        write_jsonl(path, failing())
     assert path.read_bytes() == old
 
     # a process killed in the middle of writing (no exception handling runs)
     script = textwrap.dedent(
         f"""
         import os
-        from sleuth.eval.store import write_gz
+        from sleuth.eval.store import write_jsonl
 
         def records():
             for i in range(5000):
                 yield {{"strategy": "rag", "qid": str(i), "answer": "x" * 200}}
             os._exit(9)
 
-        write_gz({str(path)!r}, records())
+        write_jsonl({str(path)!r}, records())
         """
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=None)

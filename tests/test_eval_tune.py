@@ -1,5 +1,4 @@
-"""``sleuth eval tune``: the tuning slice (fixed by its seed, disjoint from the published
-questions), the budget estimate, and one end-to-end run on a fake OpenAI-compatible server."""
+"""``sleuth eval tune``: the tuning slice (fixed by its seed, tuning splits only), the budget estimate, and one end-to-end run on a fake OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -11,75 +10,60 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.eval.datasets import load_dataset
+from sleuth.eval.config import EvalConfig, load_sample
+from sleuth.eval.splits import reporting_questions
 from sleuth.eval.store import read_records
-from sleuth.eval.tune import (
-    SOURCES,
-    Published,
-    TuneError,
-    TuneSource,
-    build_slice,
-    default_published,
-    estimate,
-    measured_pace,
-)
-from sleuth.llm.models import file_sha256
+from sleuth.eval.tune import SOURCES, TuneError, TuneSource, default_published, estimate, measured_pace, slice_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "docs" / "results"
 
 
-def test_the_slice_is_fixed_by_its_seed_and_never_holds_a_published_question(data_dir: Path) -> None:
-    published = Published.read(PUBLISHED)
-    one = build_slice(5, 0, data_root=data_dir, published=published)
-    again = build_slice(5, 0, data_root=data_dir, published=published)
-    other = build_slice(5, 1, data_root=data_dir, published=published)
-    assert [(e.source.name, e.questions) for e in one.entries] == [(e.source.name, e.questions) for e in again.entries]
-    assert [e.questions for e in one.entries] != [e.questions for e in other.entries]
-    names = {e.source.name for e in one.entries}
-    assert {"hotpotqa", "strategyqa", "timeqa"} <= names and all(len(e.questions) == 5 for e in one.entries)
-    # never HotpotQA's test file, by path or by question text
-    assert all(not e.path.as_posix().endswith("hotpotqa/test.jsonl") for e in one.entries)
-    test_questions = {it.question for it in load_dataset(data_dir / "hotpotqa/test.jsonl", "hotpotqa").items}
-    asked = {it.question for e in one.entries for it in e.dataset.items}
-    assert not asked & test_questions
-    # MuSiQue's 100 questions are all in the published comparison: skipped, and said why
-    skipped = dict(one.skipped)
-    assert "musique" not in names and re.search(r"published run musique-(?:open|hybrid)$", skipped["musique"])
-    assert all(not published.overlap(e.dataset)[1] for e in one.entries)
-    assert "rgb_zh" in names or "rgb_zh" in skipped
+def _slice(data_dir: Path, n: int, seed: int) -> dict[str, list[str]]:
+    configs, _ = slice_configs(EvalConfig(data="", out="out", strategies=["rag"], seed=seed), n, data_dir)
+    return {Path(c.out).name: [it.question for it in load_sample(c).items] for c in configs}
 
 
-def test_the_published_test_file_is_refused(data_dir: Path) -> None:
-    with pytest.raises(TuneError, match="never tuned on"):
-        build_slice(
-            2,
-            0,
-            data_root=data_dir,
-            published=Published.read(PUBLISHED),
-            sources=[TuneSource("test", "hotpotqa/test.jsonl", "hotpotqa")],
-        )
+def test_the_slice_is_fixed_by_its_seed_and_holds_tuning_questions_only(data_dir: Path) -> None:
+    one, again, other = _slice(data_dir, 5, 0), _slice(data_dir, 5, 0), _slice(data_dir, 5, 1)
+    assert one == again and one != other
+    assert {"hotpotqa", "musique", "strategyqa", "timeqa"} <= set(one) and all(len(q) == 5 for q in one.values())
+    # never a reporting split's question: HotpotQA's test file, MuSiQue's reporting half
+    asked = {q for qs in [*one.values(), *other.values()] for q in qs}
+    assert not asked & set(reporting_questions(data_dir))
+
+
+def test_a_reporting_split_is_refused(data_dir: Path) -> None:
+    base = EvalConfig(data="", out="out", strategies=["rag"])
+    for src in (
+        TuneSource("test", "hotpotqa/test.jsonl", "hotpotqa"),
+        TuneSource("m", "musique/train.json", "musique"),
+    ):
+        with pytest.raises(TuneError, match="never tuned on"):
+            slice_configs(base, 2, data_dir, [src])
     assert all("test" not in s.path for s in SOURCES) and default_published() == PUBLISHED
 
 
 def test_budget_estimate_from_the_published_pace() -> None:
     pace = measured_pace(PUBLISHED)
     assert {"rag", "self-ask", "search-o1"} <= set(pace) and 15 < pace["rag"] < 40
-    est = estimate(["rag", "self-ask", "search-o1"], pace, 4)
     per_round = (pace["rag"] + pace["self-ask"] + pace["search-o1"]) * 4
-    assert est.seconds_per_round == pytest.approx(per_round)
-    assert est.questions_for(3600) == math.floor(3600 / per_round) >= 1
-    assert "about" in est.text(est.questions_for(3600), 3600) and "budget 60 min" in est.text(1, 3600)
+    n, text = estimate(["rag", "self-ask", "search-o1"], pace, 4, budget_s=3600)
+    assert n == math.floor(3600 / per_round) >= 1
+    assert f"about {per_round * n / 60:.0f} min" in text and "budget 60 min" in text
+    n, text = estimate(["rag"], pace, 1, budget_s=3600, per_dataset=3)
+    assert n == 3 and "budget" not in text
     with pytest.raises(TuneError, match="fits no question"):
-        est.questions_for(60)
-    unknown = estimate(["rag", "my-new"], pace, 1)
-    assert unknown.guessed == ("my-new",) and unknown.per_question["my-new"] == max(pace.values())
+        estimate(["rag", "self-ask", "search-o1"], pace, 4, budget_s=60)
+    _, text = estimate(["rag", "my-new"], pace, 1, per_dataset=1)
+    assert f"my-new {max(pace.values()):.0f} s (no published pace: the slowest assumed)" in text
     with pytest.raises(TuneError, match="no records"):
-        estimate(["rag"], {}, 1)
+        estimate(["rag"], {}, 1, per_dataset=1)
 
 
 def _tiny_data(data_dir: Path, root: Path, published: Path) -> None:
-    """A data folder with 6 HotpotQA train questions and 3 MuSiQue ones, the latter all published."""
+    """A data folder with 6 HotpotQA train questions and 3 MuSiQue ones (all in its reporting half),
+    and one published run whose records give the pace."""
     (root / "hotpotqa").mkdir(parents=True)
     lines = (data_dir / "hotpotqa/train.jsonl").read_text(encoding="utf-8").splitlines()[:6]
     (root / "hotpotqa/train.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -88,11 +72,6 @@ def _tiny_data(data_dir: Path, root: Path, published: Path) -> None:
     (root / "musique/train.json").write_text(json.dumps(mus), encoding="utf-8")
     run = published / "musique-open"
     run.mkdir(parents=True)
-    manifest = {
-        "data": {"sha256": file_sha256(root / "musique/train.json"), "question_ids": [m["id"] for m in mus]},
-        "settings": {"strategies": ["direct", "rag"]},
-    }
-    (run / "run.json").write_text(json.dumps(manifest), encoding="utf-8")
     recs = [{"strategy": s, "qid": "q", "scores": {"seconds": sec}} for s, sec in (("direct", 2.0), ("rag", 6.0))]
     with gzip.open(run / "results.jsonl.gz", "wt", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in recs)
@@ -123,7 +102,7 @@ def test_tune_end_to_end_on_a_fake_server(
     assert code == 0, err
     # budget 1 min at 2 + 6 s per question over one usable dataset: 7 questions asked, 6 in the file
     assert "estimate: 7 questions × 1 dataset;" in text and "rag 6 s, direct 2 s" in text
-    assert "skipped musique: all 3 of its questions (and their hops) are in the published run musique-open" in text
+    assert "skipped musique: it holds no tuning question" in text
     assert "skipped strategyqa:" in text and "skipped timeqa:" in text and "skipped rgb_zh:" in text
     recs = read_records(out / "hotpotqa")
     assert len(recs) == 12 and {r["strategy"] for r in recs} == {"rag", "direct"}

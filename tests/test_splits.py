@@ -4,9 +4,14 @@ MuSiQue halves are fixed, disjoint and hold the peers comparison's questions."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
 from sleuth.eval.datasets import load_dataset
+from sleuth.eval.manifest import config_from_manifest
 from sleuth.eval.splits import MUSIQUE, musique_reporting_ids, musique_split, reporting_questions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,3 +54,17 @@ def test_musique_halves(data_dir: Path) -> None:
     assert not {it.id for it in tune.items} & {it.id for it in report.items}
     # the peers comparison draws its 30 with the same seed: they are reporting questions
     assert {it.id for it in ds.sample(30, 0).items} <= musique_reporting_ids(ds)
+
+
+def test_a_run_can_draw_from_one_musique_half_and_its_manifest_keeps_it(data_dir: Path) -> None:
+    cfg = EvalConfig(data=str(data_dir / MUSIQUE), out="", format="musique", split="tuning", limit=5, seed=3)
+    report = musique_reporting_ids(load_dataset(data_dir / MUSIQUE, "musique"))
+    drawn = {it.id for it in load_sample(cfg).items}
+    assert len(drawn) == 5 and not drawn & report
+    assert {it.id for it in load_sample(replace(cfg, split="reporting")).items} <= report
+    manifest = {"settings": {"format": "musique", "split": "tuning", "strategies": ["rag"]}}
+    assert config_from_manifest(manifest, "out").split == "tuning"  # a re-run and verify draw the same half
+    with pytest.raises(EvalError, match="MuSiQue only"):
+        load_sample(EvalConfig(data=str(data_dir / "hotpotqa/train.jsonl"), out="", split="tuning", limit=1))
+    with pytest.raises(EvalError, match="split must be one of tuning, reporting"):
+        validate(replace(cfg, split="train"))

@@ -76,6 +76,11 @@ def eval_cmd(
         "mode; an --index its own default.",
     ),
     gap: bool = typer.Option(False, "--gap", help="Also answer every decomposition hop (compositionality gap)."),
+    split: str = typer.Option(
+        None,
+        "--split",
+        help="MuSiQue only: its tuning or reporting half (sleuth.eval.splits; default: the whole file).",
+    ),
     opt: list[str] = typer.Option(
         [],
         "--opt",
@@ -153,6 +158,7 @@ def eval_cmd(
         corpus=str(corpus) if corpus else None,
         search_mode=search_mode,
         gap=gap,
+        split=split,
         strategy_options=strategy_options,
         prices=prices,
         concurrency=concurrency,
@@ -301,7 +307,7 @@ def tune_cmd(
         None, "--data-root", help="The data folder (default: $SLEUTH_DATA_DIR or shared/data)."
     ),
     published: Path = typer.Option(
-        None, "--published", help="The published runs whose questions the slice avoids (default: docs/results)."
+        None, "--published", help="The published runs whose recorded seconds size the budget (default: docs/results)."
     ),
     no_llm_cache: bool = typer.Option(False, "--no-llm-cache", help="Bypass the LLM response cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),

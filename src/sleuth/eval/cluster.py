@@ -18,25 +18,21 @@ The runner stays the single writer: tasks are shipped out (at most
 ``concurrency`` in flight, so a hosted API is never flooded by a big cluster),
 results stream back as they finish and the driver appends each one to the same
 resumable ``results.jsonl``; the report is written from that file as usual.
-
-Importing this module registers the ``dask`` scheme with
-:func:`sleuth.eval.executors.register_executor`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
-import queue
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sleuth.config import settings
-from sleuth.eval.executors import Payload, TaskFn, register_executor
 
-__all__ = ["DaskExecutor", "make_dask_executor", "parse_dask_spec"]
+__all__ = ["DaskExecutor", "parse_dask_spec"]
 
 log = logging.getLogger("sleuth.eval.cluster")
 
@@ -120,41 +116,31 @@ class DaskExecutor:
         """Worker threads the cluster has right now."""
         return int(sum(self.client.nthreads().values()))
 
-    def map_unordered(self, fn: TaskFn, tasks: Iterable[Payload]) -> Iterator[dict[str, Any]]:
-        """Submit lazily (``concurrency`` in flight), yield each result as it completes.
+    def map_unordered(
+        self, fn: Callable[[dict[str, Any]], dict[str, Any]], tasks: Iterable[dict[str, Any]]
+    ) -> Iterator[dict[str, Any]]:
+        """Submit lazily (``concurrency`` in flight), yield each result as it completes; the next task
+        is submitted before a result is handed to the caller, so the workers stay busy while the
+        driver scores and writes."""
+        from distributed import as_completed
 
-        Completion is signalled by a done-callback into a queue (no polling), and
-        the next task is submitted before the result is handed to the caller, so
-        the workers stay busy while the driver scores and writes.
-        """
         it = iter(tasks)
-        done: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
-        def submit_one() -> bool:
-            try:
-                payload = next(it)
-            except StopIteration:
-                return False
+        def submit(n: int) -> list[Any]:
             # pure=False: the same payload run twice (a retry) must really run twice
-            fut = self.client.submit(fn, payload, pure=False)
-            self._pending.add(fut)
-            fut.add_done_callback(done.put)
-            return True
+            futs = [self.client.submit(fn, payload, pure=False) for payload in itertools.islice(it, n)]
+            self._pending.update(futs)
+            return futs
 
-        in_flight = 0
+        done = as_completed(submit(self.concurrency), loop=self.client.loop)
         try:
-            while in_flight < self.concurrency and submit_one():
-                in_flight += 1
-            while in_flight:
-                fut = done.get()
-                in_flight -= 1
+            for fut in done:
                 self._pending.discard(fut)
                 try:
                     result = fut.result()
                 finally:
                     fut.release()
-                if submit_one():
-                    in_flight += 1
+                done.update(submit(1))
                 yield result
         finally:
             self._cancel_pending()
@@ -182,11 +168,3 @@ class DaskExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def make_dask_executor(spec: str, concurrency: int) -> DaskExecutor:
-    """The factory registered for the ``dask`` scheme."""
-    return DaskExecutor(parse_dask_spec(spec), concurrency)
-
-
-register_executor("dask", make_dask_executor)

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.eval.corpus import SEARCH_MODES, RetrievalPlan
-from sleuth.eval.datasets import Dataset
+from sleuth.eval.datasets import Dataset, load_dataset
+from sleuth.eval.splits import MUSIQUE_PARTS, musique_split
 from sleuth.strategies.registry import check_run_options, resolve_name, resolve_strategy_class
 
 SETTINGS = ("open", "distractor", "closed")
@@ -41,6 +42,7 @@ class EvalConfig:
     # sleuth.eval.corpus.DEFAULT_SEARCH_MODE; a user's --index: its own default)
     search_mode: str | None = None
     corpus: str | None = None  # a corpus file to pool instead of the dataset's own paragraphs
+    split: str | None = None  # MuSiQue's "tuning" or "reporting" half (sleuth.eval.splits); None: the whole file
     gap: bool = False  # also run every decomposition hop (compositionality gap)
     strategy_options: dict[str, Any] = field(default_factory=dict)
     prices: str | None = None
@@ -48,7 +50,7 @@ class EvalConfig:
     executor: str = "local"
     retry_failed: bool = False
     # make every task of the run again with the running code (a re-run under way goes on; see
-    # sleuth.eval.rundir): the response cache pays for every prompt that did not change
+    # sleuth.eval.runner): the response cache pays for every prompt that did not change
     rerun: bool = False
     # run only these of the run's strategies in this sitting (the run, its manifest and its report
     # keep all of ``strategies``; a later sitting without ``only`` runs the rest): None runs all
@@ -66,6 +68,12 @@ class EvalConfig:
         """Whether tasks are isolated: only possible one at a time (concurrent tasks share slots)."""
         return self.concurrency == 1 and (self.isolate if self.isolate is not None else True)
 
+    def options(self, strategies: list[str]) -> dict[str, Any]:
+        """Each strategy's typed options, as the workers build them (``ValueError`` for a bad one)."""
+        given = {"max_steps": self.max_steps, "max_tokens": self.max_tokens}
+        opts = {"k": self.k, **self.strategy_options, **{k: v for k, v in given.items() if v is not None}}
+        return check_run_options(strategies, opts)
+
     def settings(self, dataset: Dataset, plan: RetrievalPlan) -> dict[str, Any]:
         return {
             "format": dataset.format,
@@ -80,7 +88,18 @@ class EvalConfig:
             "index": plan.describe(),
             "gap": self.gap,
             "strategy_options": dict(sorted(self.strategy_options.items())),
+            **({"split": self.split} if self.split else {}),
         }
+
+
+def load_sample(cfg: EvalConfig) -> Dataset:
+    """The run's questions: the data file (its ``split`` half where one is named), sampled with ``limit`` and ``seed``."""
+    dataset = load_dataset(cfg.data, cfg.format, cfg.corpus)
+    if cfg.split:
+        if dataset.format != "musique":
+            raise EvalError(f"a split ({cfg.split}) is defined for MuSiQue only, not {dataset.format}")
+        dataset = musique_split(dataset, cfg.split)
+    return dataset.sample(cfg.limit, cfg.seed)
 
 
 def validate(cfg: EvalConfig) -> None:
@@ -97,13 +116,13 @@ def validate(cfg: EvalConfig) -> None:
         raise EvalError("--time-limit must be a positive duration")
     if cfg.setting is not None and cfg.setting not in SETTINGS:
         raise EvalError(f"--setting must be one of {', '.join(SETTINGS)}")
+    if cfg.split is not None and cfg.split not in MUSIQUE_PARTS:
+        raise EvalError(f"the split must be one of {', '.join(MUSIQUE_PARTS)}")
     if cfg.search_mode is not None and cfg.search_mode not in SEARCH_MODES:
         raise EvalError(f"--search-mode must be one of {', '.join(SEARCH_MODES)}")
     try:
         names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
-        given = {"max_steps": cfg.max_steps, "max_tokens": cfg.max_tokens}
-        opts = {"k": cfg.k, **cfg.strategy_options, **{k: v for k, v in given.items() if v is not None}}
-        check_run_options(names, opts)  # as the workers will build them: refused before anything runs
+        cfg.options(names)  # as the workers will build them: refused before anything runs
     except ValueError as e:  # an unknown strategy or option, a bad option value
         raise EvalError(str(e)) from e
     if len(set(names)) != len(names):

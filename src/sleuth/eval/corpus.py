@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,6 +28,8 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.datasets import Dataset, Item, Paragraph
+from sleuth.eval.store import write_jsonl
+from sleuth.llm.models import file_sha256
 from sleuth.search.base import SearchError
 from sleuth.search.lexical import LAYOUT
 
@@ -82,16 +82,13 @@ def _hash_records(records: list[dict[str, Any]]) -> str:
 
 
 def _file_sha(path: Path) -> str:
+    """A file's sha256; for a folder (an index), that of its files' names and sizes."""
+    if not path.is_dir():
+        return file_sha256(path)
     h = hashlib.sha256()
-    if path.is_dir():
-        for f in sorted(path.rglob("*")):
-            if f.is_file():
-                h.update(str(f.relative_to(path)).encode())
-                h.update(str(f.stat().st_size).encode())
-        return h.hexdigest()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(path)).encode())
+        h.update(str(f.stat().st_size).encode())
     return h.hexdigest()
 
 
@@ -99,27 +96,8 @@ def cache_root() -> Path:
     return settings.eval_cache()
 
 
-def _write_jsonl_atomic(path: Path, records: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".corpus-", suffix=".jsonl")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 # --------------------------------------------------------------------------- knowledge-layer adapter
 _BUILD_LOCK = threading.Lock()
-
-
-def build_index(inputs: list[Path], out: Path, fmt: str = "auto", *, dense: bool = False) -> None:
-    """Build an index at ``out`` from corpus files with the knowledge layer (atomic there);
-    ``dense``: also embed the passages (the embedder ``auto`` picks by language)."""
-    from sleuth.search import Index
-
-    Index.build([str(p) for p in inputs], out, format=fmt, dense=dense, progress=False)
 
 
 def open_index(spec: str, mode: str | None = None) -> Any:
@@ -145,9 +123,11 @@ def ensure_index(
         fmt = "auto"
         if records is not None:
             corpus = root / "corpus.jsonl"
-            _write_jsonl_atomic(corpus, records)
+            write_jsonl(corpus, records)
             inputs, fmt = [corpus], "generic"
-        build_index(list(inputs or []), index_dir, fmt, dense=dense)
+        from sleuth.search import Index  # the embedder "auto" picks by language when dense
+
+        Index.build([str(p) for p in inputs or []], index_dir, format=fmt, dense=dense, progress=False)
         done.write_text(ready, encoding="utf-8")
     return index_dir
 

@@ -6,10 +6,10 @@ runner stays the single writer: it consumes that stream and appends each
 result to the JSONL, so a distributed executor only has to ship tasks out and
 results back.
 
-``local`` (a thread pool in this process) is built in.  Others register a
-factory for a URL scheme, e.g. ``register_executor("dask", make_dask)`` so that
-``--executor dask://127.0.0.1:8786`` works; the factory receives the full spec
-string and the requested concurrency.
+``local`` (a thread pool in this process) and ``dask`` (:mod:`sleuth.eval.cluster`, imported
+on first use) are built in.  Others register a factory for a URL scheme with
+``register_executor("ray", make_ray)`` so that ``--executor ray://...`` works; the factory
+receives the full spec string and the requested concurrency.
 """
 
 from __future__ import annotations
@@ -75,32 +75,27 @@ class LocalExecutor:
 
 
 ExecutorFactory = Callable[[str, int], Executor]
-_FACTORIES: dict[str, ExecutorFactory] = {"local": lambda spec, conc: LocalExecutor(conc)}
+
+
+def _dask(spec: str, concurrency: int) -> Executor:
+    try:
+        from sleuth.eval.cluster import DaskExecutor, parse_dask_spec
+    except ImportError as e:
+        raise ValueError(f"the dask executor needs an extra package ({e}); install sleuth[cluster]") from e
+    return DaskExecutor(parse_dask_spec(spec), concurrency)
+
+
+_FACTORIES: dict[str, ExecutorFactory] = {"local": lambda spec, conc: LocalExecutor(conc), "dask": _dask}
 
 
 def register_executor(scheme: str, factory: ExecutorFactory) -> None:
-    """Make ``--executor SCHEME[://...]`` available (e.g. ``dask``, ``ray``)."""
+    """Make ``--executor SCHEME[://...]`` available (e.g. ``ray``)."""
     _FACTORIES[scheme] = factory
-
-
-def executor_schemes() -> list[str]:
-    return sorted(_FACTORIES)
-
-
-#: modules that register a scheme when imported (loaded on first use, so the CLI needs no import)
-_PLUGINS = {"dask": "sleuth.eval.cluster"}
 
 
 def make_executor(spec: str | None, concurrency: int = 1) -> Executor:
     spec = (spec or "local").strip()
     scheme = spec.split("://", 1)[0].split(":", 1)[0]
-    if scheme not in _FACTORIES and scheme in _PLUGINS:
-        import importlib
-
-        try:
-            importlib.import_module(_PLUGINS[scheme])
-        except ImportError as e:
-            raise ValueError(f"the {scheme} executor needs an extra package ({e}); install sleuth[cluster]") from e
     if scheme not in _FACTORIES:
-        raise ValueError(f"unknown executor {spec!r}; available: {', '.join(executor_schemes())}")
+        raise ValueError(f"unknown executor {spec!r}; available: {', '.join(sorted(_FACTORIES))}")
     return _FACTORIES[scheme](spec, concurrency)

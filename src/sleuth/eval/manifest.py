@@ -95,12 +95,8 @@ def model_identity(model: str | None, base_url: str | None) -> dict[str, Any]:
 
 def code_state(cfg: EvalConfig) -> dict[str, Any]:
     """The code a sitting runs: commit, dirtiness, version, model, prompt hashes and typed options."""
-    from sleuth.strategies.registry import check_run_options
-
     commit, dirty = git_state()
-    given = {"max_steps": cfg.max_steps, "max_tokens": cfg.max_tokens}
-    opts = {"k": cfg.k, **cfg.strategy_options, **{k: v for k, v in given.items() if v is not None}}
-    typed = check_run_options(cfg.strategies, opts)
+    typed = cfg.options(cfg.strategies)
     return {
         "commit": commit,
         "dirty": dirty,
@@ -180,6 +176,7 @@ def config_from_manifest(
         corpus=str(corpus) if corpus is not None else None,
         search_mode=search_mode(None, s),
         gap=bool(s.get("gap")),
+        split=s.get("split"),
         strategy_options=dict(s.get("strategy_options") or {}),
         **fields,
     )

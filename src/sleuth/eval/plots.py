@@ -22,10 +22,14 @@ def write_plots(rows: Sequence[Mapping[str, Any]], out: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    meta = {"Software": None}
     names = [r["strategy"] for r in rows]
     x = np.arange(len(rows))
-    written = []
+
+    def save(fig: Any, name: str) -> str:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=100, metadata={"Software": None})
+        plt.close(fig)
+        return name
 
     fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(rows) + 2), 3.6))
     means = [r["score"][0] for r in rows]
@@ -35,10 +39,7 @@ def write_plots(rows: Sequence[Mapping[str, Any]], out: Path) -> list[str]:
     ax.set_ylim(0, 1.03)
     ax.set_ylabel(PRIMARY.get(rows[0]["primary"], rows[0]["primary"]) if rows else "score")
     ax.set_title("Score per strategy (95% bootstrap CI)")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS[0], dpi=100, metadata=meta)
-    plt.close(fig)
-    written.append(PLOTS[0])
+    written = [save(fig, PLOTS[0])]
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(6, 2 * len(rows) + 2), 3.6))
     a1.bar(x, [r["prompt_tokens"] for r in rows], label="prompt", color="#55A868")
@@ -55,10 +56,7 @@ def write_plots(rows: Sequence[Mapping[str, Any]], out: Path) -> list[str]:
     a2.bar(x, [r["seconds"] for r in rows], color="#8172B2")
     a2.set_xticks(x, names, rotation=20)
     a2.set_title("Seconds per question")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS[1], dpi=100, metadata=meta)
-    plt.close(fig)
-    written.append(PLOTS[1])
+    written.append(save(fig, PLOTS[1]))
 
     fig, ax = plt.subplots(figsize=(5, 3.8))
     for r in rows:
@@ -75,8 +73,4 @@ def write_plots(rows: Sequence[Mapping[str, Any]], out: Path) -> list[str]:
     ax.set_ylim(-0.03, 1.03)
     ax.margins(x=0.15)
     ax.set_title("Accuracy vs cost")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS[2], dpi=100, metadata=meta)
-    plt.close(fig)
-    written.append(PLOTS[2])
-    return written
+    return [*written, save(fig, PLOTS[2])]

@@ -41,40 +41,18 @@ class RunningScores:
         return {s: {"n": self.n[s], "score": self.sum[s] / self.n[s]} for s in self.n if self.n[s]}
 
 
-class _NoBar:
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def add_task(self, *a: Any, **kw: Any) -> int:
-        return 0
-
-    def update(self, *a: Any, **kw: Any) -> None:
-        return None
-
-
 def progress_bar(enabled: bool, console: Any) -> Any:
-    """A rich progress bar on ``console`` (a do-nothing one when not ``enabled``); use it as a context."""
-    if not enabled:
-        return _NoBar()
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    """A rich progress bar on ``console`` (hidden when not ``enabled``); use it as a context."""
+    from rich import progress as rp
 
-    return Progress(
-        TextColumn("[bold]eval"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[scores]}"),
+    return rp.Progress(
+        rp.TextColumn("[bold]eval"),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeElapsedColumn(),
+        rp.TimeRemainingColumn(),
+        rp.TextColumn("{task.fields[scores]}"),
         console=console,
         transient=False,
+        disable=not enabled,
     )

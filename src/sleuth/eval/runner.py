@@ -5,31 +5,54 @@ already hold -> prepare retrieval (the open-setting index is built once and cach
 the remaining (strategy, question) tasks to an executor -> score each result as it streams
 back and append it (single writer, fsync per line) -> write the report.
 
-The parts: :mod:`sleuth.eval.config` (the run's arguments), :mod:`sleuth.eval.manifest` (what
-made the run), :mod:`sleuth.eval.rundir` (resume, re-run, rescoring), :mod:`sleuth.eval.tasks` (task order, sittings),
-:mod:`sleuth.eval.worker` (one task in a worker), :mod:`sleuth.eval.progress` (the bar).
+A resume must match the manifest's settings; a record counts as done unless it failed (and
+``--retry-failed`` asks for it again) or a re-run is under way and the record is older than the
+re-run. The parts: :mod:`sleuth.eval.config` (the run's arguments), :mod:`sleuth.eval.manifest`
+(what made the run), :mod:`sleuth.eval.store` (the files), :mod:`sleuth.eval.tasks` (task order,
+sittings), :mod:`sleuth.eval.worker` (one task in a worker), :mod:`sleuth.eval.progress` (the bar).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.config import SETTINGS, EvalConfig, EvalError, validate
+from sleuth.eval.config import SETTINGS, EvalConfig, EvalError, load_sample, validate
 from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
-from sleuth.eval.datasets import Dataset, load_dataset
+from sleuth.eval.datasets import Dataset, Item, load_dataset
 from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import sub_items
 from sleuth.eval.manifest import add_sitting, code_state, commit_label, config_from_manifest, new_manifest
-from sleuth.eval.metrics import Prices
+from sleuth.eval.metrics import Prices, score
 from sleuth.eval.progress import RunningScores, progress_bar
-from sleuth.eval.rundir import Resume, RunDir
-from sleuth.eval.store import MANIFEST, read_manifest
-from sleuth.eval.tasks import Sitting, build_tasks
-from sleuth.eval.worker import COMPLETED_REASONS, FAILED, OK, SCHEMA, make_record, now, run_task, worker_config
+from sleuth.eval.store import (
+    MANIFEST,
+    RESULTS,
+    ResultsWriter,
+    check_manifest,
+    has_results,
+    read_manifest,
+    read_records,
+    rewrite_records,
+    run_lock,
+    write_manifest,
+)
+from sleuth.eval.tasks import Sitting, Task, build_tasks
+from sleuth.eval.worker import (
+    COMPLETED_REASONS,
+    FAILED,
+    OK,
+    SCHEMA,
+    kind_of,
+    make_record,
+    now,
+    run_task,
+    worker_config,
+)
+from sleuth.llm.models import file_sha256
 from sleuth.strategies.registry import resolve_strategy_class
 
 __all__ = [
@@ -69,11 +92,56 @@ class RunSummary:
         return d
 
 
+@dataclass
+class Resume:
+    """What a run directory already holds, judged against the tasks."""
+
+    existing: list[dict[str, Any]]
+    done: list[dict[str, Any]]  # the records whose tasks are not run again
+    todo: list[Task]  # the run's tasks not done yet, in task order
+    total: int  # the run's tasks, done or not
+    #: the records a re-run makes again, by (strategy, task id): what the new ones are compared with
+    rerun: dict[tuple[str, str], dict[str, Any]]
+
+
 def _parse_prices(spec: str | None) -> Prices:
     try:
         return Prices.parse(spec)
     except ValueError as e:
         raise EvalError(str(e)) from e
+
+
+def _begin(out: Path, manifest: dict[str, Any], *, rerun: bool) -> dict[str, Any]:
+    """The manifest to run under: ``manifest`` for a new run, the stored one for a resume (raises
+    when the settings differ, or when results lie there without a manifest). With ``rerun``, a
+    re-run of every task starts now (``rerun.started``) unless one is under way: it goes on."""
+    old = read_manifest(out)
+    if old is not None:
+        check_manifest(old, manifest, out)
+        manifest = dict(old)
+    elif has_results(out):
+        raise EvalError(f"{out} holds results but no {MANIFEST}; choose another --out directory")
+    if rerun and "rerun" not in manifest:
+        manifest["rerun"] = {"started": now()}
+    return manifest
+
+
+def _resume(out: Path, tasks: Sequence[Task], manifest: Mapping[str, Any], *, retry_failed: bool) -> Resume:
+    """Which of ``tasks`` are done: those with a record, unless it failed and ``retry_failed``, or a
+    re-run is under way (``manifest["rerun"]``) and the record was made before it started."""
+    existing = read_records(out / RESULTS)
+    since = str((manifest.get("rerun") or {}).get("started") or "")
+    old: dict[tuple[str, str], dict[str, Any]] = {}
+    done: list[dict[str, Any]] = []
+    for rec in existing:
+        key = (rec["strategy"], str(rec["qid"]))
+        if since and str(rec.get("finished_at") or "") < since:
+            old[key] = rec
+        elif not (retry_failed and rec.get("status") == FAILED):
+            done.append(rec)
+    keys = {(r["strategy"], str(r["qid"])) for r in done}
+    todo = [t for t in tasks if (t[0], t[1].id) not in keys]
+    return Resume(existing, done, todo, len(tasks), old)
 
 
 def run_eval(
@@ -88,7 +156,7 @@ def run_eval(
     started = time.monotonic()  # --time-limit counts from here (index building and model start included)
     validate(cfg)
     prices = _parse_prices(cfg.prices)
-    dataset = load_dataset(cfg.data, cfg.format, cfg.corpus).sample(cfg.limit, cfg.seed)
+    dataset = load_sample(cfg)
     if cfg.gap and not any(sub_items(it) for it in dataset.items):
         raise EvalError(f"--gap needs decompositions with gold answers (MuSiQue); {dataset.name} has none")
     previous = read_manifest(cfg.out) if Path(cfg.out).is_dir() else None  # a resume keeps its search mode
@@ -97,12 +165,15 @@ def run_eval(
         plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=mode)
     except CorpusError as e:
         raise EvalError(str(e)) from e
-    run = RunDir.create(cfg.out)
+    out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise EvalError(f"--out {out} is a file, not a directory")
+    out.mkdir(parents=True, exist_ok=True)
     manifest = new_manifest(cfg, dataset, plan)
     code = code_state(cfg)
     commit = commit_label(code["commit"], code["dirty"])
-    with run.lock():
-        manifest = run.begin(manifest, rerun=cfg.rerun)
+    with run_lock(out):
+        manifest = _begin(out, manifest, rerun=cfg.rerun)
         add_sitting(manifest, code, now())
         tasks = every = build_tasks(dataset, cfg.strategies, cfg.gap)
         manifest["tasks"] = len(tasks)  # the report's progress line and comparable set read these two
@@ -110,10 +181,10 @@ def run_eval(
             tasks = [t for t in tasks if t[0] in cfg.only]
         if cfg.gap:
             manifest["hops"] = {it.id: len(sub_items(it)) for it in dataset.items}
-        resume = run.resume(tasks, manifest, retry_failed=cfg.retry_failed)
+        resume = _resume(out, tasks, manifest, retry_failed=cfg.retry_failed)
         if resume.rerun and console is not None:
             console.print(
-                f"[yellow]re-running {len(resume.rerun)} of {len(resume.existing)} records of {run.path} with "
+                f"[yellow]re-running {len(resume.rerun)} of {len(resume.existing)} records of {out} with "
                 f"commit {commit}; the response cache answers every prompt that did not change.[/]"
             )
         try:  # the open index is built once, before any worker
@@ -121,17 +192,17 @@ def run_eval(
         except CorpusError as e:
             raise EvalError(str(e)) from e
         manifest["index"] = plan.manifest()
-        run.write_manifest(manifest)
+        write_manifest(out, manifest)
         sitting = Sitting(cfg.time_limit, started)
         worker_cfg = worker_config(cfg, plan)
-        summary = _drive(run, resume, sitting, worker_cfg, cfg, dataset, prices, commit, progress, console, on_record)
-        if "rerun" in manifest and not run.resume(every, manifest, retry_failed=False).todo:
+        summary = _drive(out, resume, sitting, worker_cfg, cfg, dataset, prices, commit, progress, console, on_record)
+        if "rerun" in manifest and not _resume(out, every, manifest, retry_failed=False).todo:
             del manifest["rerun"]  # every task of the run made again: the re-run is over
-            run.write_manifest(manifest)
+            write_manifest(out, manifest)
         if write_report:
             from sleuth.eval.report import write_report as _write_report
 
-            _write_report(run.path)
+            _write_report(out)
         return summary
 
 
@@ -148,7 +219,7 @@ def rerun_eval(out: str | Path, *, progress: bool = True, console: Any = None, *
 
 
 def _drive(
-    run: RunDir,
+    out: Path,
     resume: Resume,
     sitting: Sitting,
     worker_cfg: dict[str, Any],
@@ -176,7 +247,7 @@ def _drive(
     ran = failed = 0
     executor = make_executor(cfg.executor, cfg.concurrency)
     try:
-        with run.writer(on_notice=notice) as writer, progress_bar(progress, console) as pb:
+        with ResultsWriter(out / RESULTS, on_notice=notice) as writer, progress_bar(progress, console) as pb:
             bar = pb.add_task("eval", total=total, completed=skipped, scores=running.line(cfg.strategies))
             for rec in executor.map_unordered(run_task, payloads):
                 item, meta = items_by_id[rec["qid"]]
@@ -192,9 +263,42 @@ def _drive(
     finally:
         executor.close()
     seconds = round(time.perf_counter() - t0, 3)
-    return RunSummary(run.path, total, skipped, ran, failed, seconds, running.table(), sitting.stopped_before)
+    return RunSummary(out, total, skipped, ran, failed, seconds, running.table(), sitting.stopped_before)
 
 
 def rescore_run(out: str | Path) -> int:
-    """Recompute every record's ``scores`` in the run directory ``out`` (see :meth:`RunDir.rescore`)."""
-    return RunDir(out).rescore()
+    """Recompute every record's ``scores`` in the run directory ``out`` (after a metrics change)
+    without running anything.
+
+    Reads the questions file named in ``run.json`` (its sha256 must still match), rewrites
+    the results atomically under the run lock and returns the number of records rescored.
+    """
+    out = Path(out)
+    manifest = read_manifest(out)
+    if manifest is None:
+        raise EvalError(f"{out} has no {MANIFEST}; cannot tell which data to score against")
+    data = manifest.get("data") or {}
+    path = Path(str(data.get("path", "")))
+    if not path.is_file():
+        raise EvalError(f"the data file {path} named in {out / MANIFEST} is missing")
+    if file_sha256(path) != data.get("sha256"):
+        raise EvalError(f"{path} changed since the run; rescoring against it would be wrong")
+    items: dict[str, Item] = {}
+    for it in load_dataset(path, (manifest.get("settings") or {}).get("format")).items:
+        items[it.id] = it
+        items.update((sub.id, sub) for sub in sub_items(it))
+    prices = _parse_prices(manifest.get("prices"))
+    n = 0
+
+    def rescore_one(rec: dict[str, Any]) -> dict[str, Any]:
+        nonlocal n
+        item = items.get(str(rec.get("qid")))
+        if item is not None:
+            rec["scores"] = score(item, rec.get("result") or {}, prices)
+            rec["kind"] = kind_of(item)
+            n += 1
+        return rec
+
+    with run_lock(out):
+        rewrite_records(out, rescore_one)  # each results file atomically, a torn tail dropped
+    return n

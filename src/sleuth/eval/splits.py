@@ -20,6 +20,7 @@ HOTPOTQA_REPORTING = "hotpotqa/test.jsonl"
 MUSIQUE = "musique/train.json"
 MUSIQUE_REPORTING = 50
 MUSIQUE_SEED = 0
+MUSIQUE_PARTS = ("tuning", "reporting")
 
 
 def musique_reporting_ids(musique: Dataset) -> frozenset[str]:
@@ -29,7 +30,7 @@ def musique_reporting_ids(musique: Dataset) -> frozenset[str]:
 
 def musique_split(musique: Dataset, part: str) -> Dataset:
     """``part`` ("tuning" or "reporting") of the MuSiQue file, in file order."""
-    if part not in ("tuning", "reporting"):
+    if part not in MUSIQUE_PARTS:
         raise ValueError(f"unknown split {part!r}: tuning or reporting")
     report = musique_reporting_ids(musique)
     items = [it for it in musique.items if (it.id in report) == (part == "reporting")]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gzip
+import io
 import json
 import os
 import shlex
@@ -120,25 +121,27 @@ def _line(rec: Mapping[str, Any]) -> bytes:
     return (json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
 
-def write_gz(path: str | Path, records: Iterable[Mapping[str, Any]]) -> None:
-    """Write records as gzip JSONL atomically: a crash leaves the old file (or none), never half a file.
+def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> None:
+    """Write records as JSONL (gzip when the name ends in ``.gz``, with no name or time in its header,
+    so the same records give the same bytes) atomically: a crash leaves the old file (or none)."""
+    path, buf = Path(path), io.BytesIO()
+    if path.suffix == ".gz":
+        with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+            gz.writelines(_line(r) for r in records)
+    else:
+        buf.writelines(_line(r) for r in records)
+    write_atomic(path, buf.getvalue())
 
-    The gzip header carries no name or time, so the same records give the same bytes.
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as raw:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
-            for rec in records:
-                gz.write(_line(rec))
-        raw.flush()
-        os.fsync(raw.fileno())
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data``: a temporary file beside it, ``fsync``, rename, ``fsync`` of the folder."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # writers may race
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY)
+    fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -152,15 +155,7 @@ def rewrite_records(out: str | Path, change: Callable[[dict[str, Any]], dict[str
     for f in results_files(out):
         recs = [change(r) for r in iter_lines(f)]
         n += len(recs)
-        if f.name == RESULTS_GZ:
-            write_gz(f, recs)
-        else:
-            tmp = f.with_name(f".{f.name}.tmp")
-            with open(tmp, "wb") as dst:
-                dst.writelines(_line(r) for r in recs)
-                dst.flush()
-                os.fsync(dst.fileno())
-            os.replace(tmp, f)
+        write_jsonl(f, recs)
     return n
 
 
@@ -171,11 +166,8 @@ def compact_run(out: str | Path) -> tuple[int, int]:
     with run_lock(out):
         lines = sum(1 for f in results_files(out) for _ in iter_lines(f))
         newest = read_records(out)
-        write_gz(out / RESULTS_GZ, newest)
-        plain = out / RESULTS
-        if plain.exists():
-            plain.unlink()
-            _fsync_dir(out)
+        write_jsonl(out / RESULTS_GZ, newest)
+        (out / RESULTS).unlink(missing_ok=True)
     return len(newest), lines - len(newest)
 
 
@@ -313,12 +305,8 @@ def resume_command(command: str) -> str:
 
 
 def write_manifest(out: str | Path, manifest: Mapping[str, Any]) -> None:
-    p = Path(out) / MANIFEST
-    tmp = p.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
+    text = json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+    write_atomic(Path(out) / MANIFEST, text.encode("utf-8"))
 
 
 def check_manifest(old: Mapping[str, Any], new: Mapping[str, Any], out: str | Path) -> None:

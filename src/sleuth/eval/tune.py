@@ -1,17 +1,16 @@
-"""The quality loop: ``sleuth eval tune``, the strategies being changed and a baseline on a
-fixed tuning slice, sized to a budget of model time, with paired differences against the baseline.
+"""The quality loop: ``sleuth eval tune``, the strategies being changed and a baseline on a fixed
+tuning slice, sized to a budget of model time, with paired differences against the baseline.
 
-The slice: ``N`` questions (drawn with the seed, so the same every time) from each tuning
-dataset of :data:`SOURCES`: HotpotQA's train file, MuSiQue, StrategyQA, TimeQA and RGB's Chinese
-integration questions.  Never HotpotQA's test file (the published comparison's questions), and
-never a question of a published run (``docs/results/*/run.json``): a dataset whose sample
-would overlap one is skipped and said so, as is one without a loader or data file.
+The slice: ``N`` questions (drawn with the seed, so the same every time) from each tuning split of
+:data:`SOURCES` (:mod:`sleuth.eval.splits`): HotpotQA's train file, MuSiQue's tuning half,
+StrategyQA, TimeQA and RGB's Chinese integration questions; never a reporting split. A dataset
+whose file is missing or unreadable is skipped and said so.
 
 ``N`` comes from the budget: the seconds per question each strategy took in the published runs
-(their records' ``seconds``), summed over the strategies and the baseline, times the datasets.
-Each dataset is one ordinary ``sleuth eval`` run directory under ``--out``, made again on every
-call (``sleuth eval rerun``): the response cache answers every prompt a change left as it was, so
-after a change only what the change touched costs model time.
+(their records' ``seconds``; a strategy without any at the slowest one's), summed over the
+strategies, times the datasets. Each dataset is one ordinary ``sleuth eval`` run directory under
+``--out``, made again on every call (a re-run): the response cache answers every prompt a change
+left as it was, so after a change only what the change touched costs model time.
 """
 
 from __future__ import annotations
@@ -24,14 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.config import settings
-from sleuth.eval.config import EvalConfig, EvalError
-from sleuth.eval.datasets import LOADERS, Dataset, DatasetError, load_dataset
-from sleuth.eval.store import MANIFEST, is_composed, primary_score, read_manifest, read_records, results_files
-from sleuth.eval.summary import cell, citation_rows, comparable, paired_differences, progress
-from sleuth.llm.models import file_sha256
+from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
+from sleuth.eval.datasets import DatasetError
+from sleuth.eval.splits import HOTPOTQA_REPORTING, MUSIQUE
+from sleuth.eval.store import is_composed, read_manifest, read_records, results_files
+from sleuth.eval.summary import cell, citation_rows, comparable, paired_differences, progress, summarise
 
-#: the published comparison's questions: never part of a tuning slice
-FORBIDDEN = ("hotpotqa/test.jsonl",)
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -41,16 +38,18 @@ class TuneError(EvalError):
 
 @dataclass(frozen=True)
 class TuneSource:
-    """One tuning dataset: its run directory's name, its file under the data folder, its format."""
+    """One tuning split: its run directory's name, its file under the data folder, its format and,
+    for a file that holds a reporting half too, the split (:func:`sleuth.eval.splits.musique_split`)."""
 
     name: str
     path: str
     format: str
+    split: str | None = None
 
 
 SOURCES = (
     TuneSource("hotpotqa", "hotpotqa/train.jsonl", "hotpotqa"),
-    TuneSource("musique", "musique/train.json", "musique"),
+    TuneSource("musique", MUSIQUE, "musique", "tuning"),
     TuneSource("strategyqa", "strategyqa/train.json", "strategyqa"),
     TuneSource("timeqa", "timeqa/train_hard.json.gz", "timeqa"),
     TuneSource("rgb_zh", "rgb_zh/int_dev.jsonl", "rgb_zh"),
@@ -66,108 +65,48 @@ def default_published() -> Path:
     return REPO / "docs" / "results"
 
 
-@dataclass(frozen=True)
-class Published:
-    """The questions of the published runs, by the sha256 of their data file."""
-
-    runs: Mapping[str, tuple[str, frozenset[str]]]  # sha256 -> (run directory, question ids)
-
-    @classmethod
-    def read(cls, root: Path) -> Published:
-        if not root.is_dir():
-            raise TuneError(f"the published runs are not at {root}; give --published DIR (docs/results)")
-        runs: dict[str, tuple[str, frozenset[str]]] = {}
-        for manifest_path in sorted(root.glob(f"*/{MANIFEST}")):
-            data = (read_manifest(manifest_path.parent) or {}).get("data") or {}
-            sha, ids = str(data.get("sha256") or ""), frozenset(map(str, data.get("question_ids") or []))
-            if sha:
-                name, have = runs.get(sha, ("", frozenset()))
-                runs[sha] = (name or manifest_path.parent.name, have | ids)
-        return cls(runs)
-
-    def overlap(self, dataset: Dataset) -> tuple[str, set[str]]:
-        """The published run holding questions of ``dataset``'s file, and which of its items they are."""
-        name, ids = self.runs.get(file_sha256(dataset.path), ("", frozenset()))
-        return name, {it.id for it in dataset.items} & ids
-
-
-@dataclass
-class SliceEntry:
-    source: TuneSource
-    path: Path
-    dataset: Dataset  # the sample: what the run directory holds
-
-    @property
-    def questions(self) -> list[str]:
-        return [it.id for it in self.dataset.items]
-
-
-@dataclass
-class TuneSlice:
-    per_dataset: int
-    seed: int
-    entries: list[SliceEntry] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (dataset, why)
-
-
-def _loadable(
-    sources: Sequence[TuneSource], data_root: Path, published: Published
-) -> tuple[list[tuple[TuneSource, Path, Dataset]], list[tuple[str, str]]]:
-    """The tuning datasets that can be loaded and have questions outside the published runs."""
-    ok, skipped = [], []
+def slice_configs(
+    base: EvalConfig, per_dataset: int, data_root: Path, sources: Sequence[TuneSource] = SOURCES
+) -> tuple[list[EvalConfig], list[tuple[str, str]]]:
+    """One run's :class:`EvalConfig` per usable tuning split (``per_dataset`` questions drawn with
+    ``base.seed``; ``base`` gives the strategies, model settings and ``out`` folder), and the
+    (dataset, why) of those skipped."""
+    if per_dataset < 1:
+        raise TuneError("the tuning slice needs at least 1 question per dataset")
+    configs, skipped = [], []
     for src in sources:
-        path = data_root / src.path
-        if any(path.as_posix().endswith(f) for f in FORBIDDEN):
-            raise TuneError(f"{src.path} holds the published test questions and is never tuned on")
-        if src.format not in LOADERS:
-            skipped.append((src.name, f"no loader for format {src.format!r} yet"))
-            continue
-        if not path.is_file():
-            skipped.append((src.name, f"{path} does not exist"))
+        if src.path == HOTPOTQA_REPORTING or (src.path == MUSIQUE and src.split != "tuning"):
+            raise TuneError(f"{src.path} holds reporting questions and is never tuned on without its tuning split")
+        cfg = EvalConfig(
+            data=str(data_root / src.path),
+            out=str(Path(base.out) / src.name),
+            format=src.format,
+            split=src.split,
+            setting="open",
+            strategies=list(base.strategies),
+            limit=per_dataset,
+            seed=base.seed or 0,
+            k=base.k,
+            model=base.model,
+            base_url=base.base_url,
+            rerun=True,  # every task again: the response cache pays for the prompts the change left alone
+            llm_cache=base.llm_cache,
+            command=f"{base.command} [tuning slice: {src.name}]" if base.command else "",
+        )
+        if not Path(cfg.data).is_file():
+            skipped.append((src.name, f"{cfg.data} does not exist"))
             continue
         try:
-            ds = load_dataset(path, src.format)
+            if not load_sample(cfg).items:
+                skipped.append((src.name, "it holds no tuning question"))
+                continue
         except DatasetError as e:
             skipped.append((src.name, str(e)))
             continue
-        run, used = published.overlap(ds)
-        if len(used) == len(ds.items):
-            skipped.append(
-                (src.name, f"all {len(ds.items)} of its questions (and their hops) are in the published run {run}")
-            )
-            continue
-        ok.append((src, path, ds))
-    return ok, skipped
+        configs.append(cfg)
+    return configs, skipped
 
 
-def build_slice(
-    per_dataset: int,
-    seed: int,
-    *,
-    data_root: Path,
-    published: Published,
-    sources: Sequence[TuneSource] = SOURCES,
-) -> TuneSlice:
-    """``per_dataset`` questions drawn with ``seed`` from each usable source (fixed by the two)."""
-    if per_dataset < 1:
-        raise TuneError("the tuning slice needs at least 1 question per dataset")
-    ok, skipped = _loadable(sources, data_root, published)
-    sl = TuneSlice(per_dataset, seed, skipped=skipped)
-    for src, path, ds in ok:
-        sample = ds.sample(per_dataset, seed)
-        run, used = published.overlap(sample)
-        if used:
-            sl.skipped.append(
-                (src.name, f"its sample (seed {seed}) holds {len(used)} questions of the published run {run}")
-            )
-            continue
-        sl.entries.append(SliceEntry(src, path, sample))
-    if not sl.entries:
-        raise TuneError("no tuning dataset is usable: " + "; ".join(f"{n}: {why}" for n, why in sl.skipped))
-    return sl
-
-
-# --------------------------------------------------------------------------- budget
 def measured_pace(published_root: Path) -> dict[str, float]:
     """Seconds per question of each strategy in the published runs (mean of its records' ``seconds``)."""
     spent: dict[str, list[float]] = defaultdict(list)
@@ -178,70 +117,36 @@ def measured_pace(published_root: Path) -> dict[str, float]:
     return {s: sum(v) / len(v) for s, v in sorted(spent.items()) if v}
 
 
-@dataclass(frozen=True)
-class Estimate:
-    per_question: dict[str, float]  # seconds per question of each strategy of the run
-    guessed: tuple[str, ...]  # strategies without a published pace (the slowest one is assumed)
-    datasets: int
-
-    @property
-    def seconds_per_round(self) -> float:
-        """Model time of one question from every dataset, every strategy."""
-        return sum(self.per_question.values()) * self.datasets
-
-    def questions_for(self, budget_s: float) -> int:
-        n = math.floor(budget_s / self.seconds_per_round)
-        if n < 1:
-            raise TuneError(
-                f"the budget of {budget_s / 60:.1f} min fits no question: one from each of the {self.datasets} "
-                f"datasets takes about {self.seconds_per_round / 60:.1f} min for these strategies"
-            )
-        return n
-
-    def text(self, per_dataset: int, budget_s: float | None) -> str:
-        paces = ", ".join(
-            f"{s} {v:.0f} s" + (" (no published pace: the slowest assumed)" if s in self.guessed else "")
-            for s, v in self.per_question.items()
-        )
-        total = self.seconds_per_round * per_dataset / 60
-        qs, ds = ("question" if per_dataset == 1 else "questions"), ("dataset" if self.datasets == 1 else "datasets")
-        out = f"{per_dataset} {qs} × {self.datasets} {ds}; per question {paces}; about {total:.0f} min of model time"
-        return out + (f" (budget {budget_s / 60:.0f} min)" if budget_s is not None else "")
-
-
-def estimate(strategies: Sequence[str], pace: Mapping[str, float], datasets: int) -> Estimate:
-    """The model time of ``strategies`` at the published ``pace`` (unknown ones at the slowest pace)."""
+def estimate(
+    strategies: Sequence[str],
+    pace: Mapping[str, float],
+    datasets: int,
+    *,
+    budget_s: float | None = None,
+    per_dataset: int | None = None,
+) -> tuple[int, str]:
+    """The questions per dataset (``per_dataset``, else as many as ``budget_s`` of model time holds at
+    the published ``pace``) and the estimate in words."""
     if not pace:
         raise TuneError("the published runs hold no records to measure the pace of the strategies")
-    slowest = max(pace.values())
-    guessed = tuple(s for s in strategies if s not in pace)
-    return Estimate({s: pace.get(s, slowest) for s in strategies}, guessed, datasets)
-
-
-# --------------------------------------------------------------------------- run and compare
-def run_slice(sl: TuneSlice, out: Path, base: EvalConfig, run: Callable[[EvalConfig], Any]) -> list[Path]:
-    """Run every entry of the slice as its own run directory ``out/<dataset>`` through ``run``
-    (``run_eval``); ``base`` gives the strategies and model settings. Returns the run directories."""
-    dirs = []
-    for e in sl.entries:
-        cfg = EvalConfig(
-            data=str(e.path),
-            out=str(out / e.source.name),
-            format=e.source.format,
-            setting="open",
-            strategies=list(base.strategies),
-            limit=sl.per_dataset,
-            seed=sl.seed,
-            k=base.k,
-            model=base.model,
-            base_url=base.base_url,
-            rerun=True,  # every task again: the response cache pays for the prompts the change left alone
-            llm_cache=base.llm_cache,
-            command=f"{base.command} [tuning slice: {e.source.name}]" if base.command else "",
-        )
-        run(cfg)
-        dirs.append(out / e.source.name)
-    return dirs
+    each = {s: pace.get(s, max(pace.values())) for s in strategies}
+    round_s = sum(each.values()) * datasets  # one question from every dataset, every strategy
+    sized = per_dataset is None  # by the budget (else by hand: the estimate says what it costs)
+    if per_dataset is None:
+        if budget_s is None:
+            raise TuneError("give a budget (--budget 60m) or the questions per dataset (--questions N)")
+        per_dataset = math.floor(budget_s / round_s)
+        if per_dataset < 1:
+            raise TuneError(
+                f"the budget of {budget_s / 60:.1f} min fits no question: one from each of the {datasets} "
+                f"datasets takes about {round_s / 60:.1f} min for these strategies"
+            )
+    paces = ", ".join(
+        f"{s} {v:.0f} s" + ("" if s in pace else " (no published pace: the slowest assumed)") for s, v in each.items()
+    )
+    qs, ds = ("question" if per_dataset == 1 else "questions"), ("dataset" if datasets == 1 else "datasets")
+    text = f"{per_dataset} {qs} × {datasets} {ds}; per question {paces}; about {round_s * per_dataset / 60:.0f} min"
+    return per_dataset, text + " of model time" + (f" (budget {budget_s / 60:.0f} min)" if sized and budget_s else "")
 
 
 @dataclass
@@ -254,16 +159,7 @@ class Comparison:
 
 
 def _means(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> dict[str, tuple[float, int]]:
-    by: dict[str, list[float]] = defaultdict(list)
-    for r in records:
-        if is_composed(r):
-            by[r["strategy"]].append(primary_score(r))
-    return {s: (sum(by[s]) / len(by[s]), len(by[s])) for s in order if by.get(s)}
-
-
-def _comparable(run_dir: Path) -> list[dict[str, Any]]:
-    records = read_records(run_dir)
-    return list(comparable(records, progress(records, read_manifest(run_dir))))
+    return {r["strategy"]: (r["score"][0], r["n"]) for r in summarise(records, order)}
 
 
 def compare(run_dirs: Sequence[Path], order: Sequence[str], baseline: str) -> list[Comparison]:
@@ -271,12 +167,10 @@ def compare(run_dirs: Sequence[Path], order: Sequence[str], baseline: str) -> li
     (each question's primary score: F1, accuracy or must-mention as its dataset has it)."""
     out, pooled = [], []
     for d in run_dirs:
-        recs = _comparable(d)
-        out.append(
-            Comparison(
-                d.name, *paired_differences(recs, order, baseline), _means(recs, order), citation_rows(recs, order)
-            )
-        )
+        records = read_records(d)
+        recs = comparable(records, progress(records, read_manifest(d)))
+        pairs = paired_differences(recs, order, baseline)
+        out.append(Comparison(d.name, *pairs, _means(recs, order), citation_rows(recs, order)))
         pooled += [{**r, "qid": f"{d.name}/{r['qid']}"} for r in recs]
     if len(run_dirs) > 1:
         out.append(Comparison("overall", *paired_differences(pooled, order, baseline), _means(pooled, order)))
@@ -329,37 +223,26 @@ def tune(
     ``base.strategies`` are the strategies being changed (the baseline is put first);
     ``base.out`` the folder of the run directories; ``per_dataset`` overrides the budget's size.
     """
-    from sleuth.eval.config import validate
     from sleuth.eval.runner import run_eval
 
     base.strategies = [baseline, *(s for s in base.strategies if s != baseline)]
     validate(base)  # unknown names and options refused before anything is loaded; aliases resolved
     baseline = base.strategies[0]
     published_root = published_root or default_published()
-    published = Published.read(published_root)
+    if not published_root.is_dir():
+        raise TuneError(f"the published runs are not at {published_root}; give --published DIR (docs/results)")
     data_root = data_root or default_data_root()
-    usable, skipped = _loadable(sources, data_root, published)
+    configs, skipped = slice_configs(base, 1, data_root, sources)
     for name, why in skipped:
         say(f"skipped {name}: {why}")
-    if not usable:
+    if not configs:
         raise TuneError("no tuning dataset is usable")
-    est = estimate(base.strategies, measured_pace(published_root), len(usable))
-    if per_dataset is None:
-        if budget_s is None:
-            raise TuneError("give a budget (--budget 60m) or the questions per dataset (--questions N)")
-        per_dataset = est.questions_for(budget_s)
-    else:
-        budget_s = None  # sized by hand: the estimate says what it costs, not what it was sized to
-    sl = build_slice(per_dataset, base.seed or 0, data_root=data_root, published=published, sources=sources)
-    for name, why in sl.skipped[len(skipped) :]:
-        say(f"skipped {name}: {why}")
-    est = Estimate(est.per_question, est.guessed, len(sl.entries))
-    say("tuning slice: " + ", ".join(f"{e.source.name} ({e.source.path})" for e in sl.entries))
-    say("estimate: " + est.text(per_dataset, budget_s))
-
-    def run(cfg: EvalConfig) -> Any:
+    pace = measured_pace(published_root)
+    per_dataset, text = estimate(base.strategies, pace, len(configs), budget_s=budget_s, per_dataset=per_dataset)
+    say("tuning slice: " + ", ".join(f"{Path(c.out).name} ({Path(c.data).relative_to(data_root)})" for c in configs))
+    say("estimate: " + text)
+    for cfg in configs:
+        cfg.limit = per_dataset
         say(f"running {Path(cfg.out).name}: {', '.join(cfg.strategies)} on the slice's questions of {cfg.data}")
-        return run_eval(cfg, progress=progress_bar, console=console)
-
-    dirs = run_slice(sl, Path(base.out), base, run)
-    return compare(dirs, base.strategies, baseline)
+        run_eval(cfg, progress=progress_bar, console=console)
+    return compare([Path(c.out) for c in configs], base.strategies, baseline)

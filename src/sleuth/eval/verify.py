@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sleuth.eval.config import load_sample
 from sleuth.eval.corpus import plan_retrieval
-from sleuth.eval.datasets import load_dataset
 from sleuth.eval.manifest import check_sample, code_state, commit_label, config_from_manifest
 from sleuth.eval.metrics import score
 from sleuth.eval.runner import EvalError, build_tasks, run_task, worker_config
@@ -157,7 +157,7 @@ def verify_run(
     path = Path(cfg.data)
     if not path.is_file():
         raise EvalError(f"the data file {path} named in {out / MANIFEST} is missing; pass --data PATH")
-    dataset = load_dataset(path, cfg.format, cfg.corpus).sample(cfg.limit, cfg.seed)
+    dataset = load_sample(cfg)
     check_sample(manifest, [it.id for it in dataset.items], path)
     plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=cfg.search_mode)
     want = (manifest.get("settings") or {}).get("index") or {}
