@@ -218,3 +218,22 @@ def test_chunk_ids_stable_and_hash_covers_scope() -> None:
     assert passage_hash(p1) == passage_hash(p2), "whitespace and provenance do not make a passage different"
     p3 = chunk_doc(Doc(doc_id="z", text="same text", acl=["finance"]))[0]
     assert passage_hash(p3) != passage_hash(p1), "different scope: stored separately"
+
+
+def test_a_jsonl_file_is_read_a_line_at_a_time(tmp_path: Path) -> None:
+    """JSONL (plain or gzipped) is streamed: the first documents arrive before a damaged line far
+    below is read, so a corpus of millions of lines never sits in memory whole."""
+    import gzip
+
+    from sleuth.search.doc import BadFile, IngestReport
+    from sleuth.search.read_json import read_json_file
+
+    good = "".join(json.dumps({"id": f"d{i}", "text": f"passage {i}"}) + "\n" for i in range(3))
+    for name, opener in (("c.jsonl", open), ("c.jsonl.gz", gzip.open)):
+        path = tmp_path / name
+        with opener(path, "wb") as f:
+            f.write(good.encode() + b"\n" + b'{"id": "bad", "text": "\xff\xfe"}\n')
+        docs = read_json_file(path, "auto", IngestReport(), {})
+        assert [next(docs).doc_id for _ in range(3)] == ["d0", "d1", "d2"]
+        with pytest.raises(BadFile, match="line 5"):
+            next(docs)

@@ -7,11 +7,12 @@ file is kept.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from sleuth.search.doc import BadFile, Doc, IngestReport, decode, read_bytes
 
@@ -83,11 +84,71 @@ def detect_format(rec: Any) -> str:
     return "unknown"
 
 
+def _jsonl_stream(path: Path, report: IngestReport) -> Iterator[tuple[int, Any]] | None:
+    """The records of a JSONL file read a line at a time (memory flat in the file's size), or None when
+    the file is not JSONL (its first line is no JSON value of its own: a JSON array or document)."""
+    with path.open("rb") as probe:
+        gz = probe.read(2) == b"\x1f\x8b"
+    f: IO[bytes] = gzip.open(path, "rb") if gz else path.open("rb")  # noqa: SIM115 - the generator closes it
+    try:
+        lineno, first = 0, b""
+        while not first.strip():
+            first = _readline(f)
+            lineno += 1
+            if not first:
+                raise BadFile("empty file")
+        first = first.removeprefix(b"\xef\xbb\xbf")
+        if b"\x00" in first[:8192]:
+            raise BadFile("binary file (not text)")
+        if first.lstrip().startswith(b"["):
+            f.close()
+            return None
+        try:
+            rec = json.loads(_line_text(first, lineno))
+        except json.JSONDecodeError:
+            f.close()
+            return None
+    except BaseException:
+        f.close()
+        raise
+    return _jsonl_rest(f, path, report, lineno, rec)
+
+
+def _jsonl_rest(f: IO[bytes], path: Path, report: IngestReport, lineno: int, first: Any) -> Iterator[tuple[int, Any]]:
+    with f:
+        yield lineno, first
+        while line := _readline(f):
+            lineno += 1
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(_line_text(line, lineno))
+            except json.JSONDecodeError:
+                report.bad_lines[str(path)] = report.bad_lines.get(str(path), 0) + 1
+
+
+def _readline(f: IO[bytes]) -> bytes:
+    try:
+        return f.readline()
+    except (OSError, EOFError) as e:  # a gzip member cut short or corrupt
+        raise BadFile(f"damaged gzip file ({e})") from e
+
+
+def _line_text(line: bytes, lineno: int) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadFile(f"not valid UTF-8 text at line {lineno} (wrong encoding? byte {e.start})") from e
+
+
 def read_json_file(path: Path, fmt: str, report: IngestReport, seen: dict[str, set[str]]) -> Iterator[Doc]:
-    """The documents of one JSON / JSONL corpus file (``fmt="auto"``: detected from its first record)."""
-    text = decode(read_bytes(path))
+    """The documents of one JSON / JSONL corpus file (``fmt="auto"``: detected from its first record).
+    A JSONL file (gzipped or not) is streamed a line at a time; a JSON document is read whole."""
+    records = _jsonl_stream(path, report)
+    if records is None:
+        records = _iter_records(path, decode(read_bytes(path)), report)
     file_fmt = None if fmt == "auto" else fmt
-    for lineno, rec in _iter_records(path, text, report):
+    for lineno, rec in records:
         if not isinstance(rec, Mapping):
             report.bad_lines[str(path)] = report.bad_lines.get(str(path), 0) + 1
             continue
