@@ -472,9 +472,10 @@ def _canon(word: str) -> str:
 
 def _support_tokens(text: str) -> set[str]:
     """The words (Chinese: character bigrams, :func:`~sleuth.strategies.text.query_tokens`) a text
-    states, in one spelling; a scaled number also as its value ("140 million" -> 140000000)."""
+    states, in one spelling; a scaled number also as its value ("140 million" -> 140000000).  A single
+    letter or Han character is no word to check: an initial, or a unit ("45天" for "45个自然日")."""
     t = _SCALED.sub(lambda m: f" {round(float(m.group(1)) * _SCALES[m.group(2)])} ", _normal(text))
-    return {_canon(w) for w in query_tokens(t) if not (len(w) == 1 and w.isascii() and w.isalpha())}
+    return {_canon(w) for w in query_tokens(t) if len(w) > 1 or w.isdigit()}
 
 
 def _acronyms(text: str) -> tuple[set[str], set[str]]:
@@ -486,6 +487,20 @@ def _acronyms(text: str) -> tuple[set[str], set[str]]:
         caps = [w[0].lower() for w in run.split() if w[:1].isupper()]
         initials.update("".join(caps[i:j]) for i in range(len(caps)) for j in range(i + 2, min(len(caps), i + 6) + 1))
     return {a.lower() for a in _ACRONYM.findall(t)}, initials
+
+
+def _kin(word: str, seen: set[str]) -> bool:
+    """Whether ``seen`` has a word of the same stem: a common start of at least four letters and half the
+    shorter word ("Norway" for "Norwegian", "Italy" for "Italian", "directed" for "director")."""
+    if len(word) < 4 or not word.isalpha():
+        return False
+    short = (w for w in seen if w.startswith(word[:4]))
+    return any(2 * _common(word, v) >= min(len(word), len(v)) for v in short)
+
+
+def _common(a: str, b: str) -> int:
+    """The length of the start ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def support(question: str, short: str, answer: str, passages: Iterable[str]) -> tuple[int, int]:
@@ -507,7 +522,7 @@ def support(question: str, short: str, answer: str, passages: Iterable[str]) -> 
     seen: set[str] = set()
     for t in texts:
         seen |= _support_tokens(t)
-    found = {w for w in words if w in seen}
+    found = {w for w in words if w in seen or _kin(w, seen)}
     if words - found:
         written, initials = (set().union(*sets) for sets in zip(*(_acronyms(t) for t in texts), strict=True))
         found |= {w for w in words if w in written | initials}  # "UK" for "United Kingdom"
