@@ -182,3 +182,10 @@ def test_a_country_for_its_people_and_a_number_with_its_unit() -> None:
     assert not _supported("What country was the author of the play a citizen of?", "France", answer)
     # policy_zh-shaped: a day count in another unit word stands on its number
     assert _supported(QUESTION_ZH, "15天", REPLY_ZH) and not _supported(QUESTION_ZH, "45天", REPLY_ZH)
+
+
+def test_each_item_of_a_list_found_as_written() -> None:
+    # rgb_zh-shaped: two groups, each written apart in the passages ("组和" is no bigram of theirs)
+    passages = ("阿根廷队被分在C组。", "法国队被分在D组。")
+    assert _supported("两支球队分别在哪个组？", "D组和C组", "", passages)
+    assert not _supported("两支球队分别在哪个组？", "D组和E组", "", passages)

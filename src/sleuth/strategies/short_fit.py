@@ -433,6 +433,7 @@ _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 #: a run of capitalised words (lower-case name particles inside): what an acronym abbreviates
 _CAPS_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|and|for|de|du|la)\s+)*[A-Z][\w'’-]*)+")
 _ACRONYM = re.compile(r"\b[A-Z]{2,6}\b")
+_LIST_ITEMS = re.compile(r"\s*(?:[,，;；、/和与及]|\band\b)\s*")
 
 
 def _zh_number(m: re.Match[str]) -> str:
@@ -515,9 +516,10 @@ def support(question: str, short: str, answer: str, passages: Iterable[str]) -> 
         said = fit_yes_no(answer or "")
         ok = answer_type(question).kind == YESNO or (said is not None and said == fit_yes_no(s))
         return (1, 1) if ok else (0, 1)
-    flat = " ".join(re.findall(r"\w+", _normal(s)))
-    if flat and any(flat in " ".join(re.findall(r"\w+", _normal(t))) for t in texts if t):
-        return 1, 1
+    flats = [" ".join(re.findall(r"\w+", _normal(t))) for t in texts if t]
+    items = [" ".join(re.findall(r"\w+", _normal(x))) for x in _LIST_ITEMS.split(s)]
+    if all(x and any(x in f for f in flats) for x in items):  # as written, or each item of a list ("D组和C组")
+        return len(items), len(items)
     words = _support_tokens(s)
     seen: set[str] = set()
     for t in texts:
