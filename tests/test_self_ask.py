@@ -301,6 +301,30 @@ def test_chinese_restated_comparison_is_asked_per_option(retriever: Retriever) -
         ),
         ("Are Mike Bryan and Ray Ruffels both tennis players?", ("Mike Bryan", "Ray Ruffels"), 0, 1),
         ("Cranium and Twin Tin Bots are both what?", ("Cranium", "Twin Tin Bots"), 0, 0),
+        # the predicate's capitalised words are not the second option's (HotpotQA train): a nationality or
+        # creed before its noun, and the last word of a question that ends after the options
+        ("Are both Jonathan Marray and Wayne Black British?", ("Jonathan Marray", "Wayne Black"), 0, 1),
+        (
+            "Are both Deerhunter and Nine Lashes American Christian rock bands?",
+            ("Deerhunter", "Nine Lashes"),
+            0,
+            1,
+        ),
+        (
+            "Were both Terence Fisher and Leopoldo Torre Nilsson British film directors?",
+            ("Terence Fisher", "Leopoldo Torre Nilsson"),
+            0,
+            1,
+        ),
+        ("Are both Wayne Black and Jonathan Marray Democrats?", ("Wayne Black", "Jonathan Marray"), 0, 1),
+        # ... but a name's own ending stays: after "both" comes the predicate, and the second option keeps
+        # as many words as the first has (up to two)
+        ("Are Ana Kasparian and Katherine Sarafian both Armenian-", ("Ana Kasparian", "Katherine Sarafian"), 0, 1),
+        ("Are both Ana Kasparian and Katherine Sarafian journalists?", ("Ana Kasparian", "Katherine Sarafian"), 0, 1),
+        ("Are both Deerhunter and Wavves American bands?", ("Deerhunter", "Wavves"), 0, 1),
+        # "first of A and B", with no question mark (HotpotQA train): the choice answer_type reads
+        ("Who was born first of Leslie S. Hiscott and James Rolfe", ("Leslie S. Hiscott", "James Rolfe"), 1, 0),
+        ("Which band was formed first of Wavves and Social Code?", ("Wavves", "Social Code"), 1, 0),
         ("穆罕默德·阿里和艾伦·图灵谁活得更久？", ("穆罕默德·阿里", "艾伦·图灵"), 1, 0),
         ("哪本杂志创刊更早，《Woman's Day》还是《The Lady》？", ("《Woman's Day》", "《The Lady》"), 1, 0),
     ],
@@ -318,6 +342,8 @@ def test_find_comparison(question: str, options: tuple[str, ...], choice: int, y
         "Harold Brent Wallis as producer and Humphrey Bogart as actor collaborated to make what 1942 film?",
         "Who starred in the 1991 American action comedy film The Hard Way and was featured on the roster of Rawkus "
         "Records?",
+        # no capitalised options: not a choice, whatever the comparative reads ("grandfather"; StrategyQA)
+        "Did either Kublai Khan or his grandfather practice monogamy?",
         "2022年澳网男单和女单冠军分别是谁？",
         "上海和北京2023年新任市长是谁？",
         "行程取消后，退票费用还要按普通差旅期限提交吗？",

@@ -202,7 +202,9 @@ CUT_ZH = (
     ("cut", "rest", "extracted", "question"),
     [
         (CUT_EN, " Chomsky", "Avram Noam Chomsky", "Who has written more than 100 books?"),
-        (CUT_ZH, " 谢尔巴科娃", "谢尔巴科娃", "花样滑冰女子单人滑比赛金牌得主是谁？"),
+        # the extraction reads a name the cut reply states (one it states nowhere would be refused: the
+        # short answer's fail-safe, tests/test_short_support.py)
+        (CUT_ZH, " 谢尔巴科娃", "阿琳娜·扎吉托娃", "花样滑冰女子单人滑比赛金牌得主是谁？"),
     ],
     ids=["en", "zh"],
 )

@@ -20,7 +20,7 @@ from sleuth.search.base import Filters, Passage, Retriever, SearchError
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
 from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
-from sleuth.strategies.short_fit import fitted_note
+from sleuth.strategies.short_fit import fitted_note, seen_passages, unsupported_note
 from sleuth.text_input import BadText, check_text
 
 
@@ -142,6 +142,12 @@ class Strategy:
         if fitted is not None:
             st.emit("note", **fitted)
             result.short_answer = fitted["fitted"]
+        refused = unsupported_note(
+            result.question, result.short_answer, result.answer, seen_passages(st.claims, result.trace.events)
+        )
+        if refused is not None:  # a short answer nothing in the run states is not returned: the answer stands
+            st.emit("note", **refused)
+            result.short_answer = ""
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
         grounds: dict[str, Any] = {}

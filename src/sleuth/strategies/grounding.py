@@ -112,6 +112,11 @@ def is_yes_no(text: str) -> bool:
     return bool(_YES_NO.match(text.strip()))
 
 
+def abstains(text: str) -> bool:
+    """Whether ``text`` says there is no answer ("unknown", "not mentioned", "无法回答")."""
+    return bool(_ABSTAIN.search(text))
+
+
 def _new_words(text: str, query: str) -> set[str]:
     """What ``text`` adds to ``query`` (its ``[n]`` marks and answer-format words left out); all
     its words when it only restates part of it; the query's words for a yes/no or a claim
@@ -164,7 +169,7 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
     """The passages the answer rests on, in order (see the module's method)."""
     cited: dict[tuple[str, str], Passage] = {}
     picks: list[dict[str, Any]] = []
-    if _ABSTAIN.search(final):
+    if abstains(final):
         return Grounding([], [], "abstained")
     for c in claims:
         if c.asserted:

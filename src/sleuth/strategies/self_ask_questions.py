@@ -15,6 +15,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from sleuth.strategies.answer_type import CHOICE, answer_type
 from sleuth.strategies.text import content_tokens
 
 #: "..., A or B?", "..., A or B, ...", "... in A or B"
@@ -32,6 +33,9 @@ _BOTH = re.compile(
     r"^\s*(?i:(?:are|is|was|were|do|does|did|have|has)\s+(?:both\s+)?(?:the\s+)?)?(?P<a>.+?)\s+and\s+(?i:the\s+)?"
     r"(?P<b>.+?)(?:\s+both\b|\s+(?:are|were)\s+both\b|\s+(?=[a-z]))",
 )
+#: a capitalised adjective, by its ending: a nationality or a creed ("British", "American", "Christian",
+#: "Japanese", "Korean"), which belongs to the predicate after the options, not to the second option
+_ADJECTIVE = re.compile(r"^[A-Z][a-z]+(?:ish|ese|ian|ean|ican)$")
 #: "... both A and B ..." anywhere in the question
 _BOTH_IN = re.compile(r"\bboth\s+(?:the\s+)?(?P<a>[A-Z].*?)\s+and\s+(?:the\s+)?(?P<b>[A-Z].*?)(?:\s+(?=[a-z])|[?,]|$)")
 _QUOTED = re.compile(r"[\"“]([^\"“”]+)[\"”]")
@@ -155,8 +159,31 @@ def _pair(a: str, b: str) -> tuple[str, str] | None:
     return (a, b) if ok and a.lower() != b.lower() else None
 
 
+def _predicate_off(a: str, b: str, rest: str, yes_no: bool) -> str:
+    """The second option ``b`` without the capitalised words of the predicate that follows it (``rest``).
+
+    Nothing but the predicate follows "Are both A and B": capitalised adjectives before a
+    lower-case noun belong to it ("Are both Deerhunter and Nine Lashes American Christian rock
+    bands?"), and so does the last word when the question ends after the options ("Are both
+    Jonathan Marray and Wayne Black British?": a yes/no question needs a predicate).  The options
+    are alike, so ``b`` keeps as many words as ``a`` has, up to two ("Katherine Sarafian" stays a
+    name); after "both" the predicate follows it ("Are A and B both Armenian?").
+    """
+    words = b.split()
+    if re.match(r"\s+(?:(?:are|were)\s+)?both\b", rest, re.I):
+        return b
+    keep = min(2, len(a.split()))
+    while len(words) > keep and _ADJECTIVE.match(words[-1]):
+        words.pop()
+    if yes_no and not rest.strip(" ?") and len(words) == len(b.split()) > 1:
+        words.pop()
+    return " ".join(words)
+
+
 def find_comparison(question: str) -> Comparison | None:
-    """The options ``question`` names ("A or B", "between A and B", "are A and B both"), or ``None``."""
+    """The options ``question`` names ("A or B", "between A and B", "are A and B both", "first of A
+    and B"), or ``None``.  A choice that only :func:`~sleuth.strategies.answer_type.answer_type`
+    reads ("Who was born first of A and B") is the same choice here: one reading of a question."""
     q = unicodedata.normalize("NFKC", (question or "")[:_MAX_CHARS]).strip()
     if re.search(r"[\u4e00-\u9fff]", q):
         zh = _zh_options(q)
@@ -172,10 +199,13 @@ def find_comparison(question: str) -> Comparison | None:
     if found is not None:
         return Comparison(found, choice=True, yes_no=False)
     m = _BOTH_IN.search(q) or (_BOTH.match(q) if yes_no or re.search(r"\bboth\b", q, re.I) else None)
-    found = _pair(m.group("a"), m.group("b")) if m else None
-    if found is None or not (found[0][:1].isupper() and found[1][:1].isupper()):
-        return None
-    return Comparison(found, choice=False, yes_no=yes_no)
+    found = _pair(m.group("a"), _predicate_off(m.group("a"), m.group("b"), q[m.end("b") :], yes_no)) if m else None
+    if found is not None and found[0][:1].isupper() and found[1][:1].isupper():
+        return Comparison(found, choice=False, yes_no=yes_no)
+    t = answer_type(q)
+    if t.kind == CHOICE and len(t.options) == 2 and all(o[:1].isupper() for o in t.options):
+        return Comparison(t.options, choice=True, yes_no=False)
+    return None
 
 
 def names(text: str, option: str, others: tuple[str, ...] = ()) -> bool:
