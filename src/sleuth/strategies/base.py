@@ -21,6 +21,7 @@ from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
 from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
 from sleuth.strategies.short_fit import fitted_note
+from sleuth.strategies.text import strip_scaffold
 from sleuth.text_input import BadText, check_text
 
 
@@ -151,6 +152,7 @@ class Strategy:
             result.answer = renumber(result.answer, st.claims, g.citations)  # [k] is citations[k-1]
             if not g.citations:  # an honest empty list, not every passage retrieved
                 st.emit("note", type="no_citations", message=g.message)
+        result.answer = strip_scaffold(result.answer)  # the reader never sees "所以答案是：" / "So the answer is:"
         result.elapsed_s = time.perf_counter() - st.t0
         st.emit(
             "answer",
