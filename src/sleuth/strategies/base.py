@@ -152,7 +152,10 @@ class Strategy:
             result.answer = renumber(result.answer, st.claims, g.citations)  # [k] is citations[k-1]
             if not g.citations:  # an honest empty list, not every passage retrieved
                 st.emit("note", type="no_citations", message=g.message)
-        result.answer = strip_scaffold(result.answer)  # the reader never sees "所以答案是：" / "So the answer is:"
+        if (
+            result.lang == "zh"
+        ):  # the reader never sees "所以答案是：…" (English answers: unchanged, see strip_scaffold)
+            result.answer = strip_scaffold(result.answer)
         result.elapsed_s = time.perf_counter() - st.t0
         st.emit(
             "answer",

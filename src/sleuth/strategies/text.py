@@ -287,9 +287,16 @@ def strip_scaffold(answer: str) -> str:
     for the parser.  A labelled value the rest of the answer already states is dropped with its
     label ("…15个自然日内提交。所以答案是：15" ends at "提交。"), and so is a copied placeholder
     ("<short answer>"); a value the answer does not state stays,
-    without the label; an answer that is only the label and its value becomes the value."""
+    without the label; an answer that is only the label and its value becomes the value.
+
+    ``Strategy.finish`` applies it to Chinese answers.  English answers keep their "So the answer
+    is:" line for now: the committed English runs (docs/results) were made with it, and stripping
+    it would change hundreds of published records' answers under an unchanged fingerprint."""
     out = answer or ""
-    for m in reversed(list(_SCAFFOLD.finditer(out))):
+    marks = list(_SCAFFOLD.finditer(out))
+    if not marks:
+        return answer  # nothing to strip: the answer as written
+    for m in reversed(marks):
         end = out.find("\n", m.end())
         end = len(out) if end < 0 else end
         value = out[m.end() : end].strip()
