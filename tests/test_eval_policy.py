@@ -155,3 +155,14 @@ def test_the_benchmark_is_complete_and_consistent() -> None:
         assert bool(r["evidence"]) != (r["kind"] == "out_of_scope")
         assert r["must_mention"] or r["must_not_mention"]
     assert not {r["question"] for r in tuning} & {r["question"] for r in reporting}
+
+
+def test_a_bad_conclusion_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    from sleuth.eval.datasets import DatasetError
+
+    bad = tmp_path / "q.jsonl"
+    bad.write_text(
+        json.dumps({"id": "x", "question": "能报吗？", "answer": "能", "conclusion": "yes", "scope": {}}) + "\n"
+    )
+    with pytest.raises(DatasetError, match="conclusion must be 是, 否 or null"):
+        load_dataset(bad, "policy_zh")

@@ -276,6 +276,8 @@ def load_policy_zh(path: Path) -> list[Item]:
     items = []
     for i, rec in enumerate(_jsonl(path)):
         _need(rec, ("question", "answer"), path, "policy_zh")
+        if rec.get("conclusion") not in (None, "是", "否"):
+            raise DatasetError(f"{path}: question {rec.get('id', i)}: conclusion must be 是, 否 or null")
         scope = rec.get("scope") or {}
         equals = {k: v for k, v in scope.items() if k != "acl"}
         filters = Filters.make(equals=equals, acl=scope.get("acl"))
