@@ -547,3 +547,16 @@ def test_an_undecided_verdict_leaves_the_question_to_the_rule_form(data_dir: Pat
     assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "verdict", "answer"]
     assert [e.data["type"] for e in r.trace.of("note") if e.data["type"] == "verdict_undecided"]
     assert r.short_answer == "不是" and "简短答案" not in r.answer
+
+
+def test_the_verdicts_own_marks_number_the_listing_and_never_reach_the_answer(data_dir: Path, tmp_path: Path) -> None:
+    """ "依据：[2]" names the second clause listed; the answer cites that clause's passage by the context's number."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    llm = ScriptedLLM([Q1_STEP_BACK, "依据：[2]\n结论：不是，应按[2]在到账后15日内提交。"])
+    r = get_strategy("step-back", llm, idx).run(qs["q1"]["question"], filters=_scope(qs["q1"]))
+    shown = r.trace.of("verdict")[0].data["clauses"]
+    assert r.trace.of("verdict")[0].data["deciding"] == shown[1]
+    first = r.answer.splitlines()[0]
+    assert first == "不是，应按在到账后15日内提交。" and r.short_answer == "不是"
+    assert r.answer.splitlines()[1].endswith("[1]") and len(r.citations) == 1

@@ -55,7 +55,7 @@ from sleuth.strategies.step_back_verdict import (
     referred,
     split_clauses,
 )
-from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
+from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages, strip_citations
 from sleuth.strategies.time_span import drop_time_span, has_time_span
 
 #: the fields of a reply that state what the documents say (either form: background and evidence, or
@@ -234,17 +234,18 @@ class StepBack(Strategy):
             return False
         zh = st.result.lang == "zh"
         short = ("是" if said else "不是") if zh else ("Yes" if said else "No")
-        first = re.split(r"(?<=[。！？.!?])\s*|\n", conclusion.strip(), maxsplit=1)[0].strip()
+        # its [n] number the clauses listed, not the context: the answer cites the quoted clauses instead
+        first = strip_citations(re.split(r"(?<=[。！？.!?])\s*|\n", conclusion.strip(), maxsplit=1)[0])
         if polarity(first) is None or len(first) > 200:
             first = short
         if not re.search(r"[。！？.!?]$", first):
             first += "。" if zh else "."
         number = {p.key: i for i, p in enumerate(context, 1)}
         quoted = [chosen, *referred(chosen, every)]  # "按第二条一般规定执行": 第二条 is quoted too
-        lines = [f"{c.text} [{number[c.passage.key]}]" for c in quoted]
+        lines = [f"{q.text} [{number[q.passage.key]}]" for q in quoted]
         answer = "\n".join([first, f"{'依据' if zh else 'Basis'}{'：' if zh else ': '}{lines[0]}", *lines[1:]])
         st.result.answer, st.result.short_answer = answer, short
-        st.cite(context, claim=answer, query=question, marks=sorted({number[c.passage.key] for c in quoted}))
+        st.cite(context, claim=answer, query=question, marks=sorted({number[q.passage.key] for q in quoted}))
         return True
 
     def _settled(self, question: str, st: RunState, context: list[Passage], fields: dict[str, str]) -> bool:
