@@ -224,12 +224,15 @@ def test_every_committed_record_the_running_code_would_make_replays_the_same(
     root = Path(__file__).resolve().parents[1] / "docs" / "results"
     replayed = {}
     for run in sorted(p.parent for p in root.glob("*/run.json")):
-        data = data_dir.parent / Path(json.loads((run / "run.json").read_text())["data"]["path"]).relative_to(
-            "../shared"
-        )
+        path = Path(json.loads((run / "run.json").read_text())["data"]["path"])
+        # shared data beside the checkout, or the project's own benchmark data (benchmarks/data/…)
+        data = data_dir.parent / path.relative_to("../shared") if path.parts[0] == ".." else root.parents[1] / path
         ver = verify_run(run, sample=None, replay=True, data=data)
         differing = [f"{c.strategy} {c.qid}: {c.difference}" for c in ver.checks if c.verdict != SAME]
         assert not differing, (run.name, differing)
         replayed[run.name] = len(ver.checks)
-    assert replayed["policy_zh"] == 56 and replayed["rgb_zh"] == 200 and replayed["hotpotqa-hybrid"] >= 525
+    # issue 53 made 15 policy_zh records (RAG 6, CoT 4, RAT 2, Step-back 3) and 33 rgb_zh RAG records older: their
+    # answers carry "所以答案是：…", which Chinese answers now lose, or are yes/no questions Step-back's verdict now
+    # decides; the reports say so ("Older records") until `--redo-stale` makes them again
+    assert replayed["policy_zh"] == 41 and replayed["rgb_zh"] == 167 and replayed["hotpotqa-hybrid"] >= 525
     assert replayed["timeqa-open"] == 100
