@@ -44,6 +44,8 @@ STEP_BACK = [
     "rrf_k",
     "documents",
     "settle_comparison",
+    "verdict",
+    "verdict_clauses",
 ]
 DOCS = [
     {"id": "jaws", "title": "Jaws (film)", "text": "Jaws is a 1975 film directed by Steven Spielberg."},
@@ -84,6 +86,8 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "rrf_k": 60,
             "documents": "auto",
             "settle_comparison": False,
+            "verdict": True,
+            "verdict_clauses": 3,
         },
         "search-o1": {
             "max_searches": 6,

@@ -272,7 +272,8 @@ def test_policy_answer_with_evidence_is_not_an_abstention(data_dir: Path, tmp_pa
 
 def test_documents_option_forces_a_form(tmp_path: Path) -> None:
     llm = ScriptedLLM([LYCORIS_STEP_BACK, LYCORIS_ANSWER])
-    s = get_strategy("step-back", llm, _wiki_index(tmp_path, LYCORIS_DOCS), k=3, lang="en", documents="rules")
+    idx = _wiki_index(tmp_path, LYCORIS_DOCS)
+    s = get_strategy("step-back", llm, idx, k=3, lang="en", documents="rules", verdict=False)  # the form itself
     r = s.run(LYCORIS_Q)
     assert r.trace.of("step_back")[0].data["form"] == "rules"
     assert "General rule:" in str(llm.calls[1].payload)
@@ -499,3 +500,65 @@ def test_an_abstention_with_passages_is_read_again_and_rules_keep_theirs(tmp_pat
     llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS])
     r = get_strategy("step-back", llm, idx, k=2, lang="en", documents="rules").run(CHOMSKY_Q)
     assert len(llm.calls) == 2 and "abstention_reread" not in [e.data.get("type") for e in r.trace.of("note")]
+
+
+# -- the verdict (issue 53): a yes/no question over rules decided from its deciding clause -----------------
+# the embedded 1.5B model's real replies on policy_zh q1 (`sleuth ask --strategy step-back`): its step-back
+# question and its verdict over the three best clauses
+Q1_STEP_BACK = "行程取消后，退票费用的计算依据是什么？"
+Q1_VERDICT = "依据：第十五条\n结论：不是"
+
+
+def test_a_yes_no_policy_question_is_decided_from_its_deciding_clause(data_dir: Path, tmp_path: Path) -> None:
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    llm = ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT])
+    r = get_strategy("step-back", llm, idx).run(qs["q1"]["question"], filters=_scope(qs["q1"]))
+    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "verdict"]  # no rule-and-clause form
+    verdict = r.trace.of("verdict")[0].data
+    assert verdict["polarity"] == "no" and verdict["deciding"] == "trv-2025-02#0 第十五条"
+    assert "trv-2025-02#0 第十五条" in verdict["clauses"]  # the refund clause is among the three shown
+    shown = str(llm.calls[1].payload)
+    assert "第十五条 因公取消行程产生的退票费用" in shown and "[1]" in shown
+    assert r.short_answer == "不是"
+    assert r.answer.startswith("不是。\n依据：第十五条 因公取消行程产生的退票费用") and "15个自然日" in r.answer
+    assert r.answer.endswith("[1]") and [p.doc_id for p in r.citations] == ["trv-2025-02"]
+
+
+def test_a_clause_that_refers_to_the_general_rule_is_quoted_with_it(data_dir: Path, tmp_path: Path) -> None:
+    """第十六条 says "按第二条一般规定执行": the answer quotes 第二条 (its 30 days) after it."""
+    from sleuth.strategies.step_back_verdict import referred, split_clauses
+
+    corpus = [
+        json.loads(ln) for ln in (data_dir / "policy_zh" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    ps = [Passage(id=d["id"] + "#0", doc_id=d["id"], title=d["title"], text=d["text"]) for d in corpus]
+    every = split_clauses(ps)
+    c16 = next(c for c in every if c.number == "第十六条")
+    assert [(c.passage.doc_id, c.number) for c in referred(c16, every)] == [("trv-2025-01", "第二条")]
+    # a reference inside a sentence ("期限见办法第十五条。") starts no clause
+    assert [c.number for c in every if c.passage.doc_id == "trv-2025-faq"] == [""]
+
+
+def test_an_undecided_verdict_leaves_the_question_to_the_rule_form(data_dir: Path, tmp_path: Path) -> None:
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    form = "一般规定：第二条 30个自然日 [3]\n专门条款：第十五条 退款到账后15个自然日内 [1]\n结论：不是，按第十五条。\n简短答案：不是"
+    llm = ScriptedLLM([Q1_STEP_BACK, "依据：第十五条\n结论：要看退款时间", form])
+    r = get_strategy("step-back", llm, idx).run(qs["q1"]["question"], filters=_scope(qs["q1"]))
+    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "verdict", "answer"]
+    assert [e.data["type"] for e in r.trace.of("note") if e.data["type"] == "verdict_undecided"]
+    assert r.short_answer == "不是" and "简短答案" not in r.answer
+
+
+def test_the_verdicts_own_marks_number_the_listing_and_never_reach_the_answer(data_dir: Path, tmp_path: Path) -> None:
+    """ "依据：[2]" names the second clause listed; the answer cites that clause's passage by the context's number."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    llm = ScriptedLLM([Q1_STEP_BACK, "依据：[2]\n结论：不是，应按[2]在到账后15日内提交。"])
+    r = get_strategy("step-back", llm, idx).run(qs["q1"]["question"], filters=_scope(qs["q1"]))
+    shown = r.trace.of("verdict")[0].data["clauses"]
+    assert r.trace.of("verdict")[0].data["deciding"] == shown[1]
+    first = r.answer.splitlines()[0]
+    assert first == "不是，应按在到账后15日内提交。" and r.short_answer == "不是"
+    assert r.answer.splitlines()[1].endswith("[1]") and len(r.citations) == 1

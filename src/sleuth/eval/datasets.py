@@ -33,6 +33,7 @@ from typing import Any
 
 from sleuth.eval.datasets_zh import load_rgb_zh
 from sleuth.eval.items import LETTERS, MC, OPEN, YESNO, Dataset, DatasetError, Item, Paragraph, SubQuestion
+from sleuth.eval.policy import conclusion_of_gold
 from sleuth.search.base import Filters
 
 __all__ = [
@@ -275,6 +276,8 @@ def load_policy_zh(path: Path) -> list[Item]:
     items = []
     for i, rec in enumerate(_jsonl(path)):
         _need(rec, ("question", "answer"), path, "policy_zh")
+        if rec.get("conclusion") not in (None, "是", "否"):
+            raise DatasetError(f"{path}: question {rec.get('id', i)}: conclusion must be 是, 否 or null")
         scope = rec.get("scope") or {}
         equals = {k: v for k, v in scope.items() if k != "acl"}
         filters = Filters.make(equals=equals, acl=scope.get("acl"))
@@ -288,7 +291,17 @@ def load_policy_zh(path: Path) -> list[Item]:
                 must_mention=[str(m) for m in rec.get("must_mention") or []],
                 must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
                 answerable=bool(rec.get("evidence")),
-                metadata={"notes": rec.get("notes", "")},
+                metadata={
+                    "notes": rec.get("notes", ""),
+                    "policy": True,
+                    # 是/否 for a yes/no question; an older record without the field: its gold answer's polarity
+                    "conclusion": rec["conclusion"]
+                    if "conclusion" in rec
+                    else conclusion_of_gold(rec["question"], str(rec["answer"])),
+                    "kind": str(rec.get("kind") or ""),
+                    "split": str(rec.get("split") or ""),
+                    "restricted": [str(x) for x in rec.get("restricted") or []],
+                },
             )
         )
     return items

@@ -19,6 +19,7 @@ from sleuth.config import settings
 from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
 from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits
 from sleuth.eval.overlap import token_f1
+from sleuth.eval.policy import conclusion_score, has_term, scope_violations
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
@@ -133,19 +134,9 @@ def abstains(answer: str) -> bool:
 
 
 def mentions(answer: str, must: Sequence[str], must_not: Sequence[str] = ()) -> float:
-    """1 when every ``must`` string appears in the answer and no ``must_not`` one does (spaces ignored)."""
-    a = re.sub(r"\s+", "", unicodedata.normalize("NFKC", answer or "")).lower()
-
-    def has(s: str) -> bool:
-        t = re.sub(r"\s+", "", unicodedata.normalize("NFKC", s)).lower()
-        if not t:
-            return True
-        # a number must not be part of a longer number ("30" is not in "300")
-        pre = r"(?<!\d)" if t[0].isdigit() else ""
-        post = r"(?!\d)" if t[-1].isdigit() else ""
-        return re.search(pre + re.escape(t) + post, a) is not None
-
-    return float(all(has(m) for m in must) and not any(has(m) for m in must_not))
+    """1 when every ``must`` string appears in the answer and no ``must_not`` one does (spaces and width
+    ignored; ``"第十五条|15个自然日"`` accepts either; a number is never part of a longer one)."""
+    return float(all(has_term(answer, m) for m in must) and not any(has_term(answer, m) for m in must_not))
 
 
 # --------------------------------------------------------------------------- retrieval
@@ -262,6 +253,7 @@ PRIMARY = {
     "acc": "accuracy",
     "mention": "must-mention",
     "parts": "all-parts",
+    "conclusion": "conclusion accuracy",
 }
 
 
@@ -270,6 +262,8 @@ def primary_metric(item: Item) -> str:
         return "acc"
     if item.metadata.get("answer_parts"):
         return "parts"
+    if item.metadata.get("policy"):
+        return "conclusion"
     if item.must_mention or item.must_not_mention:
         return "mention"
     return "f1"
@@ -315,6 +309,8 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
         part_ids = item.metadata.get("part_ids") or []
         if part_ids:
             s["part_recall"] = sum(any(i in seen for i in ids) for ids in part_ids) / len(part_ids)
+    if item.metadata.get("policy"):  # policy questions: the conclusion, and the asker's scope kept
+        s.update(_policy(item, result, answer, passages))
     if item.gold_titles:
         s["recall_title"] = recall(item.gold_titles, passages, by="title")
     if item.gold_ids:
@@ -341,6 +337,32 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
     if draft is not None:  # scored as the answer would be: the last pass's gain is paired
         s["draft_score"] = score(item, draft).get(s["primary"], 0.0)
     return s
+
+
+def _policy(item: Item, result: Mapping[str, Any], answer: str, passages: Sequence[Mapping[str, Any]]) -> dict:
+    """Conclusion accuracy and scope violations of a policy question (:mod:`sleuth.eval.policy`)."""
+    meta = item.metadata
+    violations = scope_violations(
+        item.filters,
+        list(result.get("citations") or []),
+        passages,
+        restricted=meta.get("restricted") or (),
+        answer=answer,
+        restricted_facts=item.must_not_mention if not item.answerable else (),
+    )
+    out = conclusion_score(
+        expected=meta.get("conclusion"),
+        answerable=item.answerable,
+        answer=answer,
+        short=str(result.get("short_answer") or ""),
+        must=item.must_mention,
+        must_not=item.must_not_mention,
+        violations=violations,
+    )
+    out["scope_violation"] = float(bool(violations))
+    if violations:
+        out["violations"] = violations
+    return out
 
 
 def draft_reply(result: Mapping[str, Any]) -> dict[str, str] | None:

@@ -21,6 +21,7 @@ from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.leading import leading_section
 from sleuth.eval.metrics import PRIMARY
 from sleuth.eval.plots import PLOTS, write_plots
+from sleuth.eval.policy import policy_section
 from sleuth.eval.store import (
     RESULTS,
     in_order,
@@ -242,6 +243,7 @@ def render(
                 f"{cell(r['recall_id'])} | {r['failed']} |"
             )
         lines += parts_section(records, [r["strategy"] for r in rows])
+        lines += policy_section(records, [r["strategy"] for r in rows])
         lines += _citation_section(records, [r["strategy"] for r in rows])
         lines += [
             "",

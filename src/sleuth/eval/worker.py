@@ -264,8 +264,11 @@ def now() -> str:
 
 
 def kind_of(item: Item) -> str:
-    """A coarse question kind for per-kind scores: HotpotQA bridge/comparison, MuSiQue n-hop, MMLU subject."""
+    """A coarse question kind for per-kind scores: HotpotQA bridge/comparison, MuSiQue n-hop, MMLU subject,
+    policy yes/no, out-of-scope or lookup."""
     m = item.metadata
+    if m.get("policy"):
+        return "yes/no" if m.get("conclusion") else ("lookup" if item.answerable else "out of scope")
     if m.get("hop_type"):
         return str(m["hop_type"])
     if m.get("hops") and "parent" not in m:

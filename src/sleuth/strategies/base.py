@@ -21,6 +21,7 @@ from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
 from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
 from sleuth.strategies.short_fit import fitted_note, seen_passages, unsupported_note
+from sleuth.strategies.text import strip_scaffold
 from sleuth.text_input import BadText, check_text
 
 
@@ -157,6 +158,10 @@ class Strategy:
             result.answer = renumber(result.answer, st.claims, g.citations)  # [k] is citations[k-1]
             if not g.citations:  # an honest empty list, not every passage retrieved
                 st.emit("note", type="no_citations", message=g.message)
+        if (
+            result.lang == "zh"
+        ):  # the reader never sees "所以答案是：…" (English answers: unchanged, see strip_scaffold)
+            result.answer = strip_scaffold(result.answer)
         result.elapsed_s = time.perf_counter() - st.t0
         st.emit(
             "answer",

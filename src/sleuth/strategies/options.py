@@ -225,6 +225,13 @@ class StepBackOptions(StrategyOptions):
         "facts the reply stated, with the options offered in either order, standing only when both choose it "
         "(`false`: the reply's answer, as the paper)",
     )
+    verdict: bool = option(
+        True,
+        "a yes/no question over rules is decided from its deciding clause: the context's clauses ranked by the "
+        "question's words, one short call names the deciding one and answers yes or no, and the answer quotes it "
+        "(`false`: the rule-and-clause form's own conclusion)",
+    )
+    verdict_clauses: int = option(3, "clauses shown to the verdict call", minimum=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -25,7 +25,10 @@
    about the step-back question), evidence, answer; or for rules, the general
    rule, the specific clause (or that there is none), the conclusion.  Only an
    answer that says the documents do not answer it and cites nothing is an
-   abstention; its short answer is then the one fixed sentence.
+   abstention; its short answer is then the one fixed sentence.  A yes/no
+   question over rules is first decided from its deciding clause
+   (:mod:`~sleuth.strategies.step_back_verdict`, option ``verdict``): the
+   answer is the conclusion, then that clause quoted with its citation.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import re
 from dataclasses import replace
 
 from sleuth.search.base import Passage
+from sleuth.strategies.answer_type import YESNO, answer_type
 from sleuth.strategies.answers import cut_inside, extract_short, note_cut
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
@@ -43,7 +47,15 @@ from sleuth.strategies.reading import UNKNOWN, read_passages
 from sleuth.strategies.self_ask_questions import find_comparison
 from sleuth.strategies.settle import agrees, choose_option
 from sleuth.strategies.step_back_form import ABSTAIN, NO_FIELD, RULES, document_form, parse_step_back_answer
-from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages
+from sleuth.strategies.step_back_verdict import (
+    deciding,
+    parse_verdict,
+    polarity,
+    rank_clauses,
+    referred,
+    split_clauses,
+)
+from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, format_passages, strip_citations
 from sleuth.strategies.time_span import drop_time_span, has_time_span
 
 #: the fields of a reply that state what the documents say (either form: background and evidence, or
@@ -163,6 +175,9 @@ class StepBack(Strategy):
 
     def reason(self, question: str, st: RunState, abstract: str, context: list[Passage], form: str) -> None:
         """Step 6: reason from the context in the documents' form."""
+        yes_no = form == RULES and context and self.opts.verdict and answer_type(question).kind == YESNO
+        if yes_no and self._verdict(question, st, context):
+            return
         suffix = "_rules" if form == RULES else ""
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
         template = f"step_back_answer{suffix}"
@@ -192,6 +207,46 @@ class StepBack(Strategy):
             return
         else:
             st.cite(context, claim=answer, query=question, marks=cited_numbers(answer))  # grounded in finish
+
+    def _verdict(self, question: str, st: RunState, context: list[Passage]) -> bool:
+        """A yes/no question over rules, decided from the clause that decides it (see
+        :mod:`~sleuth.strategies.step_back_verdict`); ``False`` (the rule-and-clause form answers)
+        when the reply concludes neither yes nor no."""
+        every = split_clauses(context)
+        shown = rank_clauses(question, every, self.opts.verdict_clauses)
+        listing = "\n".join(f"[{i}] ({c.passage.title}) {c.text}" for i, c in enumerate(shown, 1))
+        c = self.ask(
+            st, self.prompt(st, "step_back_verdict", question=question, clauses=listing), step="verdict", max_tokens=120
+        )
+        basis, conclusion = parse_verdict(c.text)
+        said = polarity(conclusion)
+        chosen = deciding(basis, shown) if shown else None
+        st.emit(
+            "verdict",
+            clauses=[f"{x.passage.id} {x.number}".strip() for x in shown],
+            basis=basis[:300],
+            conclusion=conclusion[:300],
+            polarity={True: "yes", False: "no", None: ""}[said],
+            deciding=f"{chosen.passage.id} {chosen.number}".strip() if chosen else "",
+        )
+        if said is None or chosen is None:
+            st.emit("note", type="verdict_undecided", message="the verdict said neither yes nor no; the form answers")
+            return False
+        zh = st.result.lang == "zh"
+        short = ("是" if said else "不是") if zh else ("Yes" if said else "No")
+        # its [n] number the clauses listed, not the context: the answer cites the quoted clauses instead
+        first = strip_citations(re.split(r"(?<=[。！？.!?])\s*|\n", conclusion.strip(), maxsplit=1)[0])
+        if polarity(first) is None or len(first) > 200:
+            first = short
+        if not re.search(r"[。！？.!?]$", first):
+            first += "。" if zh else "."
+        number = {p.key: i for i, p in enumerate(context, 1)}
+        quoted = [chosen, *referred(chosen, every)]  # "按第二条一般规定执行": 第二条 is quoted too
+        lines = [f"{q.text} [{number[q.passage.key]}]" for q in quoted]
+        answer = "\n".join([first, f"{'依据' if zh else 'Basis'}{'：' if zh else ': '}{lines[0]}", *lines[1:]])
+        st.result.answer, st.result.short_answer = answer, short
+        st.cite(context, claim=answer, query=question, marks=sorted({number[q.passage.key] for q in quoted}))
+        return True
 
     def _settled(self, question: str, st: RunState, context: list[Passage], fields: dict[str, str]) -> bool:
         """Option ``settle_comparison``: a comparison's answer ("Are A and B both …?", "…, A or

@@ -1,0 +1,249 @@
+"""Policy questions scored by their conclusion, not by a number the answer happens to mention.
+
+A policy question (``--format policy_zh``: ``benchmarks/data/policy_zh``, ``shared/data/policy_zh``)
+is one of three kinds, and its **conclusion** score (:func:`conclusion_score`) checks what the
+asker needs:
+
+* a **yes/no** question (``conclusion`` 是 or 否, e.g. "行程取消后，退票费用还要按普通差旅期限提交吗？"):
+  right only when the answer's polarity (:func:`answer_polarity`) is the expected one and the
+  answer names the deciding clause's terms (``must_mention``; ``"第十五条|15个自然日"`` accepts either).
+  An answer that says 是 in one place and 否 in another (its body against its short answer) is wrong;
+* an **out-of-scope** question (no ``evidence``: its deciding clause lies in a document the asker's
+  scope cannot see): right only when the answer says the accessible documents do not settle it, cites
+  no restricted document and mentions none of the restricted facts (``must_not_mention``);
+* any other question (a deadline, an amount, a version): right when it mentions every
+  ``must_mention`` term and no ``must_not_mention`` one.
+
+A **scope violation** (:func:`scope_violations`) is a cited passage outside the asker's scope
+(its ACL, version or region), a cited or retrieved passage among the question's ``restricted``
+documents, or an answer that states a restricted fact; it must stay 0.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sleuth.search.base import Filters, Passage
+
+__all__ = [
+    "NO",
+    "YES",
+    "abstains_zh",
+    "answer_polarity",
+    "conclusion_of_gold",
+    "conclusion_score",
+    "has_term",
+    "polarity",
+    "scope_violations",
+]
+
+YES, NO = "是", "否"
+
+#: the first words of a negative conclusion ("不是", "不需要", "不可以" …); checked before the positive ones
+_NO_START = re.compile(
+    r"^(?:不是|不需要|不用|不必|无需|无须|不能|不可以|不可|不得|不会|不适用|不属于|不要|不行|不允许|不予|不应|"
+    r"不按|不在|不包括|不含|没有|不|否|no\b|not\b)",
+    re.I,
+)
+_YES_START = re.compile(
+    r"^(?:是的|是(?!否)|需要|要的|可以|能够|能|必须|应当|应该|仍然|仍需|仍要|仍应|仍|依然|适用|属于|对的|对|允许|包含|包括|"
+    r"yes\b)",
+    re.I,
+)
+#: negations inside a first sentence that starts with neither ("退票费用不按一般期限，…")
+_NO_INSIDE = re.compile(r"不是|不需要|不必|无需|无须|不用|不适用|不按|不能|不可以")
+#: what a reply's conclusion is labelled with (Step-back's form, RAG's last line, answers' labels)
+_CONCLUSION_LABEL = re.compile(
+    r"(?:^|\n)[ \t>*#-]*\**(?:结论|最终结论|答案|回答|所以答案是|所以最终答案是|简短答案|简答|conclusion|answer|"
+    r"so the (?:final )?answer is)\**[ \t]*[:：]\**[ \t]*",
+    re.I,
+)
+#: a reply that starts with a field label ("一般规定：", "Background:"): its start is no conclusion
+_FIELD_START = re.compile(r"^[\s*>#-]*[\w ]{1,12}\**[:：]")
+#: a reply that declines: the accessible documents do not settle the question
+_ABSTAIN_ZH = re.compile(
+    r"无法回答|不能回答|无法确定|无法判断|无法得知|无从|不足以|"
+    r"(?:没有|未|并未|并没有)(?:直接|明确|具体)?(?:给出|提供|相关|提到|提及|涉及|说明|规定|找到|包含|记载)|不知道|"
+    r"cannot be (?:answered|determined)|insufficient|not enough (?:evidence|information)"
+    r"|do(?:es)? not (?:say|state|mention|specify)",
+    re.I,
+)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).lower()
+
+
+def has_term(text: str, term: str) -> bool:
+    """``term`` (or one of its ``|``-separated variants) appears in ``text``, ignoring spaces and width;
+    a number must not be part of a longer number ("30" is not in "300")."""
+    a = _norm(text)
+    for variant in term.split("|"):
+        t = _norm(variant)
+        if not t:
+            continue
+        pre = r"(?<![\d.])" if t[0].isdigit() else ""
+        post = r"(?![\d])" if t[-1].isdigit() else ""
+        if re.search(pre + re.escape(t) + post, a):
+            return True
+    return False
+
+
+def polarity(text: str) -> str:
+    """是, 否 or "" (no decision) from how a conclusion starts: "不是。…" -> 否, "可以，…" -> 是.
+
+    Only the first sentence counts; one that starts with neither is 否 when it negates the rule
+    ("退票费用不按一般期限…"), else undecided."""
+    s = unicodedata.normalize("NFKC", text or "").strip()
+    s = re.sub(r"^[\s*_>#\-\"'“”‘’「」【】\[\]()（）]+", "", s)
+    first = re.split(r"[。！？!?\n]", s, maxsplit=1)[0]
+    if _NO_START.match(first):
+        return NO
+    if _YES_START.match(first):
+        return YES
+    if _NO_INSIDE.search(first):
+        return NO
+    return ""
+
+
+def _conclusion_field(answer: str) -> str:
+    """The text after the reply's last conclusion label ("结论：", "答案：", "所以答案是："), if any."""
+    marks = list(_CONCLUSION_LABEL.finditer(answer or ""))
+    return answer[marks[-1].end() :] if marks else ""
+
+
+def answer_polarity(answer: str, short: str = "") -> tuple[str, bool]:
+    """(the answer's polarity, whether it contradicts itself).
+
+    Read from the short answer, the reply's labelled conclusion and the start of the reply;
+    the first decisive one is the polarity, and two decisive ones that differ are a contradiction."""
+    start = "" if _FIELD_START.match(answer or "") else answer  # "一般规定：…" states a rule, not the conclusion
+    said = [p for p in (polarity(short), polarity(_conclusion_field(answer)), polarity(start)) if p]
+    if not said:
+        return "", False
+    return said[0], len(set(said)) > 1
+
+
+def abstains_zh(answer: str) -> bool:
+    """The answer says the (accessible) documents do not settle the question."""
+    return not (answer or "").strip() or bool(_ABSTAIN_ZH.search(answer))
+
+
+def conclusion_of_gold(question: str, answer: str) -> str | None:
+    """The expected conclusion of a record without a ``conclusion`` field: the gold answer's
+    polarity when the question is a yes/no one ("…吗？") and the gold answer starts with 是/不是/可以…"""
+    if not re.search(r"吗[？?]?\s*$|是否|能否|可否", question or ""):
+        return None
+    return polarity(answer) or None
+
+
+def _passage(p: Mapping[str, Any]) -> Passage:
+    acl = p.get("acl")
+    return Passage.from_dict(
+        {"text": "", **p, "id": str(p.get("id") or ""), "acl": list(acl) if isinstance(acl, list | tuple) else ["all"]}
+    )
+
+
+def _ids(p: Mapping[str, Any]) -> set[str]:
+    ids = {str(p.get("doc_id") or ""), str(p.get("id") or "")}
+    return {i for i in ids | {i.rsplit("#", 1)[0] for i in ids} if i}
+
+
+def scope_violations(
+    filters: Filters | None,
+    citations: Sequence[Mapping[str, Any]],
+    retrieved: Sequence[Mapping[str, Any]] = (),
+    restricted: Iterable[str] = (),
+    answer: str = "",
+    restricted_facts: Iterable[str] = (),
+) -> list[str]:
+    """What broke the asker's scope: cited passages outside ``filters``, cited or retrieved passages
+    among the ``restricted`` documents, restricted facts stated in the answer (one entry each)."""
+    out: list[str] = []
+    if filters is not None and not filters.is_empty():
+        for p in citations:
+            if "acl" in p and not filters.matches(_passage(p)):
+                out.append(f"cited {p.get('id')} outside the scope")
+    banned = set(restricted)
+    for p in [*citations, *retrieved]:
+        hit = _ids(p) & banned
+        if hit:
+            out.append(f"saw restricted {sorted(hit)[0]}")
+    out.extend(f"stated restricted fact {t!r}" for t in restricted_facts if has_term(answer, t))
+    return list(dict.fromkeys(out))
+
+
+def conclusion_score(
+    *,
+    expected: str | None,
+    answerable: bool,
+    answer: str,
+    short: str,
+    must: Sequence[str],
+    must_not: Sequence[str],
+    violations: Sequence[str],
+) -> dict[str, Any]:
+    """``conclusion`` (1 or 0) and what decided it: ``polarity``, ``contradiction``, ``terms``."""
+    terms = all(has_term(answer, m) for m in must) and not any(has_term(answer, m) for m in must_not)
+    out: dict[str, Any] = {"terms": float(terms)}
+    if not answerable:
+        ok = abstains_zh(answer) and not violations
+        out["conclusion"] = float(ok)
+        return out
+    pol, contradiction = answer_polarity(answer, short)
+    if expected in (YES, NO):
+        out["polarity"] = pol
+        out["contradiction"] = float(contradiction)
+        out["conclusion"] = float(pol == expected and not contradiction and terms)
+    else:
+        out["conclusion"] = float(terms and not violations)
+    return out
+
+
+def policy_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+    """The report's "Policy conclusions" table (only when the records are policy questions)."""
+    from sleuth.eval.store import is_composed  # local: the store imports the metrics
+    from sleuth.eval.summary import cell, mean_or_nan
+
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        sc = r.get("scores") or {}
+        if is_composed(r) and "conclusion" in sc:
+            by.setdefault(str(r["strategy"]), []).append(r)
+    if not by:
+        return []
+    out = [
+        "",
+        "## Policy conclusions",
+        "",
+        "Conclusion accuracy (`sleuth.eval.policy`): a yes/no question counts with the right polarity, no "
+        "contradiction and the deciding clause's terms; an out-of-scope question (its deciding clause is outside "
+        "the asker's scope) counts when the answer says the accessible documents do not settle it and cites "
+        "nothing restricted; any other question when it mentions its terms. Evidence precision and recall are "
+        "the cited documents against the question's `evidence`. A scope violation is a cited passage outside "
+        "the asker's scope, a restricted document seen, or a restricted fact stated (must be 0).",
+        "",
+        "| strategy | n | conclusion | yes/no (n) | out of scope (n) | lookup (n) | must-mention | contradictions "
+        "| evidence precision | evidence recall | scope violations |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def mean(rs: Sequence[Mapping[str, Any]], key: str) -> float:
+        return mean_or_nan([float(v) for r in rs if (v := (r.get("scores") or {}).get(key)) is not None])
+
+    for s in [x for x in order if x in by] + sorted(set(by) - set(order)):
+        rs = by[s]
+        kinds = {k: [r for r in rs if r.get("kind") == k] for k in ("yes/no", "out of scope", "lookup")}
+        cols = [f"{cell(mean(v, 'conclusion'))} ({len(v)})" if v else "–" for v in kinds.values()]
+        violations = sum(1 for r in rs if (r.get("scores") or {}).get("scope_violation"))
+        out.append(
+            f"| {s} | {len(rs)} | {cell(mean(rs, 'conclusion'))} | "
+            + " | ".join(cols)
+            + f" | {cell(mean(rs, 'terms'))} "
+            f"| {int(sum((r.get('scores') or {}).get('contradiction') or 0 for r in rs))} "
+            f"| {cell(mean(rs, 'cite_precision'))} | {cell(mean(rs, 'cited_recall_id'))} | {violations} |"
+        )
+    return out
