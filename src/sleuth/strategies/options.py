@@ -231,7 +231,7 @@ class StepBackOptions(StrategyOptions):
         "question's words, one short call names the deciding one and answers yes or no, and the answer quotes it "
         "(`false`: the rule-and-clause form's own conclusion)",
     )
-    verdict_clauses: int = option(3, "clauses shown to the verdict call", minimum=1)
+    verdict_clauses: int = option(3, "clauses shown to the verdict call", minimum=1, maximum=MAX_K)
 
     def __post_init__(self) -> None:
         super().__post_init__()
