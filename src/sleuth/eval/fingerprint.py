@@ -46,7 +46,9 @@ Not hashed: timings, object reprs, ids and the trace's field layout.  Not covere
 paths the probe does not walk (e.g. a changed comparison against an option's threshold
 that the short probe prompts never reach; the threshold's default itself is hashed), dense and hybrid retrieval (the probe indexes lexically: the
 dense extra loads an embedding model, which takes far longer than the probe), retry and
-rate-limit handling, and the embedded llama.cpp backend.  A strategy defined outside
+rate-limit handling, the embedded llama.cpp backend, and the standalone-question step of a
+follow-up (:mod:`sleuth.strategies.conversation`: only with a conversation's history, which no
+probe question has; its ``rewrite.txt`` templates are left out, see :data:`UNPROBED`).  A strategy defined outside
 Sleuth (``module:Class``) is probed the same way.  ``sleuth eval verify`` (running stored
 records again against the real model) is the full check either way.
 
@@ -66,6 +68,9 @@ from sleuth.eval.probe import LANGS, check_lang, run_probe, strategy_class
 from sleuth.eval.probe.server import canonical
 
 DIGITS = 12
+#: template stems of steps the probe never walks, so left out of every fingerprint: ``rewrite`` (a
+#: follow-up's standalone question, only with a conversation's history; no probe question has one)
+UNPROBED = ("rewrite",)
 #: the ``code_lang`` of a run with questions in both languages (and of a ``run.json`` without one)
 COMBINED = "+".join(LANGS)
 
@@ -121,7 +126,7 @@ def behaviour(strategy: str, lang: str) -> dict[str, object]:
     from sleuth.strategies import STRATEGIES
     from sleuth.strategies.prompts import PROMPT_DIR
 
-    stems = {_stem(c) for c in STRATEGIES.values()}
+    stems = {_stem(c) for c in STRATEGIES.values()} | set(UNPROBED)
     templates = templates_for(_stem(strategy_class(strategy)), PROMPT_DIR, stems, check_lang(lang))
     return {"probe": run_probe(strategy, lang), "templates": templates}
 

@@ -132,8 +132,9 @@ def parent_of(task_id: str) -> str | None:
 
 
 def question_of(task_id: str) -> str:
-    """The dataset question a task belongs to: a hop's composed question, else the task's own id."""
-    return parent_of(task_id) or task_id
+    """The dataset question a task belongs to: a hop's composed question, a conversation baseline's
+    conversation (``<qid>::last``), else the task's own id."""
+    return task_id.split("::", 1)[0]
 
 
 @dataclass

@@ -155,7 +155,7 @@ def run_task(payload: Mapping[str, Any], *, replay: Replay | None = None) -> dic
         strat = worker.strategy(name, item, replay)
         if replay is None and (payload["config"].get("llm_options") or {}).get("isolated"):
             worker.llm.reset_prompt_cache()  # this task starts from an empty KV cache
-        result = strat.run(item.prompt(), filters=item.filters)
+        result = strat.run(item.prompt(), filters=item.filters, history=item.history or None)
         rd = result.to_dict()
         rd["strategy"] = name
         rec["result"] = rd
@@ -192,6 +192,7 @@ def make_record(
         "reason": rec.get("reason", ""),
         "error": rec.get("error", ""),
         "question": item.prompt(),
+        **({"history": item.history} if item.history else {}),
         "answers": item.answers,
         "type": item.type,
         "kind": kind_of(item),

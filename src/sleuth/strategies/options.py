@@ -81,6 +81,16 @@ class StrategyOptions:
         derived="4000 (en) / 2000 (zh)",
     )
 
+    rewrite: bool = option(
+        True,
+        "with earlier turns (`history`), first rewrite the question to stand alone (one short LLM call); "
+        "`false`: the last message is answered as it is",
+        neutral=True,
+    )
+    history_tokens: int = option(
+        768, "tokens of earlier turns the rewrite reads (the most recent kept)", minimum=16, neutral=768
+    )
+
     def __post_init__(self) -> None:
         hints = _hints(type(self))
         for f in fields(self):
