@@ -333,7 +333,9 @@ def test_http_refuses_unknown_options_with_422(api: Any) -> None:
         chat = {"model": "sleuth-rat", "messages": [{"role": "user", "content": "Who directed Jaws?"}]}
         err = _error(c.post("/v1/chat/completions", json={**chat, "options": {"n_pasages": 2}}))
         assert "unknown option 'n_pasages' for rat; did you mean 'n_passages'?" in err["message"]
-        assert err["message"].endswith("valid options: lang, k, max_steps, max_tokens, context_chars, rewrite, history_tokens, n_passages")
+        assert err["message"].endswith(
+            "valid options: lang, k, max_steps, max_tokens, context_chars, rewrite, history_tokens, n_passages"
+        )
     assert len(fake.requests) == before  # nothing ran
 
 
