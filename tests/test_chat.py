@@ -17,22 +17,10 @@ from typing import Any
 import pytest
 
 from fake_openai_server import FakeOpenAIServer
+from serverkit import policy_model
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
-
-
-def policy_model(body: dict[str, Any]) -> str:
-    """Rewrites "那出境的呢？" from its history; answers from the documents it is shown."""
-    text = "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
-    if text.rstrip().endswith("完整问题："):
-        last = text.rsplit("最后的问题：", 1)[1]
-        return "境外出差的报销期限是多久？" if "出境" in last else last.split("\n")[0]
-    if "回国后60个自然日" in text and "境外出差的报销期限" in text:
-        return "境外出差人员应在回国后60个自然日内提交报销申请[1]。\n所以答案是：回国后60个自然日内"
-    if "30个自然日" in text:
-        return "员工应在行程结束后30个自然日内提交报销申请[1]。\n所以答案是：行程结束后30个自然日内"
-    return "文档中没有相关规定。\n所以答案是：不知道"
 
 
 class Terminal:
@@ -77,7 +65,7 @@ class Terminal:
 
 @pytest.fixture
 def terminal(data_dir: Path, tmp_path: Path):
-    with FakeOpenAIServer(script=policy_model) as srv:
+    with FakeOpenAIServer(script=policy_model()) as srv:
         env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONUNBUFFERED="1", COLUMNS="200",
                    SLEUTH_HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"))  # fmt: skip
         args = [sys.executable, "-m", "sleuth", "chat", "--strategy", "rag", "--corpus",

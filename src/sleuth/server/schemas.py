@@ -148,7 +148,7 @@ def _history(v: Any) -> Any:
     if v is None:
         return v
     try:
-        parse_history(v if isinstance(v, list) else [v])
+        parse_history(v)
     except BadHistory as e:
         raise ValueError(str(e)) from None
     return v
@@ -189,6 +189,7 @@ class SourceInfo(BaseModel):
     name: str
     kind: str = ""
     default: bool = False
+    lang: str = Field("", description="the language of its documents: en, zh, or '' when unknown")
 
 
 class SourceList(BaseModel):
