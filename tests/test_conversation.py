@@ -242,3 +242,19 @@ def test_the_musique_builder_makes_follow_ups_from_decompositions(data_dir: Path
         assert "#" not in it.question and it.metadata["reference"].lower() in it.question.lower()
         assert hop1.answer in it.standalone and it.answers[0] == hop2.answer
         assert it.paragraphs and (not it.gold_ids or it.gold_ids[0] in {p.id for p in it.paragraphs})
+
+
+def test_a_rewrite_that_only_repeats_a_question_falls_back_to_the_one_before_and_the_message(glass: Any) -> None:
+    zh = [{"role": "user", "content": "国内出差的报销期限是多久？"}, {"role": "assistant", "content": "30天。"}]
+    for echoed in ("那出境的呢？", "国内出差的报销期限是多久？"):  # the message itself, or the earlier question
+        r = get_strategy("rag", rag_model(echoed), glass, k=2).run("那出境的呢？", history=zh)
+        rw = r.trace.of("rewrite")[0].data
+        assert rw["fallback"] and rw["question"] == r.question == "国内出差的报销期限是多久？那出境的呢？"
+    r = get_strategy("rag", rag_model("Who founded it?"), glass, k=2).run("Who founded it?", history=HISTORY)
+    assert r.question == "Who founded the Lumen Works studio? Who founded it?"
+    # a message that stands alone may come back unchanged: no fallback
+    alone = "How many glassblowers work at Lumen Works?"
+    r = get_strategy("rag", rag_model(alone), glass, k=2).run(alone, history=HISTORY)
+    assert r.question == alone and not r.trace.of("rewrite")[0].data["fallback"]
+    r = get_strategy("rag", rag_model("一万元的报销单要谁批？"), glass, k=2).run("一万元的报销单要谁批？", history=zh)
+    assert not r.trace.of("rewrite")[0].data["fallback"]

@@ -17,7 +17,16 @@ from typing import Any
 
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, prompt_chars, prompt_digest
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
-from sleuth.strategies.conversation import REWRITE_MAX_TOKENS, Turn, fit, parse_history, parse_rewrite, render_history
+from sleuth.strategies.conversation import (
+    REWRITE_MAX_TOKENS,
+    Turn,
+    fit,
+    parse_history,
+    parse_rewrite,
+    render_history,
+    resolved_nothing,
+    with_context,
+)
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
 from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
@@ -142,6 +151,9 @@ class Strategy:
             rewritten = validate_question(rewritten)
         except BadQuestion:
             rewritten = original
+        fallback = resolved_nothing(rewritten, original, win.kept)
+        if fallback:  # the model repeated a question: search with the one before and the message
+            rewritten = validate_question(with_context(original, win.kept)[-MAX_QUESTION_CHARS:])
         st.result.question = rewritten
         st.emit(
             "rewrite",
@@ -153,6 +165,7 @@ class Strategy:
             dropped_tokens=win.dropped_tokens,
             trimmed=win.trimmed,
             history_tokens=self.opts.history_tokens,
+            fallback=fallback,
         )
 
     @staticmethod

@@ -140,6 +140,42 @@ def parse_rewrite(text: str, question: str) -> str:
     return question
 
 
+#: words by which a short message leans on the conversation ("那出境的呢？", "Who founded it?")
+_LEANS_ZH = re.compile(r"呢|^那|^那么|它|他|她|这个|那个|该|此|上述|同样")
+_LEANS_EN = re.compile(r"\b(it|its|he|him|his|she|her|they|them|their|that|this|these|those|there|then|same)\b", re.I)
+SHORT_ZH, SHORT_EN = 14, 8
+
+
+def leans_on_context(question: str) -> bool:
+    """A short message that refers to something it does not name (a pronoun, "那…呢")."""
+    cjk = len(_CJK.findall(question))
+    if cjk:
+        return cjk <= SHORT_ZH and bool(_LEANS_ZH.search(question))
+    return len(question.split()) <= SHORT_EN and bool(_LEANS_EN.search(question))
+
+
+def _same(a: str, b: str) -> bool:
+    norm = re.compile(r"[\s\W_]+", re.UNICODE)
+    return norm.sub("", a).lower() == norm.sub("", b).lower()
+
+
+def resolved_nothing(rewritten: str, question: str, turns: Sequence[Turn]) -> bool:
+    """The model's rewrite of a message that leans on the conversation only repeats that message or an
+    earlier question (what a small model often does), so it names nothing the message lacked."""
+    if not leans_on_context(question):
+        return False
+    return _same(rewritten, question) or any(_same(rewritten, t.content) for t in turns if t.role == "user")
+
+
+def with_context(question: str, turns: Sequence[Turn]) -> str:
+    """The fallback question: the last earlier user question, then the message (search sees both)."""
+    prev = next((t.content for t in reversed(turns) if t.role == "user"), "")
+    if not prev:
+        return question
+    sep = "" if _CJK.search(prev[-1:]) else " "
+    return f"{prev}{sep}{question}"
+
+
 def last_user_turn(messages: Sequence[Turn]) -> tuple[str, list[Turn]]:
     """Split a conversation into (the last user message, the turns before it).
 
