@@ -124,7 +124,7 @@ def conversation(item: Item) -> tuple[dict[str, Any] | None, str]:
     follow_up = _capitalise_start(as_question(_REF.sub(ref, re.sub(r"\b[Tt]he #1\b", "#1", h2.question))))
     standalone = as_question(substitute(h2.question, [h1.answer]))
     record = {
-        "id": f"{item.id}::conv",
+        "id": item.id,
         "messages": [
             {"role": "user", "content": as_question(h1.question)},
             {"role": "assistant", "content": h1.answer.rstrip(".") + "."},

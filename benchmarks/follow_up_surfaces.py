@@ -128,7 +128,8 @@ def page(url: str, strategy: str) -> bool:
         turn = pg.locator("#turn2")
         read = turn.locator(".step-rewrite q").inner_text() if turn.locator(".step-rewrite").count() else "(none)"
         answer = turn.locator(".answer").inner_text()
-        cited = turn.locator(".citations dd").all_inner_texts()
+        # the passage ids, from each citation's provenance (closed <details>: read the text content)
+        cited = [t for t in turn.locator(".citations dd").all_text_contents() if "#" in t]
         (ROOT / "test-artifacts").mkdir(exist_ok=True)
         pg.screenshot(path=str(ROOT / "test-artifacts" / "follow-up-page.png"), full_page=True)
         b.close()

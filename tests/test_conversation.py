@@ -17,6 +17,7 @@ from sleuth.eval.tasks import build_tasks
 from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search.base import Filters
 from sleuth.strategies import get_strategy
+from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.conversation import BadHistory, Turn, estimate_tokens, fit, parse_history, parse_rewrite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -258,3 +259,56 @@ def test_a_rewrite_that_only_repeats_a_question_falls_back_to_the_one_before_and
     assert r.question == alone and not r.trace.of("rewrite")[0].data["fallback"]
     r = get_strategy("rag", rag_model("一万元的报销单要谁批？"), glass, k=2).run("一万元的报销单要谁批？", history=zh)
     assert not r.trace.of("rewrite")[0].data["fallback"]
+
+
+def test_tasks_group_by_their_conversation_even_when_ids_hold_the_separator() -> None:
+    from sleuth.eval.gap import question_of
+
+    assert question_of("a::b::last") == question_of("a::b::standalone") == question_of("a::b") == "a::b"
+    assert question_of("q1::sub2") == "q1" and question_of("q1") == "q1"
+
+
+class LastWord(Strategy):
+    """Answers with the last word of the question it is given (after any rewrite): no model of its own."""
+
+    name = "last-word"
+
+    def solve(self, question: str, st: RunState) -> None:
+        st.result.answer = st.result.short_answer = question.rstrip("?").split()[-1]
+
+
+def test_sleuth_eval_runs_conversations_and_reports_the_three_modes(tmp_path: Path) -> None:
+    from fake_openai_server import FakeOpenAIServer
+    from sleuth.eval.runner import EvalConfig, run_eval
+    from sleuth.eval.store import read_records
+
+    rows = [
+        {"id": f"p::{i}", "messages": [{"role": "user", "content": f"Who founded studio {i}?"},
+                                        {"role": "assistant", "content": f"Founder{i}."},
+                                        {"role": "user", "content": "Where was that person born?"}],
+         "standalone": f"Where was Founder{i} born? Town{i}", "answers": [f"Town{i}"]}
+        for i in range(4)
+    ]  # fmt: skip
+    data = tmp_path / "conv.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    def model(body: dict[str, Any]) -> str:  # the rewrite resolves the reference for even conversations
+        text = body["messages"][0]["content"]
+        i = text.rsplit("User: Who founded studio ", 1)[1].split("?")[0]
+        return f"Where was Founder{i} born? Town{i}" if int(i) % 2 == 0 else "Where was that person born?"
+
+    with FakeOpenAIServer(script=model) as srv:
+        cfg = EvalConfig(data=str(data), format="jsonl", out=str(tmp_path / "run"), setting="closed",
+                         strategies=[f"{Path(__file__).stem}:LastWord"], base_url=srv.base_url, model="fake")  # fmt: skip
+        run_eval(cfg, progress=False)
+    recs = read_records(tmp_path / "run")
+    assert sorted(r["qid"] for r in recs) == sorted(
+        f"p::{i}{s}" for i in range(4) for s in ("", "::last", "::standalone")
+    )
+    by = {r["qid"]: r for r in recs}
+    assert by["p::0"]["scores"]["f1"] == 1.0 and by["p::0::last"]["scores"]["f1"] == 0.0
+    assert by["p::0"]["history"][0]["content"] == "Who founded studio 0?"
+    assert by["p::1"]["result"]["trace"][2]["data"]["fallback"]  # the model resolved nothing
+    report = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+    assert "## Follow-up questions" in report and "| 4 | 0.500 [" in report
+    assert "4 questions" in report or "4 of 4" in report or "complete" in report
