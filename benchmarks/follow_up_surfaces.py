@@ -149,10 +149,10 @@ def chat(args: argparse.Namespace) -> bool:
 
     def until(text: str, since: int) -> int:
         nonlocal out
-        end = time.monotonic() + 1800
+        end = time.monotonic() + 900
         while text not in out[since:]:
             if time.monotonic() > end or proc.poll() is not None:
-                raise RuntimeError(f"sleuth chat never printed {text!r}:\n{out[-2000:]}")
+                raise RuntimeError(f"sleuth chat never printed {text!r}:\n{out[-3000:]}")
             if select.select([master], [], [], 0.5)[0]:
                 out += ANSI.sub("", os.read(master, 65536).decode("utf-8", "replace"))
         return out.index(text, since) + len(text)

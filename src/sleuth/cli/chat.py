@@ -16,6 +16,8 @@ leaves (Ctrl-C during an answer stops it first); the model is stopped on the way
 
 from __future__ import annotations
 
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,8 @@ def chat(
         llm = get_llm(model, base_url=base_url)
     except (LLMError, ValueError) as e:
         raise UserError(str(e)) from None
+    if sys.stdin.isatty():  # Ctrl-C leaves, even when started from a shell that ignores SIGINT (nohup, &)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     session = Chat(llm, retriever, name, options, filters)
     console.print(f"[dim]sleuth chat · strategy {name} · {escape(HELP)}[/]")
     try:
