@@ -312,3 +312,10 @@ def test_sleuth_eval_runs_conversations_and_reports_the_three_modes(tmp_path: Pa
     report = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     assert "## Follow-up questions" in report and "| 4 | 0.500 [" in report
     assert "4 questions" in report or "4 of 4" in report or "complete" in report
+
+
+def test_an_assistant_turn_with_control_characters_is_cleaned_a_user_turn_refused() -> None:
+    turns = parse_history([{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A\x1b[0m\x00."}])
+    assert turns[1].content == "A[0m."
+    with pytest.raises(BadHistory, match="history turn 1"):
+        parse_history([{"role": "user", "content": "Q\x1b?"}])

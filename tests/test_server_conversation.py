@@ -111,7 +111,7 @@ def test_v1_ask_takes_a_history_and_the_option_turns_the_rewrite_off(world) -> N
             r = c.post("/v1/ask", json={"question": FOLLOW, "history": bad})
             assert r.status_code == 422 and r.json()["error"]["message"].startswith(where), (bad, r.text)
         r = c.post("/v1/chat/completions", json={"model": "sleuth-rag", "messages": [
-            {"role": "assistant", "content": "a\x00b"}, {"role": "user", "content": FOLLOW}]})  # fmt: skip
+            {"role": "user", "content": "a\x00b"}, {"role": "user", "content": FOLLOW}]})  # fmt: skip
         assert r.status_code == 422 and "history turn 1" in r.json()["error"]["message"], r.text
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sleuth.text_input import BadText, check_text
+from sleuth.text_input import BadText, check_text, without_refused
 
 ROLES = ("user", "assistant")
 #: at most this many turns are accepted in one request (each is also length-checked)
@@ -71,6 +71,8 @@ def parse_history(history: Iterable[Any] | None) -> list[Turn]:
             content = ""
         if not isinstance(content, str):
             raise BadHistory(f"history turn {i} has no text content")
+        if role == "assistant":  # a model's earlier answer, sent back: control characters it emitted are dropped
+            content = without_refused(content)
         try:
             check_text(content, f"history turn {i}")
         except BadText as e:
