@@ -18,7 +18,15 @@ from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search.base import Filters
 from sleuth.strategies import get_strategy
 from sleuth.strategies.base import RunState, Strategy
-from sleuth.strategies.conversation import BadHistory, Turn, estimate_tokens, fit, parse_history, parse_rewrite
+from sleuth.strategies.conversation import (
+    BadHistory,
+    Turn,
+    estimate_tokens,
+    fit,
+    leans_on_context,
+    parse_history,
+    parse_rewrite,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = {
@@ -259,6 +267,8 @@ def test_a_rewrite_that_only_repeats_a_question_falls_back_to_the_one_before_and
     assert r.question == alone and not r.trace.of("rewrite")[0].data["fallback"]
     r = get_strategy("rag", rag_model("一万元的报销单要谁批？"), glass, k=2).run("一万元的报销单要谁批？", history=zh)
     assert not r.trace.of("rewrite")[0].data["fallback"]
+    assert leans_on_context("往返那天怎么算？") and leans_on_context("那里花的外币怎么折算？")
+    assert not leans_on_context("员工出差坐火车可以选什么座位？") and not leans_on_context("Who founded Tesla?")
 
 
 def test_tasks_group_by_their_conversation_even_when_ids_hold_the_separator() -> None:

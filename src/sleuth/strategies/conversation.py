@@ -143,7 +143,7 @@ def parse_rewrite(text: str, question: str) -> str:
 
 
 #: words by which a short message leans on the conversation ("那出境的呢？", "Who founded it?")
-_LEANS_ZH = re.compile(r"呢|^那|^那么|它|他|她|这个|那个|该|此|上述|同样")
+_LEANS_ZH = re.compile(r"呢|那|这|它|他|她|该|此|上述|同样")
 _LEANS_EN = re.compile(r"\b(it|its|he|him|his|she|her|they|them|their|that|this|these|those|there|then|same)\b", re.I)
 SHORT_ZH, SHORT_EN = 14, 8
 
