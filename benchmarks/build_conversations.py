@@ -98,7 +98,7 @@ def reference_for(hop: str) -> str:
         rest = text[w.end() :].split()
         nxt = rest[0].lower() if rest else ""
         if nxt.isalpha() and nxt not in _AUX and nxt not in ("of", "in", "on", "at") and not nxt.endswith("ed"):
-            return f"that {noun} {nxt}"  # "What fictional work does ..." -> "that fictional work"
+            return f"that {noun} {nxt}"  # "What musical instrument does ..." -> "that musical instrument"
         return f"that {noun}"
     return "it"
 
