@@ -97,7 +97,7 @@ def reference_for(hop: str) -> str:
     if wh in ("what", "which") and noun and noun not in _AUX and noun.isalpha():
         rest = text[w.end() :].split()
         nxt = rest[0].lower() if rest else ""
-        if nxt.isalpha() and nxt not in _AUX and nxt not in ("of", "in", "on", "at") and not nxt.endswith("ed"):
+        if nxt.isalpha() and nxt not in _AUX and nxt not in ("of", "in", "on", "at") and not nxt.endswith(("ed", "s")):
             return f"that {noun} {nxt}"  # "What musical instrument does ..." -> "that musical instrument"
         return f"that {noun}"
     return "it"
