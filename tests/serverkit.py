@@ -56,3 +56,23 @@ def sse_events(response: httpx.Response) -> Iterator[tuple[str, Any]]:
             name = line[6:].strip()
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
+
+
+def policy_model(delay_s: float = 0.0) -> Any:
+    """A scripted model for follow-ups over policy_zh (the fake server's ``script``): it rewrites
+    "那出境的呢？" from its history into the overseas question and answers from the documents it is
+    shown; ``delay_s`` per call, so a page can be watched mid-run."""
+
+    def reply(body: dict[str, Any]) -> str:
+        time.sleep(delay_s)
+        text = "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
+        if text.rstrip().endswith("完整问题："):
+            last = text.rsplit("最后的问题：", 1)[1]
+            return "境外出差的报销期限是多久？" if "出境" in last else last.strip().split("\n")[0]
+        if "回国后60个自然日" in text and "境外出差的报销期限" in text:
+            return "境外出差人员应在回国后60个自然日内提交报销申请[1]。\n所以答案是：回国后60个自然日内"
+        if "30个自然日" in text and "国内出差" in text:
+            return "员工应在行程结束后30个自然日内提交报销申请[1]。\n所以答案是：行程结束后30个自然日内"
+        return "文档中没有相关规定。\n所以答案是：不知道"
+
+    return reply

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from serverkit import running
+from fake_openai_server import FakeOpenAIServer
+from serverkit import policy_model, running
+from sleuth.llm.client import OpenAICompatLLM
 from sleuth.search import open_retriever
 from sleuth.server import ServerSettings, create_app
 from sleuth.strategies.rat import unified_diff
@@ -173,3 +175,76 @@ def test_page_works_with_an_api_key(browser: Any) -> None:
         assert time.monotonic() - t < 10
         assert alert.inner_text() == ""
         page.close()
+
+
+def test_a_conversation_on_the_page_over_a_chinese_index(browser: Any, data_dir: Path, tmp_path: Path) -> None:
+    """Issue 54: the page is a thread with follow-ups and a "new conversation" button; issue 55: a
+    Chinese index gets a Chinese placeholder and a CJK font stack, the header counts the run in progress,
+    and no step reads "null"."""
+    policy = open_retriever(data_dir / "policy_zh" / "corpus.jsonl", cache_dir=tmp_path / "idx")
+    with FakeOpenAIServer(script=policy_model(1.0)) as srv:
+        llm = OpenAICompatLLM(srv.base_url, "fake-model")
+        app = create_app(ServerSettings(default_strategy="rag", max_concurrency=4), llm=llm,
+                         retrievers={"policy": policy})  # fmt: skip
+        with running(app) as url:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(url + "/")
+            wait_until(page, "document.documentElement.lang === 'zh-CN'")
+            q = page.get_by_label("Question")
+            assert "例如" in q.get_attribute("placeholder")
+            font = page.evaluate("getComputedStyle(document.body).fontFamily")
+            for name in ("PingFang SC", "Microsoft YaHei", "Noto Sans CJK SC", "WenQuanYi Micro Hei"):
+                assert name in font, font
+            assert page.locator("#new").is_disabled()
+            page.get_by_label("Scope filters").fill("version=2025 acl=all")
+
+            q.fill("国内出差的报销期限是多久？")
+            q.press("Control+Enter")
+            wait_until(page, "document.getElementById('health').textContent.includes('1/4 running')", 20)
+            wait_until(page, "document.querySelector('#turn1 article').getAttribute('aria-busy') === 'false'", 60)
+            turn1 = page.locator("#turn1")
+            assert "30个自然日" in turn1.locator(".answer").inner_text()
+            wait_until(page, "document.getElementById('health').textContent.includes('0/4 running')", 10)
+            assert q.input_value() == "" and "那出境的呢" in q.get_attribute("placeholder")
+
+            q.fill("那出境的呢？")
+            q.press("Control+Enter")
+            wait_until(page, "document.querySelector('#turn2 article')?.getAttribute('aria-busy') === 'false'", 60)
+            turn2 = page.locator("#turn2")
+            assert turn2.locator(".you").inner_text().endswith("那出境的呢？")
+            kinds = turn2.locator(".step .kind").all_inner_texts()
+            assert kinds[:3] == ["Start", "Model call", "Follow-up read as"], kinds
+            assert "境外出差的报销期限是多久？" in turn2.locator(".step-rewrite").inner_text()
+            assert "回国后60个自然日" in turn2.locator(".answer").inner_text()
+            assert "境外差旅费用管理细则" in turn2.locator(".citations").inner_text()
+            assert "30个自然日" in turn1.locator(".answer").inner_text()  # the thread keeps turn 1
+            rewrites = [r["body"] for r in srv.requests if "完整问题" in str(r["body"])]
+            assert len(rewrites) == 1 and "用户：国内出差的报销期限是多久？" in rewrites[0]["messages"][0]["content"]
+            steps = page.locator("#results").inner_text()
+            assert "null" not in steps and "undefined" not in steps
+
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "web-conversation.png"), full_page=True)
+            page.locator("#new").click()
+            assert page.locator("#results .turn").count() == 0 and page.locator("#new").is_disabled()
+            n = len(srv.requests)
+            q.fill("那出境的呢？")
+            q.press("Control+Enter")
+            wait_until(page, "document.querySelector('#turn3 article')?.getAttribute('aria-busy') === 'false'", 60)
+            assert "Follow-up read as" not in page.locator("#turn3 .steps").inner_text()
+            assert not any("完整问题" in str(r["body"]) for r in srv.requests[n:])
+            # a step whose field is null shows nothing for it (was "Intermediate answer 是null")
+            page.evaluate(
+                """() => {
+                  const col = newColumn('self-ask');
+                  document.getElementById('results').append(col.node);
+                  addStep(col, {kind: 'intermediate_answer', t: 0.1, data: {answer: '是', source: null}});
+                  addStep(col, {kind: 'note', t: 0.2, data: {type: null, message: '好'}});
+                }"""
+            )
+            assert page.locator(".step-intermediate_answer .step-body").inner_text() == "是"
+            assert page.locator(".step-note .step-body").last.inner_text() == "好"
+            assert not errors, errors
+            page.close()

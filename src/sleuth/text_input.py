@@ -56,6 +56,12 @@ def text_problem(text: str) -> str | None:
     )
 
 
+def without_refused(text: str) -> str:
+    """``text`` with the characters :func:`check_text` refuses removed (for text Sleuth itself
+    produced and gets back, such as a model's answer returned as a conversation's assistant turn)."""
+    return _REFUSED.sub("", text)
+
+
 def check_text(value: Any, field: str) -> str:
     """``value`` unchanged when it is acceptable text; else :class:`BadText` naming ``field``."""
     if not isinstance(value, str):

@@ -168,6 +168,7 @@ def _chunks(name: str, lang: str) -> list[str]:
 
 #: templates a chat call may use, in the order they are recognised
 CHAT_TEMPLATES = (
+    "rewrite",
     "search_o1_rid",
     "self_ask_extract",
     "step_back_question_rules",
@@ -244,6 +245,8 @@ class ScriptedModel:
     def chat(self, kind: str, text: str) -> str:
         docs = self._docs(text)
         a = self.answer
+        if kind == "rewrite":  # a follow-up made to stand alone: aimed where the follow-ups aim
+            return f"Standalone question: {self.follow_up}"
         if kind in ("step_back_question", "step_back_question_rules"):
             q = self.step_back or f"What are the general rules about {self.query}?"
             return f"Step-back question: {q}"

@@ -11,6 +11,7 @@ import sys
 
 # command modules (each adds its commands to ``app``)
 from sleuth.cli import ask as _ask  # noqa: F401
+from sleuth.cli import chat as _chat  # noqa: F401
 from sleuth.cli import eval as _eval  # noqa: F401
 from sleuth.cli import eval_check as _eval_check  # noqa: F401
 from sleuth.cli import index as _index  # noqa: F401

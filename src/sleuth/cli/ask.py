@@ -135,6 +135,10 @@ class StepPrinter:
             )
             if self.verbose:
                 p("[dim]" + escape(_clip(d.get("completion", ""), 400)) + "[/]")
+        elif ev.kind == "rewrite":
+            dropped = d.get("dropped_turns") or 0
+            more = f" [dim]({dropped} older turns left out)[/]" if dropped else ""
+            p(f"{t} [bold magenta]follow-up read as[/] {escape(str(d.get('question', '')))}{more}")
         elif ev.kind == "search":
             ids = ", ".join(x["id"] for x in d["passages"][:8])
             p(

@@ -12,7 +12,10 @@ Formats (``--format NAME``; :func:`detect_format` guesses it from the file):
 ``policy_zh``  JSONL: ``id, question, answer, must_mention, evidence, scope``
 ``rgb_zh``     RGB information integration JSONL: ``query, answer (parts), positive, negative``
 ``jsonl``      generic JSONL: ``{id, question, answers[]}`` (optional ``type``, ``choices``,
-               ``paragraphs[{id,title,text}]``, ``gold_titles``, ``gold_ids``, ``filters``)
+               ``paragraphs[{id,title,text}]``, ``gold_titles``, ``gold_ids``, ``filters``); a
+               conversation gives ``messages[{role,content}]`` instead of ``question`` (the
+               last user message is the question, the turns before it its history) and
+               optionally ``standalone`` (the question written to stand alone)
 =============  ===========================================================================
 
 Datasets that keep their retrieval corpus in a separate file (FlashRAG's
@@ -35,6 +38,7 @@ from sleuth.eval.datasets_zh import load_rgb_zh
 from sleuth.eval.items import LETTERS, MC, OPEN, YESNO, Dataset, DatasetError, Item, Paragraph, SubQuestion
 from sleuth.eval.policy import conclusion_of_gold
 from sleuth.search.base import Filters
+from sleuth.strategies.conversation import BadHistory, split_messages
 
 __all__ = [
     "LETTERS",
@@ -310,6 +314,13 @@ def load_policy_zh(path: Path) -> list[Item]:
 def load_jsonl(path: Path) -> list[Item]:
     items = []
     for i, rec in enumerate(_json_records(path)):
+        history: list[dict[str, str]] = []
+        if "messages" in rec and "question" not in rec:
+            rec = {**rec}
+            try:
+                rec["question"], history = split_messages(rec["messages"])
+            except BadHistory as e:
+                raise DatasetError(f"{path}: record {i + 1}: {e}") from None
         _need(rec, ("question",), path, "jsonl")
         answers = rec.get("answers", rec.get("answer", []))
         answers = [answers] if isinstance(answers, str | int | float | bool) else [str(a) for a in answers]
@@ -341,6 +352,9 @@ def load_jsonl(path: Path) -> list[Item]:
                 else (Filters.parse(filters) if isinstance(filters, list) else None),
                 must_mention=[str(m) for m in rec.get("must_mention") or []],
                 must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
+                metadata=dict(rec.get("metadata") or {}),
+                history=history,
+                standalone=str(rec.get("standalone") or ""),
             )
         )
         if items[-1].type not in (OPEN, MC, YESNO):
@@ -408,7 +422,7 @@ def detect_format(path: Path) -> str:
         return "rgb_zh"
     if "scope" in keys or "must_mention" in keys:
         return "policy_zh"
-    if "question" in keys and ("answers" in keys or "answer" in keys):
+    if ("question" in keys or "messages" in keys) and ("answers" in keys or "answer" in keys):
         return "jsonl"
     raise DatasetError(f"cannot tell the format of {path} from its keys {sorted(keys)}; pass --format")
 

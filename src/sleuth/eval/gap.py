@@ -131,9 +131,13 @@ def parent_of(task_id: str) -> str | None:
     return task_id.split(SUB_SEP, 1)[0] if SUB_SEP in task_id else None
 
 
+_TASK_SUFFIX = re.compile(r"::(?:sub\d+|last|standalone)$")
+
+
 def question_of(task_id: str) -> str:
-    """The dataset question a task belongs to: a hop's composed question, else the task's own id."""
-    return parent_of(task_id) or task_id
+    """The dataset question a task belongs to: a hop's composed question (``<qid>::sub2``), a
+    conversation baseline's conversation (``<qid>::last``, ``<qid>::standalone``), else the task's own id."""
+    return _TASK_SUFFIX.sub("", task_id)
 
 
 @dataclass

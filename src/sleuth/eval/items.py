@@ -64,6 +64,10 @@ class Item:
     must_not_mention: list[str] = field(default_factory=list)
     answerable: bool = True
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: a conversation's earlier turns (``{role, content}``); ``question`` is its last user message
+    history: list[dict[str, str]] = field(default_factory=list)
+    #: the same question written to stand alone (a conversation's upper bound), when known
+    standalone: str = ""
 
     def prompt(self) -> str:
         """The text given to a strategy: multiple-choice items list their options."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.eval.answer_sections import draft_section, parts_section
+from sleuth.eval.conversations import conversation_section
 from sleuth.eval.diagnose import answer_form_section, diagnosis_section
 from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.leading import leading_section
@@ -269,6 +270,7 @@ def render(
         for r in rows:
             lines.append(f"| {r['strategy']} | " + ", ".join(f"{k}: {v}" for k, v in r["reasons"].items()) + " |")
     lines += _paired_section(records, [r["strategy"] for r in rows])
+    lines += conversation_section(records, [r["strategy"] for r in rows])
     lines += leading_section(every, prog, order)
     lines += draft_section(records, [r["strategy"] for r in rows])
     lines += _kind_table(records, [r["strategy"] for r in rows])

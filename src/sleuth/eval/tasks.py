@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from sleuth.eval.conversations import REWRITE, is_conversation, mode_units
 from sleuth.eval.datasets import Dataset, Item
 from sleuth.eval.gap import question_of, sub_items
 
@@ -14,10 +15,14 @@ Task = tuple[str, Item, dict[str, Any]]
 
 
 def build_tasks(dataset: Dataset, strategies: Sequence[str], gap: bool) -> list[Task]:
-    """Question-major order, so a partial run covers every strategy on the first questions."""
+    """Question-major order, so a partial run covers every strategy on the first questions.
+
+    A conversation item also gets its baseline tasks (:func:`sleuth.eval.conversations.mode_units`)."""
     tasks = []
     for item in dataset.items:
-        units = [(item, {"kind": "main"})]
+        units: list[tuple[Item, dict[str, Any]]] = [(item, {"kind": "main"})]
+        if is_conversation(item):
+            units = [(item, {"kind": "main", "mode": REWRITE}), *mode_units(item)]
         if gap:
             units += [(s, {"kind": "sub", **s.metadata}) for s in sub_items(item)]
         for unit, meta in units:

@@ -139,7 +139,7 @@ def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
         strat = worker.strategy(name, item)
         if (payload["config"].get("llm_options") or {}).get("isolated"):
             worker.llm.reset_prompt_cache()  # this task starts from an empty KV cache
-        result = strat.run(item.prompt(), filters=item.filters)
+        result = strat.run(item.prompt(), filters=item.filters, history=item.history or None)
         rd = result.to_dict()
         rd["strategy"] = name
         rec["result"] = rd
@@ -188,6 +188,7 @@ def make_record(
         "reason": rec.get("reason", ""),
         "error": rec.get("error", ""),
         "question": item.prompt(),
+        **({"history": item.history} if item.history else {}),
         "answers": item.answers,
         "type": item.type,
         "kind": kind_of(item),

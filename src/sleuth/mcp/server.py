@@ -100,12 +100,21 @@ def build_server(rt: Runtime, principal_of: PrincipalOf, *, endpoint: str, local
             dict[str, Any] | None,
             Field(description='the strategy\'s own options, e.g. {"k_stepback": 3} for step-back'),
         ] = None,
+        history: Annotated[
+            list[dict[str, str]] | None,
+            Field(
+                description="the conversation so far, oldest first: [{role: user|assistant, content}]; a "
+                "follow-up such as 'and the year after?' is first rewritten to stand alone from it (one short "
+                'LLM call; options {"rewrite": false} turns it off). It never changes the scope.'
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         async def on_step(n: int, message: str) -> None:
             await ctx.report_progress(n, None, message)
 
         return await tools.ask(principal_of(ctx), question, strategy=strategy, filters=filters, k=k,
-                               max_steps=max_steps, source=source, options=options, on_step=on_step)  # fmt: skip
+                               max_steps=max_steps, source=source, options=options, on_step=on_step,
+                               history=history)  # fmt: skip
 
     @mcp.tool(
         description="What this server can search: its sources (with index statistics within your scope) "

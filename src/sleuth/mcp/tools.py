@@ -27,6 +27,7 @@ from sleuth.server.runtime import Busy, Runtime, owner_of
 from sleuth.server.scoping import ScopeError, check_source, default_source, effective_scope
 from sleuth.server.service import check_run, parse_filters, run_options, stream_job
 from sleuth.strategies.base import BadQuestion, validate_question
+from sleuth.strategies.conversation import BadHistory, parse_history
 from sleuth.strategies.result import Event, Result
 from sleuth.text_input import BadText, check_text, check_tree
 
@@ -144,10 +145,12 @@ class Tools:
         source: str | None,
         options: dict[str, Any] | None,
         on_step: OnStep,
+        history: Any = None,
     ) -> dict[str, Any]:
         try:
             question = validate_question(question)
-        except BadQuestion as e:
+            turns = [t.to_dict() for t in parse_history(history)]
+        except (BadQuestion, BadHistory) as e:
             raise ToolError(str(e)) from None
         if strategy is not None:
             _checked(strategy, "strategy")
@@ -163,7 +166,7 @@ class Tools:
         except Busy as e:
             raise ToolError(str(e)) from None
         job = self.rt.new_job(question=question, strategy=strategy, filters=scope, principal=principal,
-                              source=source, model=None, options=opts)  # fmt: skip
+                              source=source, model=None, options=opts, history=turns)  # fmt: skip
         job.owner = self.owner(principal)
         job.endpoint, job.stream = self.endpoint, True
         self.rt.start(job, stream=True)

@@ -134,6 +134,7 @@ def create_app(
                     "name": n,
                     "kind": _kind(rt, n),
                     "default": i == 0,
+                    "lang": _lang(rt, n),
                     "quickstart": n == qs,
                     "note": QUICKSTART_NOTE if n == qs else "",
                 }
@@ -207,6 +208,31 @@ def _kind(rt: Runtime, name: str) -> str:
     if spec:
         return "index" if Path(spec).is_dir() else "corpus" if Path(spec).is_file() else "remote"
     return type(rt._retrievers.get(name)).__name__
+
+
+def _lang(rt: Runtime, name: str) -> str:
+    """The language of a source's documents (``en``/``zh``, from up to 200 passages; "" when it cannot
+    be told, e.g. a web or remote source), so the page can greet in it.  Read once per source."""
+    langs: dict[str, str] = rt.__dict__.setdefault("_source_langs", {})
+    if name not in langs:
+        from sleuth.strategies.lang import detect_lang
+
+        text = ""
+        try:
+            r = rt.retriever(name)
+        except Exception:  # a source that cannot be opened reports itself elsewhere (/healthz)
+            r = None
+        r = getattr(r, "inner", r)
+        if hasattr(r, "store"):
+            try:
+                for n, (_, p) in enumerate(r.store.iter_live(batch=200)):
+                    if n >= 200:
+                        break
+                    text += p.text[:200]
+            except Exception:  # a damaged store: the page just keeps its default language
+                text = ""
+        langs[name] = detect_lang(text) if text else ""
+    return langs[name]
 
 
 def _errors(app: FastAPI) -> None:

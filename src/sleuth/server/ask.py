@@ -61,6 +61,7 @@ async def ask(body: AskRequest, request: Request) -> Any:
         options=options,
         temperature=body.temperature,
         seed=body.seed,
+        history=[t.model_dump() for t in body.history or []],
     )
     job.endpoint, job.stream = "/v1/ask", body.stream
     if body.stream:

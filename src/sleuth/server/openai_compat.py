@@ -1,7 +1,9 @@
 """The OpenAI protocol: ``/v1/chat/completions`` (the model name picks the strategy)
 and ``/v1/models``, so that any OpenAI SDK or chat client works unchanged.
 
-The last user message is the question.  Reasoning steps go in ``reasoning_content``
+The last user message is the question; the user and assistant messages before it are the
+conversation's history, from which the question is first rewritten to stand alone (system and
+tool messages are not part of it, and nothing in a message changes the scope).  Reasoning steps go in ``reasoning_content``
 (streamed as they happen); the answer is the ``content``, followed by a numbered
 source list; the extra field ``sleuth`` carries citations, trace id and finish reason.
 """
@@ -17,6 +19,7 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from sleuth.strategies.base import BadQuestion, validate_question
+from sleuth.strategies.conversation import BadHistory, parse_history
 from sleuth.strategies.result import FINISHED, Event, Result
 
 from .encoding import SafeJSONResponse, dumps, guard_stream
@@ -39,16 +42,27 @@ def strategy_of(model: str) -> str:
     return model[len(PREFIX) :] if model.startswith(PREFIX) else model
 
 
-def question_of(req: ChatRequest) -> str:
-    """The last user message (the others are ignored, so they are not checked)."""
+def conversation_of(req: ChatRequest) -> tuple[str, list[dict[str, str]]]:
+    """The last user message and the user/assistant turns before it (system, tool and other roles
+    are left out: they never reach the question or the scope)."""
     users = [i for i, m in enumerate(req.messages) if m.role == "user"]
     if not users:
         raise ApiError(422, "messages: there is no user message to answer", param="messages")
     where = f"messages.{users[-1]}.content"
     try:
-        return validate_question(req.messages[users[-1]].text())
+        question = validate_question(req.messages[users[-1]].text())
     except BadQuestion as e:
         raise ApiError(422, f"{where}: {e}", param=where) from None
+    turns = [
+        {"role": m.role, "content": m.text()}
+        for m in req.messages[: users[-1]]
+        if m.role in ("user", "assistant") and m.text().strip()
+    ]
+    try:
+        history = [t.to_dict() for t in parse_history(turns)]
+    except BadHistory as e:
+        raise ApiError(422, f"messages: {e}", param="messages") from None
+    return question, history
 
 
 def openai_finish(reason: str) -> str:
@@ -123,7 +137,7 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
     check_run(rt, strategy=strategy, source=source, model=None, param="model")
     own = {"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_completion_tokens or body.max_tokens}
     options = run_options(rt, strategy, own, body.options)
-    question = question_of(body)
+    question, history = conversation_of(body)
     admit(rt)
     job = rt.new_job(
         question=question,
@@ -135,6 +149,7 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
         options=options,
         temperature=body.temperature,
         seed=body.seed,
+        history=history,
     )
     job.endpoint, job.stream = "/v1/chat/completions", body.stream
     cid = "chatcmpl-" + job.trace_id

@@ -30,6 +30,10 @@ def step_line(ev: Event) -> str | None:
     k = ev.kind
     if k == "start":
         return f"Strategy {d.get('strategy', '')}: {_clip(str(d.get('question', '')), 120)}"
+    if k == "rewrite":
+        dropped = int(d.get("dropped_turns") or 0)
+        note = f" ({dropped} older turn{'s' if dropped != 1 else ''} left out)" if dropped else ""
+        return f"Follow-up read as: {_clip(str(d.get('question', '')), 200)}{note}"
     if k == "llm":
         return None  # the raw completion is in the trace; the structured steps say what it meant
     if k == "search":

@@ -57,6 +57,8 @@ class Job:
     seed: int | None
     stop: _Stop
     principal: Principal = OPEN
+    #: the conversation's earlier turns ({role, content}); the question is made to stand alone from them
+    history: list[dict[str, str]] = field(default_factory=list)
     endpoint: str = ""
     stream: bool = False
     events: list[Event] = field(default_factory=list)
@@ -270,6 +272,7 @@ class Runtime:
         options: dict[str, Any],
         temperature: float | None = None,
         seed: int | None = None,
+        history: list[dict[str, str]] | None = None,
     ) -> Job:
         return Job(
             trace_id=uuid.uuid4().hex,
@@ -283,6 +286,7 @@ class Runtime:
             options={k: v for k, v in options.items() if v is not None},
             temperature=temperature,
             seed=seed,
+            history=list(history or []),
             stop=_Stop(time.monotonic() + self.settings.timeout_s),
         )
 
@@ -318,7 +322,8 @@ class Runtime:
             retriever = self.retriever(job.source)
             guarded = GuardedRetriever(retriever, job.stop, job.filters) if retriever is not None else None
             strategy = self.strategy_factories()[job.strategy](llm, guarded, **job.options)
-            result = strategy.run(job.question, filters=job.filters, listeners=[job.on_event])
+            more = {"history": job.history} if job.history else {}  # a factory without history still serves
+            result = strategy.run(job.question, filters=job.filters, listeners=[job.on_event], **more)
         except LLMError as e:
             result = job.partial(e.reason if e.reason.startswith("llm_") else "llm_unavailable", str(e))
         except Exception as e:  # a bug or a broken backend: a finish reason, not a dead worker

@@ -145,8 +145,34 @@ def _text(v: Any) -> Any:
         raise ValueError(f"{where} {e.reason}" if where else e.reason) from None
 
 
+class HistoryTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+HISTORY_DOC = (
+    "the conversation's earlier turns, oldest first: the question is first rewritten to stand alone from them "
+    "(one short LLM call; option `rewrite: false` turns it off). History never changes the scope."
+)
+
+
+def _history(v: Any) -> Any:
+    from sleuth.strategies.conversation import BadHistory, parse_history
+
+    if v is None:
+        return v
+    try:
+        parse_history(v)
+    except BadHistory as e:
+        raise ValueError(str(e)) from None
+    return v
+
+
 class AskRequest(ModelOptions):
     question: str = Field(description="1 to 4000 characters of text")
+    history: list[HistoryTurn] | None = Field(None, description=HISTORY_DOC)
     strategy: str | None = Field(None, description="direct, cot, rag, self-ask, rat, step-back, search-o1 ...")
     index: str | None = Field(
         None,
@@ -158,6 +184,7 @@ class AskRequest(ModelOptions):
     stream: bool = Field(False, description="answer with Server-Sent Events: step events, then one result event")
 
     _check_question = field_validator("question", mode="before")(classmethod(lambda cls, v: _question(v)))
+    _check_history = field_validator("history", mode="before")(classmethod(lambda cls, v: _history(v)))
     _check_text = field_validator("strategy", "index", "filters")(classmethod(lambda cls, v: _text(v)))
 
 
@@ -182,6 +209,7 @@ class SourceInfo(BaseModel):
         False, description="The bundled quick-start corpus (Wikipedia passages), served because no --index was given"
     )
     note: str = Field("", description="A sentence about the source to show beside it (empty: none)")
+    lang: str = Field("", description="the language of its documents: en, zh, or '' when unknown")
 
 
 class SourceList(BaseModel):

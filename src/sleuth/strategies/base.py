@@ -17,6 +17,16 @@ from typing import Any
 
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, prompt_chars
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
+from sleuth.strategies.conversation import (
+    REWRITE_MAX_TOKENS,
+    Turn,
+    fit,
+    parse_history,
+    parse_rewrite,
+    render_history,
+    resolved_nothing,
+    with_context,
+)
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
 from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
@@ -92,9 +102,16 @@ class Strategy:
         *,
         filters: Filters | None = None,
         listeners: Sequence[Listener] = (),
+        history: Sequence[Any] | None = None,
     ) -> Result:
+        """Answer ``question``; ``history``: the conversation's earlier turns (``{role, content}``,
+        roles ``user``/``assistant``), from which the question is first made to stand alone
+        (:meth:`standalone`).  The filters are the same whatever the history says."""
+        turns = parse_history(history)  # a malformed history is the caller's mistake: BadHistory
         st = self.begin(question, filters=filters, listeners=listeners)
         try:
+            if turns:
+                self.standalone(st, turns)
             self.solve(st.result.question, st)
         except (StrategyAbort, LLMError, SearchError) as e:
             self.fail(st, e)
@@ -117,6 +134,40 @@ class Strategy:
         st = RunState(result, filters or Filters(), list(listeners))
         st.emit("start", question=question, strategy=self.name, lang=lang, filters=st.filters.to_dict())
         return st
+
+    def standalone(self, st: RunState, turns: Sequence[Turn]) -> None:
+        """Rewrite the run's question so that it stands alone, from the earlier ``turns``: one short
+        LLM call (``prompts/<lang>/rewrite.txt``), recorded as the run's first ``llm`` step and a
+        ``rewrite`` event; the strategy then answers the rewritten question.  With the option
+        ``rewrite=false`` no call is made and a note says the history went unused."""
+        original = st.result.question
+        if not self.opts.rewrite:
+            st.emit("note", type="history_unused", turns=len(turns), message="rewrite is off: earlier turns unused")
+            return
+        win = fit(turns, self.opts.history_tokens)
+        prompt = self.prompt(st, "rewrite", history=render_history(win.kept, st.result.lang), question=original)
+        c = self.ask(st, prompt, step="rewrite", stop=("\n\n",), max_tokens=REWRITE_MAX_TOKENS)
+        rewritten = parse_rewrite(c.text, original)
+        try:
+            rewritten = validate_question(rewritten)
+        except BadQuestion:
+            rewritten = original
+        fallback = resolved_nothing(rewritten, original, win.kept)
+        if fallback:  # the model repeated a question: search with the one before and the message
+            rewritten = validate_question(with_context(original, win.kept)[-MAX_QUESTION_CHARS:])
+        st.result.question = rewritten
+        st.emit(
+            "rewrite",
+            original=original,
+            question=rewritten,
+            turns=len(turns),
+            turns_used=len(win.kept),
+            dropped_turns=win.dropped_turns,
+            dropped_tokens=win.dropped_tokens,
+            trimmed=win.trimmed,
+            history_tokens=self.opts.history_tokens,
+            fallback=fallback,
+        )
 
     @staticmethod
     def fail(st: RunState, e: Exception) -> None:

@@ -38,6 +38,7 @@ MAX_K = 50
 MAX_STEPS = 20
 MAX_TOKENS = 4096
 MAX_CHARS = 200_000
+MAX_HISTORY_TOKENS = 32_768
 
 
 class OptionsError(ValueError):
@@ -84,6 +85,15 @@ class StrategyOptions:
         minimum=1,
         maximum=MAX_CHARS,
         derived="4000 (en) / 2000 (zh)",
+    )
+
+    rewrite: bool = option(
+        True,
+        "with earlier turns (`history`), first rewrite the question to stand alone (one short LLM call); "
+        "`false`: the last message is answered as it is",
+    )
+    history_tokens: int = option(
+        768, "tokens of earlier turns the rewrite reads (the most recent kept)", minimum=16, maximum=MAX_HISTORY_TOKENS
     )
 
     def __post_init__(self) -> None:

@@ -290,8 +290,8 @@ def strip_scaffold(answer: str) -> str:
     without the label; an answer that is only the label and its value becomes the value.
 
     ``Strategy.finish`` applies it to Chinese answers.  English answers keep their "So the answer
-    is:" line for now: the committed English runs (docs/results) were made with it, and stripping
-    it would change hundreds of published records' answers under an unchanged fingerprint."""
+    is:" line for now: stripping it changes the long answers of every English run, which has not
+    been measured on a tuning split yet."""
     out = answer or ""
     marks = list(_SCAFFOLD.finditer(out))
     if not marks:

@@ -3,7 +3,19 @@
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
-const state = { strategies: [], runs: [], columnSeq: 0 };
+const state = { strategies: [], sources: [], runs: [], columnSeq: 0, turnSeq: 0, history: [], healthTimer: null };
+
+// The question box speaks the language of the selected source's documents.
+const PLACEHOLDERS = {
+  en: { first: "Who was president of the United States when the Eiffel Tower was finished?",
+        next: "Ask a follow-up, e.g. “And who succeeded him?”" },
+  zh: { first: "输入你的问题，例如：这些文件对报销期限有什么规定？", next: "继续追问，例如：那出境的呢？" },
+};
+
+// Element.append turns null and undefined into the text "null"/"undefined": leave them out.
+function put(node, ...parts) {
+  node.append(...parts.filter((x) => x !== null && x !== undefined && x !== false));
+}
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -42,6 +54,7 @@ async function loadHealth() {
     const r = await fetch("/healthz");
     const h = await r.json();
     out.textContent = `${h.status} · model ${h.model} · ${h.active}/${h.max_concurrency} running`;
+    out.dataset.active = String(h.active);
     out.dataset.status = h.status;
   } catch (e) {
     out.textContent = "server unreachable";
@@ -78,13 +91,45 @@ async function loadOptions() {
   if (!strategy.value && data.strategies.length) strategy.value = data.strategies[0].name;
   compare.value = keep[1] || "";
   if (sources) {
+    state.sources = sources;
     const sel = $("#source");
+    const was = sel.value;
     sel.replaceChildren();
     if (!sources.length) sel.append(el("option", { value: "", text: "(none)" }));
     for (const so of sources) sel.append(el("option", { value: so.name, text: `${so.name}${so.kind ? " (" + so.kind + ")" : ""}` }));
+    if (was && sources.some((so) => so.name === was)) sel.value = was;
   }
+  setLanguage();
   formError.textContent = "";
   return true;
+}
+
+function sourceLang() {
+  const so = state.sources.find((x) => x.name === $("#source").value) || state.sources[0];
+  return (so && so.lang) || "en";
+}
+
+// A sentence the server gives about the chosen source (the quick-start corpus says it is one).
+function showSourceNote() {
+  const so = state.sources.find((x) => x.name === $("#source").value) || state.sources[0];
+  const note = $("#source-note");
+  note.textContent = (so && so.note) || "";
+  note.hidden = !note.textContent;
+}
+
+function setLanguage() {
+  showSourceNote();
+  const lang = sourceLang();
+  document.documentElement.lang = lang === "zh" ? "zh-CN" : "en";
+  const words = PLACEHOLDERS[lang] || PLACEHOLDERS.en;
+  $("#question").placeholder = state.history.length ? words.next : words.first;
+}
+
+// The header's run count, read again every second while this page has a run going.
+function watchHealth(on) {
+  clearInterval(state.healthTimer);
+  state.healthTimer = on ? setInterval(loadHealth, 1000) : null;
+  loadHealth();
 }
 
 // ---------------------------------------------------------------- SSE
@@ -148,7 +193,7 @@ const LABELS = {
   start: "Start", llm: "Model call", search: "Search", follow_up: "Follow-up question",
   intermediate_answer: "Intermediate answer", draft: "Draft", revision: "Revision",
   step_back: "Step-back question", reason_in_documents: "Condensed documents", note: "Note",
-  answer: "Answer", error: "Error", rerank: "Rerank",
+  answer: "Answer", error: "Error", rerank: "Rerank", rewrite: "Follow-up read as",
 };
 
 function addStep(col, ev) {
@@ -160,54 +205,61 @@ function addStep(col, ev) {
   li.append(head);
   const body = el("div", { class: "step-body" });
   switch (ev.kind) {
+    case "rewrite": {
+      put(body, el("q", { text: clip(d.question, 400) }));
+      const dropped = Number(d.dropped_turns || 0);
+      if (dropped) put(body, el("span", { class: "tag", text: `${dropped} older turn${dropped === 1 ? "" : "s"} left out` }));
+      col.rewritten = d.question || "";
+      break;
+    }
     case "start":
-      body.append(`${d.strategy || col.strategy}`, d.lang ? ` · ${d.lang}` : "");
+      put(body, `${d.strategy || col.strategy}`, d.lang ? ` · ${d.lang}` : "");
       break;
     case "llm": {
       const info = `${d.step || "call"} · ${Number(ev.duration_s || 0).toFixed(2)} s` +
         (d.usage ? ` · ${d.usage.completion_tokens ?? "?"} tokens` : "") + (d.from_cache ? " · cached" : "");
       const det = el("details", {}, el("summary", { text: info }), el("pre", { text: d.completion || "" }));
-      body.append(det);
+      put(body, det);
       break;
     }
     case "search": {
       const hits = d.passages || [];
-      body.append(el("q", { text: clip(d.query, 200) }), ` → ${hits.length} passage${hits.length === 1 ? "" : "s"}`);
+      put(body, el("q", { text: clip(d.query, 200) }), ` → ${hits.length} passage${hits.length === 1 ? "" : "s"}`);
       if (hits.length) {
         const ul = el("ul", { class: "hits" });
         for (const p of hits.slice(0, 5)) ul.append(el("li", { text: clip(p.title || p.id, 80) + (p.section ? ` · ${p.section}` : "") }));
-        body.append(ul);
+        put(body, ul);
       }
       break;
     }
     case "follow_up":
     case "step_back":
-      body.append(el("q", { text: clip(d.question || d.text, 400) }));
+      put(body, el("q", { text: clip(d.question || d.text, 400) }));
       break;
     case "intermediate_answer":
-      body.append(clip(d.answer || d.text, 400), d.source && d.source !== "search" ? el("span", { class: "tag", text: d.source }) : null);
+      put(body, clip(d.answer || d.text, 400), d.source && d.source !== "search" ? el("span", { class: "tag", text: d.source }) : null);
       break;
     case "draft":
       col.draft = d.text || d.draft || "";
-      body.append(el("details", {}, el("summary", { text: clip(col.draft, 120) }), el("p", { class: "pre", text: col.draft })));
-      if (d.short_answer) body.append(el("span", { class: "tag", text: "draft answer: " + clip(d.short_answer, 120) }));
+      put(body, el("details", {}, el("summary", { text: clip(col.draft, 120) }), el("p", { class: "pre", text: col.draft })));
+      if (d.short_answer) put(body, el("span", { class: "tag", text: "draft answer: " + clip(d.short_answer, 120) }));
       break;
     case "revision":
-      body.append(renderRevision(col, d));
+      put(body, renderRevision(col, d));
       break;
     case "reason_in_documents":
-      body.append(renderCondensed(d));
+      put(body, renderCondensed(d));
       break;
     case "error":
-      body.append(el("strong", { text: d.reason || "error" }), ": ", d.message || "");
+      put(body, el("strong", { text: d.reason || "error" }), ": ", d.message || "");
       break;
     case "answer":
-      body.append(clip(d.answer, 300));
+      put(body, clip(d.answer, 300));
       break;
     default: {
       const text = d.message || d.text || d.question || d.query || "";
       const tag = d.type || d.kind;
-      body.append(tag ? el("span", { class: "tag", text: tag }) : null, clip(text, 300) || clip(JSON.stringify(d), 300));
+      put(body, tag ? el("span", { class: "tag", text: tag }) : null, clip(text, 300) || clip(JSON.stringify(d), 300));
     }
   }
   li.append(body);
@@ -221,10 +273,10 @@ function renderRevision(col, d) {
   const box = el("div", { class: "revision" });
   const title = `revision ${d.step ?? ""}` + (d.query ? ` · searched “${clip(d.query, 100)}”` : "");
   if (d.skipped) {
-    box.append(title, el("span", { class: "tag", text: "skipped" }), d.reason ? ` ${d.reason}` : "");
+    put(box, title, el("span", { class: "tag", text: "skipped" }), d.reason ? ` ${d.reason}` : "");
     return box;
   }
-  box.append(el("div", {}, title, d.changed === false ? el("span", { class: "tag", text: "unchanged" }) : null));
+  put(box, el("div", {}, title, d.changed === false ? el("span", { class: "tag", text: "unchanged" }) : null));
   const diff = d.diff || "";
   if (diff) {
     const pre = el("pre", { class: "diff", "aria-label": "changes made by this revision" });
@@ -235,9 +287,9 @@ function renderRevision(col, d) {
       else if (line.startsWith("@@")) pre.append(el("span", { class: "hunk", text: line }), "\n");
       else pre.append(line.replace(/^ /, ""), "\n");
     }
-    box.append(pre);
+    put(box, pre);
   } else if (d.revised || d.text) {
-    box.append(el("p", { class: "pre", text: d.revised || d.text }));
+    put(box, el("p", { class: "pre", text: d.revised || d.text }));
   }
   return box;
 }
@@ -245,11 +297,11 @@ function renderRevision(col, d) {
 // Search-o1: the documents condensed by the reason-in-documents step.
 function renderCondensed(d) {
   const box = el("div", { class: "condensed" });
-  if (d.query) box.append(el("div", {}, "for ", el("q", { text: clip(d.query, 200) })));
+  if (d.query) put(box, el("div", {}, "for ", el("q", { text: clip(d.query, 200) })));
   const text = d.info ?? d.condensed ?? d.output ?? d.text ?? d.summary ?? "";
-  box.append(el("blockquote", { text: text || "(nothing useful in the documents)" }));
+  put(box, el("blockquote", { text: text || "(nothing useful in the documents)" }));
   const ids = d.passages || d.documents || [];
-  if (ids.length) box.append(el("p", { class: "meta", text: "from " + ids.map((p) => (typeof p === "string" ? p : p.title || p.id)).join(", ") }));
+  if (ids.length) put(box, el("p", { class: "meta", text: "from " + ids.map((p) => (typeof p === "string" ? p : p.title || p.id)).join(", ") }));
   return box;
 }
 
@@ -293,6 +345,7 @@ function showResult(col, r) {
   col.node.setAttribute("aria-busy", "false");
   const cites = r.citations || [];
   const text = r.answer || r.short_answer || (r.error ? `No answer: ${r.error}` : "No answer.");
+  col.answer = (r.answer || r.short_answer || "").trim();
   renderAnswer(col, text, cites);
   const short = $(".short-answer", col.node);
   short.textContent = r.short_answer && r.short_answer !== r.answer ? `Short answer: ${r.short_answer}` : "";
@@ -348,6 +401,7 @@ async function runOne(col, body, controller) {
     fail(col, msg + (retry ? ` (retry in ${retry} s)` : ""));
     return;
   }
+  loadHealth();  // the run has started: the header counts it
   let gotResult = false;
   try {
     await readSSE(resp, (name, raw) => {
@@ -363,6 +417,16 @@ async function runOne(col, body, controller) {
   if (!gotResult) fail(col, controller.signal.aborted ? "Stopped." : "The stream ended without a result.");
 }
 
+// One turn of the conversation: the question as asked, then one column per strategy.
+function newTurn(question) {
+  const n = ++state.turnSeq;
+  const turn = el("section", { class: "turn", id: `turn${n}`, "aria-label": `Turn ${n}` });
+  turn.append(el("p", { class: "you" }, el("span", { class: "who", text: "You" }), " ", question));
+  const cols = el("div", { class: "turn-columns" });
+  turn.append(cols);
+  return { node: turn, cols };
+}
+
 async function ask(ev) {
   ev.preventDefault();
   const formError = $("#form-error");
@@ -374,24 +438,48 @@ async function ask(ev) {
   const other = $("#compare").value;
   if (other && other !== chosen[0]) chosen.push(other);
   const body = { question };
+  if (state.history.length) body.history = state.history.slice();
   const filters = parseFilters($("#filters").value);
   if (filters.length) body.filters = filters;
   if ($("#source").value) body.index = $("#source").value;
   for (const k of ["k", "max_steps"]) { const v = $("#" + k).value; if (v) body[k] = Number(v); }
 
   const results = $("#results");
-  results.replaceChildren();
-  results.classList.toggle("two", chosen.length > 1);
+  const turn = newTurn(question);
+  turn.cols.classList.toggle("two", chosen.length > 1);
+  results.append(turn.node);
   const controller = new AbortController();
   state.controller = controller;
   $("#ask").disabled = true;
+  $("#new").disabled = true;
   $("#stop").disabled = false;
   const cols = chosen.map((s) => newColumn(s));
-  for (const c of cols) results.append(c.node);
+  for (const c of cols) turn.cols.append(c.node);
+  watchHealth(true);
   await Promise.all(cols.map((c) => runOne(c, body, controller)));
+  watchHealth(false);
+  // the conversation goes on from the first column's answer (the server keeps no state: the page sends it)
+  const first = cols[0];
+  if (first.answer) {
+    state.history.push({ role: "user", content: question }, { role: "assistant", content: first.answer });
+    $("#question").value = "";
+  }
+  $("#thread-help").hidden = state.history.length === 0;
+  setLanguage();
   $("#ask").disabled = false;
+  $("#new").disabled = state.history.length === 0 && !results.children.length;
   $("#stop").disabled = true;
-  loadHealth();
+  $("#question").focus();
+}
+
+function newConversation() {
+  state.history = [];
+  $("#results").replaceChildren();
+  $("#question").value = "";
+  $("#thread-help").hidden = true;
+  $("#new").disabled = true;
+  setLanguage();
+  $("#question").focus();
 }
 
 function init() {
@@ -406,6 +494,8 @@ function init() {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); $("#ask-form").requestSubmit(); }
   });
   $("#stop").addEventListener("click", () => { if (state.controller) state.controller.abort(); });
+  $("#new").addEventListener("click", newConversation);
+  $("#source").addEventListener("change", setLanguage);
   loadHealth();
   loadOptions();
 }

@@ -1,0 +1,197 @@
+"""Follow-up questions: the earlier turns of a conversation, and the step that makes the last
+question stand alone before a strategy searches for it.
+
+A chat client sends the whole conversation (the OpenAI protocol); a strategy searches for one
+question.  "那出境的呢？" or "Who founded it?" searched on its own finds nothing, so when a request
+has earlier turns, one short LLM call (prompt ``prompts/<lang>/rewrite.txt``) rewrites the last
+user message into a question that stands alone, and the strategy runs on that.  A request with no
+history costs nothing extra; the ``rewrite`` option (``false``) turns the step off (the history is
+then unused, and the trace says so).
+
+History is text from the caller: it only ever changes the *question*.  The run's filters (the
+caller's identity-bound scope) are the same for every turn, so an earlier turn cannot name a
+document into the answer that the scope does not let the caller see.
+
+A long history is cut to ``history_tokens`` (an estimate: one token per CJK character, one per
+four other characters), keeping the most recent turns; the ``rewrite`` trace event says how many
+turns were dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sleuth.text_input import BadText, check_text, without_refused
+
+ROLES = ("user", "assistant")
+#: at most this many turns are accepted in one request (each is also length-checked)
+MAX_TURNS = 200
+MAX_TURN_CHARS = 20_000
+#: tokens of the rewritten question (a question, one line)
+REWRITE_MAX_TOKENS = 96
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+_LABEL = re.compile(
+    r"^\s*(?:standalone question|rewritten question|question|完整问题|改写后的问题|问题)\s*[:：]\s*", re.IGNORECASE
+)
+_SPEAKER = {"en": {"user": "User", "assistant": "Assistant"}, "zh": {"user": "用户", "assistant": "助手"}}
+
+
+class BadHistory(ValueError):
+    """The history is not a list of ``{role, content}`` turns (a caller's mistake, one sentence)."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str  # "user" | "assistant"
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+def parse_history(history: Iterable[Any] | None) -> list[Turn]:
+    """Earlier turns as :class:`Turn` s: dicts (or objects) with ``role`` ``user``/``assistant`` and text ``content``.
+
+    Raises :class:`BadHistory` for anything else; empty turns are skipped."""
+    if history is None:
+        return []
+    if isinstance(history, str | bytes | Mapping):
+        raise BadHistory("history must be a list of {role, content} turns")
+    turns: list[Turn] = []
+    for i, t in enumerate(history, 1):
+        role = t.get("role") if isinstance(t, Mapping) else getattr(t, "role", None)
+        content = t.get("content") if isinstance(t, Mapping) else getattr(t, "content", None)
+        if role not in ROLES:
+            raise BadHistory(f"history turn {i} has role {role!r}; use 'user' or 'assistant'")
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise BadHistory(f"history turn {i} has no text content")
+        if role == "assistant":  # a model's earlier answer, sent back: control characters it emitted are dropped
+            content = without_refused(content)
+        try:
+            check_text(content, f"history turn {i}")
+        except BadText as e:
+            raise BadHistory(str(e)) from None
+        if len(content) > MAX_TURN_CHARS:
+            raise BadHistory(f"history turn {i} is {len(content)} characters long; the limit is {MAX_TURN_CHARS}")
+        if content.strip():
+            turns.append(Turn(role, content.strip()))
+    if len(turns) > MAX_TURNS:
+        raise BadHistory(f"the history has {len(turns)} turns; the limit is {MAX_TURNS}")
+    return turns
+
+
+def estimate_tokens(text: str) -> int:
+    """A model-independent token estimate: one per CJK character, one per four other characters."""
+    cjk = len(_CJK.findall(text))
+    return cjk + (len(text) - cjk + 3) // 4
+
+
+@dataclass(frozen=True)
+class Window:
+    """The turns the rewrite reads, and what the token budget left out."""
+
+    kept: list[Turn]
+    dropped_turns: int
+    dropped_tokens: int
+    trimmed: bool  # the oldest kept turn was cut to fit (its end kept)
+
+
+def fit(turns: Sequence[Turn], budget: int) -> Window:
+    """The most recent turns whose estimated tokens fit ``budget``; the newest turn is always kept,
+    cut to the budget (its end) when it alone is longer."""
+    kept: list[Turn] = []
+    used = 0
+    trimmed = False
+    for t in reversed(turns):
+        n = estimate_tokens(t.content)
+        if used + n <= budget:
+            kept.append(t)
+            used += n
+            continue
+        if not kept:  # the newest turn alone is too long: keep its end
+            chars = max(1, len(t.content) * budget // max(1, n))
+            kept.append(Turn(t.role, "…" + t.content[-chars:]))
+            trimmed = True
+        break
+    kept.reverse()
+    dropped = list(turns[: len(turns) - len(kept)])
+    return Window(kept, len(dropped), sum(estimate_tokens(t.content) for t in dropped), trimmed)
+
+
+def render_history(turns: Sequence[Turn], lang: str) -> str:
+    names = _SPEAKER.get(lang, _SPEAKER["en"])
+    colon = "：" if lang == "zh" else ": "
+    return "\n".join(f"{names[t.role]}{colon}{' '.join(t.content.split())}" for t in turns)
+
+
+def parse_rewrite(text: str, question: str) -> str:
+    """The rewritten question from the model's reply: its first non-empty line, labels and quotes
+    stripped; the original question when nothing usable came back."""
+    for line in text.splitlines():
+        line = _LABEL.sub("", line).strip().strip("\"'“”「」").strip()
+        if line:
+            if len(line) > 4 * len(question) + 400:  # a rambling reply, not a question
+                return question
+            return line
+    return question
+
+
+#: words by which a short message leans on the conversation ("那出境的呢？", "Who founded it?")
+_LEANS_ZH = re.compile(r"呢|那|这|它|他|她|该|此|上述|同样")
+_LEANS_EN = re.compile(r"\b(it|its|he|him|his|she|her|they|them|their|that|this|these|those|there|then|same)\b", re.I)
+SHORT_ZH, SHORT_EN = 14, 8
+
+
+def leans_on_context(question: str) -> bool:
+    """A short message that refers to something it does not name (a pronoun, "那…呢")."""
+    cjk = len(_CJK.findall(question))
+    if cjk:
+        return cjk <= SHORT_ZH and bool(_LEANS_ZH.search(question))
+    return len(question.split()) <= SHORT_EN and bool(_LEANS_EN.search(question))
+
+
+def _same(a: str, b: str) -> bool:
+    norm = re.compile(r"[\s\W_]+", re.UNICODE)
+    return norm.sub("", a).lower() == norm.sub("", b).lower()
+
+
+def resolved_nothing(rewritten: str, question: str, turns: Sequence[Turn]) -> bool:
+    """The model's rewrite of a message that leans on the conversation only repeats that message or an
+    earlier question (what a small model often does), so it names nothing the message lacked."""
+    if not leans_on_context(question):
+        return False
+    return _same(rewritten, question) or any(_same(rewritten, t.content) for t in turns if t.role == "user")
+
+
+def with_context(question: str, turns: Sequence[Turn]) -> str:
+    """The fallback question: the last earlier user question, then the message (search sees both)."""
+    prev = next((t.content for t in reversed(turns) if t.role == "user"), "")
+    if not prev:
+        return question
+    sep = "" if _CJK.search(prev[-1:]) else " "
+    return f"{prev}{sep}{question}"
+
+
+def last_user_turn(messages: Sequence[Turn]) -> tuple[str, list[Turn]]:
+    """Split a conversation into (the last user message, the turns before it).
+
+    Trailing assistant turns after the last user message are dropped (nothing asks about them)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return messages[i].content, list(messages[:i])
+    return "", []
+
+
+def split_messages(messages: Any) -> tuple[str, list[dict[str, str]]]:
+    """A conversation's messages as (the last user message, the turns before it, as dicts);
+    :class:`BadHistory` when they are malformed or hold no user message."""
+    question, history = last_user_turn(parse_history(messages))
+    if not question:
+        raise BadHistory("the messages hold no user message")
+    return question, [t.to_dict() for t in history]
