@@ -248,3 +248,20 @@ def test_a_conversation_on_the_page_over_a_chinese_index(browser: Any, data_dir:
             assert page.locator(".step-note .step-body").last.inner_text() == "好"
             assert not errors, errors
             page.close()
+
+
+def test_the_quick_start_corpus_is_named_on_the_page(browser: Any, data_dir: Path, tmp_path: Path) -> None:
+    """Issue 55: a server started with no --index serves the quick-start corpus and the page says so
+    beside the source (the note comes from GET /v1/sources)."""
+    from sleuth.server.settings import QUICKSTART_NOTE
+
+    wiki = open_retriever(data_dir / "quickstart" / "wiki_passages.jsonl", cache_dir=tmp_path / "idx")
+    with FakeOpenAIServer() as srv:
+        llm = OpenAICompatLLM(srv.base_url, "fake-model")
+        settings = ServerSettings(default_strategy="rag", quickstart_source="quickstart")
+        with running(create_app(settings, llm=llm, retrievers={"quickstart": wiki})) as url:
+            page = browser.new_page()
+            page.goto(url + "/")
+            wait_until(page, "!document.querySelector('#source-note').hidden")
+            assert page.locator("#source-note").inner_text() == QUICKSTART_NOTE
+            page.close()
