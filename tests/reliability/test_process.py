@@ -104,7 +104,7 @@ def test_kill_during_eval_then_resume(tmp_path: Path, data_dir: Path, fake_llm, 
     assert all(r["status"] == "ok" for r in recs), [r["error"] for r in recs if r["status"] != "ok"]
     assert results.read_bytes().endswith(b"\n")
     assert seen_counts[0] <= seen_counts[1] <= len(recs)
-    assert len(manifest.get("resumed", [])) == 2
+    assert len(manifest["sittings"]) == 3  # the first sitting and the two resumed after a kill
 
 
 # ------------------------------------------------------------------ serve
