@@ -17,7 +17,7 @@ from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search.base import Retriever
 from sleuth.strategies import Result, get_strategy
 from sleuth.strategies.result import Event
-from sleuth.strategies.short_fit import seen_passages, support, unsupported_note
+from sleuth.strategies.short_support import seen_passages, support, unsupported_note
 
 QUESTION = "When was the director of the 1948 film Lost Harbour born?"
 PASSAGES = {

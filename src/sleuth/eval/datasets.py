@@ -26,17 +26,28 @@ questions file; ``--corpus PATH`` overrides it.
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.datasets_zh import load_rgb_zh
-from sleuth.eval.items import LETTERS, MC, OPEN, YESNO, Dataset, DatasetError, Item, Paragraph, SubQuestion
-from sleuth.eval.policy import conclusion_of_gold
+from sleuth.eval.datasets_zh import load_policy_zh, load_rgb_zh
+from sleuth.eval.items import (
+    LETTERS,
+    MC,
+    OPEN,
+    YESNO,
+    Dataset,
+    DatasetError,
+    Item,
+    Paragraph,
+    SubQuestion,
+    need,
+    read_jsonl,
+    read_text,
+)
 from sleuth.search.base import Filters
 from sleuth.strategies.conversation import BadHistory, split_messages
 
@@ -58,37 +69,13 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- helpers
-def _read_text(path: Path) -> str:
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return f.read()
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, EOFError) as e:
-        raise DatasetError(f"cannot read {path}: {e}") from e
-
-
-def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    for n, line in enumerate(_read_text(path).splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"{path}: line {n} is not valid JSON ({e.msg})") from e
-        if not isinstance(rec, dict):
-            raise DatasetError(f"{path}: line {n} is not a JSON object")
-        yield rec
-
-
 def _json_records(path: Path) -> list[dict[str, Any]]:
     """A JSON list of objects, a JSON object holding one (``data``), or JSONL."""
-    text = _read_text(path)
+    text = read_text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        return list(_jsonl(path))
+        return list(read_jsonl(path))
     if isinstance(data, dict):
         data = data.get("data") or data.get("questions") or [data]
     if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
@@ -102,12 +89,6 @@ def para_id(title: str, text: str) -> str:
     return f"{title}~{h[:8]}" if title else h[:16]
 
 
-def _need(rec: dict[str, Any], keys: tuple[str, ...], path: Path, fmt: str) -> None:
-    missing = [k for k in keys if k not in rec]
-    if missing:
-        raise DatasetError(f"{path} does not look like {fmt}: a record lacks {', '.join(missing)}")
-
-
 def _dedupe(xs: list[str]) -> list[str]:
     return list(dict.fromkeys(x for x in xs if x))
 
@@ -115,8 +96,8 @@ def _dedupe(xs: list[str]) -> list[str]:
 # --------------------------------------------------------------------------- loaders
 def load_hotpotqa(path: Path) -> list[Item]:
     items = []
-    for i, rec in enumerate(_jsonl(path)):
-        _need(rec, ("question", "answer", "context"), path, "hotpotqa")
+    for i, rec in enumerate(read_jsonl(path)):
+        need(rec, ("question", "answer", "context"), path, "hotpotqa")
         ctx = rec["context"]
         if isinstance(ctx, dict):  # HF format: {title: [...], sentences: [[...]]}
             pairs = list(zip(ctx.get("title", []), ctx.get("sentences", []), strict=False))
@@ -146,7 +127,7 @@ def load_hotpotqa(path: Path) -> list[Item]:
 def load_musique(path: Path) -> list[Item]:
     items = []
     for i, rec in enumerate(_json_records(path)):
-        _need(rec, ("question", "answer", "paragraphs"), path, "musique")
+        need(rec, ("question", "answer", "paragraphs"), path, "musique")
         paras = []
         for p in rec["paragraphs"]:
             text = p.get("paragraph_text", p.get("text", ""))
@@ -188,7 +169,7 @@ def load_musique(path: Path) -> list[Item]:
 def load_timeqa(path: Path) -> list[Item]:
     items = []
     for i, rec in enumerate(_json_records(path)):
-        _need(rec, ("question", "targets"), path, "timeqa")
+        need(rec, ("question", "targets"), path, "timeqa")
         raw = rec.get("paragraphs") or []
         paras = []
         for j, p in enumerate(raw):
@@ -217,7 +198,7 @@ def load_timeqa(path: Path) -> list[Item]:
 def load_mmlu(path: Path) -> list[Item]:
     items = []
     try:
-        rows = list(csv.reader(_read_text(path).splitlines()))
+        rows = list(csv.reader(read_text(path).splitlines()))
     except csv.Error as e:
         raise DatasetError(f"{path} is not a readable CSV ({e})") from e
     if rows and [c.strip().lower() for c in rows[0][:6]] == ["question", "a", "b", "c", "d", "answer"]:
@@ -245,7 +226,7 @@ def load_mmlu(path: Path) -> list[Item]:
 def load_strategyqa(path: Path) -> list[Item]:
     items = []
     for i, rec in enumerate(_json_records(path)):
-        _need(rec, ("question", "answer"), path, "strategyqa")
+        need(rec, ("question", "answer"), path, "strategyqa")
         qid = str(rec.get("qid", i))
         facts = [str(f) for f in rec.get("facts") or []]
         paras = [Paragraph(f"{qid}~f{j}", str(rec.get("term", "")), f, {}) for j, f in enumerate(facts)]
@@ -268,46 +249,11 @@ def load_strategyqa(path: Path) -> list[Item]:
 
 def load_flashrag(path: Path) -> list[Item]:
     items = []
-    for i, rec in enumerate(_jsonl(path)):
-        _need(rec, ("question", "golden_answers"), path, "flashrag")
+    for i, rec in enumerate(read_jsonl(path)):
+        need(rec, ("question", "golden_answers"), path, "flashrag")
         answers = rec["golden_answers"]
         answers = [answers] if isinstance(answers, str) else [str(a) for a in answers]
         items.append(Item(id=str(rec.get("id", i)), question=rec["question"], answers=_dedupe(answers)))
-    return items
-
-
-def load_policy_zh(path: Path) -> list[Item]:
-    items = []
-    for i, rec in enumerate(_jsonl(path)):
-        _need(rec, ("question", "answer"), path, "policy_zh")
-        if rec.get("conclusion") not in (None, "是", "否"):
-            raise DatasetError(f"{path}: question {rec.get('id', i)}: conclusion must be 是, 否 or null")
-        scope = rec.get("scope") or {}
-        equals = {k: v for k, v in scope.items() if k != "acl"}
-        filters = Filters.make(equals=equals, acl=scope.get("acl"))
-        items.append(
-            Item(
-                id=str(rec.get("id", i)),
-                question=rec["question"],
-                answers=[str(rec["answer"])],
-                gold_ids=[str(e) for e in rec.get("evidence") or []],
-                filters=filters,
-                must_mention=[str(m) for m in rec.get("must_mention") or []],
-                must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
-                answerable=bool(rec.get("evidence")),
-                metadata={
-                    "notes": rec.get("notes", ""),
-                    "policy": True,
-                    # 是/否 for a yes/no question; an older record without the field: its gold answer's polarity
-                    "conclusion": rec["conclusion"]
-                    if "conclusion" in rec
-                    else conclusion_of_gold(rec["question"], str(rec["answer"])),
-                    "kind": str(rec.get("kind") or ""),
-                    "split": str(rec.get("split") or ""),
-                    "restricted": [str(x) for x in rec.get("restricted") or []],
-                },
-            )
-        )
     return items
 
 
@@ -321,7 +267,7 @@ def load_jsonl(path: Path) -> list[Item]:
                 rec["question"], history = split_messages(rec["messages"])
             except BadHistory as e:
                 raise DatasetError(f"{path}: record {i + 1}: {e}") from None
-        _need(rec, ("question",), path, "jsonl")
+        need(rec, ("question",), path, "jsonl")
         answers = rec.get("answers", rec.get("answer", []))
         answers = [answers] if isinstance(answers, str | int | float | bool) else [str(a) for a in answers]
         paras = []
@@ -383,10 +329,10 @@ _CORPUS_SIBLINGS = {
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:
-    head = _read_text(path)[:200_000].lstrip()
+    head = read_text(path)[:200_000].lstrip()
     if head.startswith("["):
         try:
-            data = json.loads(_read_text(path))
+            data = json.loads(read_text(path))
             return data[0] if data and isinstance(data[0], dict) else None
         except json.JSONDecodeError:
             return None

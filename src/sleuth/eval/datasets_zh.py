@@ -19,10 +19,12 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.items import DatasetError, Item, Paragraph
+from sleuth.eval.items import DatasetError, Item, Paragraph, need, read_jsonl
 from sleuth.eval.metrics_zh import part_hits
+from sleuth.eval.policy import conclusion_of_gold
+from sleuth.search.base import Filters
 
-__all__ = ["answer_parts", "load_rgb_zh", "part_passages", "passage_id"]
+__all__ = ["answer_parts", "load_policy_zh", "load_rgb_zh", "part_passages", "passage_id"]
 
 
 def passage_id(text: str) -> str:
@@ -81,6 +83,42 @@ def load_rgb_zh(records: list[dict[str, Any]], path: Path) -> list[Item]:
                 gold_ids=sorted({i for ids in part_ids for i in ids}),
                 paragraphs=list(paras.values()),
                 metadata={"answer_parts": parts, "part_ids": part_ids},
+            )
+        )
+    return items
+
+
+def load_policy_zh(path: Path) -> list[Item]:
+    """policy_zh JSONL: ``id, question, answer, conclusion, must_mention, evidence, scope`` (Chinese policy questions)."""
+    items = []
+    for i, rec in enumerate(read_jsonl(path)):
+        need(rec, ("question", "answer"), path, "policy_zh")
+        if rec.get("conclusion") not in (None, "是", "否"):
+            raise DatasetError(f"{path}: question {rec.get('id', i)}: conclusion must be 是, 否 or null")
+        scope = rec.get("scope") or {}
+        equals = {k: v for k, v in scope.items() if k != "acl"}
+        filters = Filters.make(equals=equals, acl=scope.get("acl"))
+        items.append(
+            Item(
+                id=str(rec.get("id", i)),
+                question=rec["question"],
+                answers=[str(rec["answer"])],
+                gold_ids=[str(e) for e in rec.get("evidence") or []],
+                filters=filters,
+                must_mention=[str(m) for m in rec.get("must_mention") or []],
+                must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
+                answerable=bool(rec.get("evidence")),
+                metadata={
+                    "notes": rec.get("notes", ""),
+                    "policy": True,
+                    # 是/否 for a yes/no question; an older record without the field: its gold answer's polarity
+                    "conclusion": rec["conclusion"]
+                    if "conclusion" in rec
+                    else conclusion_of_gold(rec["question"], str(rec["answer"])),
+                    "kind": str(rec.get("kind") or ""),
+                    "split": str(rec.get("split") or ""),
+                    "restricted": [str(x) for x in rec.get("restricted") or []],
+                },
             )
         )
     return items

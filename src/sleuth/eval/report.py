@@ -22,7 +22,7 @@ from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.leading import leading_section
 from sleuth.eval.metrics import PRIMARY
 from sleuth.eval.plots import PLOTS, write_plots
-from sleuth.eval.policy import policy_section
+from sleuth.eval.policy_report import policy_section
 from sleuth.eval.store import (
     RESULTS,
     in_order,

@@ -30,7 +30,8 @@ from sleuth.strategies.conversation import (
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
 from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
-from sleuth.strategies.short_fit import fitted_note, seen_passages, unsupported_note
+from sleuth.strategies.short_fit import fitted_note
+from sleuth.strategies.short_support import seen_passages, unsupported_note
 from sleuth.strategies.text import strip_scaffold
 from sleuth.text_input import BadText, check_text
 

@@ -19,8 +19,6 @@ says; it never adds a word the reply did not contain.
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Iterable
 from typing import Any
 
 from sleuth.strategies.answer_type import (
@@ -36,8 +34,7 @@ from sleuth.strategies.answer_type import (
     AnswerType,
     answer_type,
 )
-from sleuth.strategies.grounding import Claim, abstains, is_yes_no
-from sleuth.strategies.text import content_tokens, query_tokens
+from sleuth.strategies.text import content_tokens
 
 _WORD = re.compile(r"[0-9a-z\u00c0-\u024f]+")
 
@@ -411,150 +408,3 @@ def fitted_note(question: str, short: str) -> dict[str, Any] | None:
         "written": short,
         "fitted": fitted,
     }
-
-
-# -- the fail-safe: a short answer the run's own texts do not support ----------------------
-
-_DOTTED = re.compile(r"\b(?:[A-Za-z]\.){2,}")  # "U.S." -> "US"
-_THOUSANDS = re.compile(r"(?<=\d)[,，](?=\d{3}(?!\d))")
-_SCALED = re.compile(r"(\d+(?:\.\d+)?)\s*(thousand|million|billion|万|亿)")
-_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "万": 10**4, "亿": 10**8}
-_ZH_NUMERAL = re.compile(r"[〇零一二两三四五六七八九十百千]+")
-_ZH_DIGITS = {ch: i for i, ch in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
-_ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
-_UNITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-_TEENS = ("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")
-_TENS = ("thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate((*_UNITS, *_TEENS, "twenty"))}
-_NUMBER_WORDS |= {w: str(10 * i) for i, w in enumerate(_TENS, start=3)}
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october")
-_MONTHS += ("november", "december")
-_ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
-#: a run of capitalised words (lower-case name particles inside): what an acronym abbreviates
-_CAPS_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|and|for|de|du|la)\s+)*[A-Z][\w'’-]*)+")
-_ACRONYM = re.compile(r"\b[A-Z]{2,6}\b")
-_LIST_ITEMS = re.compile(r"\s*(?:[,，;；、/和与及]|\band\b)\s*")
-
-
-def _zh_number(m: re.Match[str]) -> str:
-    """A Chinese numeral in digits: 十五 -> 15, 一百二十 -> 120, 一九一六 -> 1916."""
-    run = m.group(0)
-    if not any(ch in _ZH_UNITS for ch in run):
-        return "".join(str(_ZH_DIGITS[ch]) for ch in run)
-    total, digit = 0, None
-    for ch in run:
-        if ch in _ZH_UNITS:
-            total, digit = total + (1 if digit is None else digit) * _ZH_UNITS[ch], None
-        else:
-            digit = _ZH_DIGITS[ch]
-    return str(total + (digit or 0))
-
-
-def _normal(text: str) -> str:
-    """Lower case without accents, "U.S." as "us", 1,000 as 1000, Chinese numerals as digits."""
-    t = _DOTTED.sub(lambda m: m.group(0).replace(".", ""), unicodedata.normalize("NFKC", text or ""))
-    t = _ZH_NUMERAL.sub(_zh_number, _THOUSANDS.sub("", t))
-    t = "".join(ch for ch in unicodedata.normalize("NFKD", t) if not unicodedata.combining(ch))
-    return t.lower()
-
-
-def _canon(word: str) -> str:
-    """One spelling per word: number words and ordinals as digits, months by three letters, no plural -s."""
-    if word in _NUMBER_WORDS:
-        return _NUMBER_WORDS[word]
-    if m := _ORDINAL.match(word):
-        return m.group(1)
-    if word in _MONTHS or word == "sept":
-        return word[:3]
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    return word[:-1] if word.endswith("s") and len(word) > 3 and not word.endswith("ss") else word
-
-
-def _support_tokens(text: str) -> set[str]:
-    """The words (Chinese: character bigrams, :func:`~sleuth.strategies.text.query_tokens`) a text
-    states, in one spelling; a scaled number also as its value ("140 million" -> 140000000).  A single
-    letter or Han character is no word to check: an initial, or a unit ("45天" for "45个自然日")."""
-    t = _SCALED.sub(lambda m: f" {round(float(m.group(1)) * _SCALES[m.group(2)])} ", _normal(text))
-    return {_canon(w) for w in query_tokens(t) if len(w) > 1 or w.isdigit()}
-
-
-def _acronyms(text: str) -> tuple[set[str], set[str]]:
-    """The acronyms a text writes ("USA", "U.S."), and the initials of its capitalised runs
-    ("United States of America": usa, us, sa, ...)."""
-    t = _DOTTED.sub(lambda m: m.group(0).replace(".", ""), text or "")
-    initials: set[str] = set()
-    for run in _CAPS_RUN.findall(t):
-        caps = [w[0].lower() for w in run.split() if w[:1].isupper()]
-        initials.update("".join(caps[i:j]) for i in range(len(caps)) for j in range(i + 2, min(len(caps), i + 6) + 1))
-    return {a.lower() for a in _ACRONYM.findall(t)}, initials
-
-
-def _kin(word: str, seen: set[str]) -> bool:
-    """Whether ``seen`` has a word of the same stem: a common start of at least four letters and half the
-    shorter word ("Norway" for "Norwegian", "Italy" for "Italian", "directed" for "director")."""
-    if len(word) < 4 or not word.isalpha():
-        return False
-    short = (w for w in seen if w.startswith(word[:4]))
-    return any(2 * _common(word, v) >= min(len(word), len(v)) for v in short)
-
-
-def _common(a: str, b: str) -> int:
-    """The length of the start ``a`` and ``b`` share."""
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-
-
-def support(question: str, short: str, answer: str, passages: Iterable[str]) -> tuple[int, int]:
-    """How many of ``short``'s words the question, the long answer and the passages state, of how
-    many: (found, words).  Equal when the span is found as written (after :func:`_normal`), an
-    abstention or a yes/no (for a yes/no question, or as the long answer says it)."""
-    s = (short or "").strip()
-    if not s or abstains(s):
-        return 0, 0
-    texts = [question, answer, *passages]
-    if is_yes_no(s):
-        said = fit_yes_no(answer or "")
-        ok = answer_type(question).kind == YESNO or (said is not None and said == fit_yes_no(s))
-        return (1, 1) if ok else (0, 1)
-    flats = [" ".join(re.findall(r"\w+", _normal(t))) for t in texts if t]
-    items = [" ".join(re.findall(r"\w+", _normal(x))) for x in _LIST_ITEMS.split(s)]
-    if all(x and any(x in f for f in flats) for x in items):  # as written, or each item of a list ("D组和C组")
-        return len(items), len(items)
-    words = _support_tokens(s)
-    seen: set[str] = set()
-    for t in texts:
-        seen |= _support_tokens(t)
-    found = {w for w in words if w in seen or _kin(w, seen)}
-    if words - found:
-        written, initials = (set().union(*sets) for sets in zip(*(_acronyms(t) for t in texts), strict=True))
-        found |= {w for w in words if w in written | initials}  # "UK" for "United Kingdom"
-        own = "".join(w[0] for w in s.split() if w[:1].isupper()).lower()
-        if len(own) == len(s.split()) >= 2 and own in written:
-            found = set(words)  # "United States" for "U.S."
-    return len(found), len(words)
-
-
-def unsupported_note(question: str, short: str, answer: str, passages: Iterable[str]) -> dict[str, Any] | None:
-    """The ``short_answer_unsupported`` note when no more than half of ``short``'s words are stated
-    by the question, the long answer or the passages the run saw (a name the model made up: "Tom
-    Cruise" for a reply that says "...was born in 1916."); None when it is supported.  The short
-    answer is then not returned: the long answer stands (``refused`` keeps the span)."""
-    found, words = support(question, short, answer, list(passages))
-    if found * 2 > words or not words:
-        return None
-    return {
-        "type": "short_answer_unsupported",
-        "message": "the short answer is not stated by the question, the answer or the passages; the answer stands",
-        "refused": short,
-        "found": found,
-        "words": words,
-    }
-
-
-def seen_passages(claims: Iterable[Claim], events: Iterable[Any]) -> list[str]:
-    """The passages a run saw: its claims' (whole) and its ``search`` events' (as recorded), titled."""
-    texts = [f"{p.title}\n{p.text}" for c in claims for p in c.passages]
-    for e in events:
-        if e.kind == "search":
-            texts += [f"{p.get('title') or ''}\n{p.get('text') or ''}" for p in e.data.get("passages") or ()]
-    return texts
