@@ -67,6 +67,17 @@ def quickstart_corpus() -> Path | None:
     return p if p.is_file() else None
 
 
+def quickstart_source() -> Path:
+    """The quick-start corpus a server (serve, mcp) answers from when no --index is given, or one line."""
+    qs = quickstart_corpus()
+    if qs is None:
+        raise UserError(
+            "no --index or --corpus was given and the quick-start corpus was not found at "
+            f"{data_dir() / QUICKSTART} (set SLEUTH_DATA_DIR, or give --index DIR)"
+        )
+    return qs
+
+
 def open_source(
     index: Path | None, corpus: Path | None, needs: bool, err: Console, opts: dict[str, Any] | None = None
 ) -> Any:

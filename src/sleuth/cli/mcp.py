@@ -94,14 +94,9 @@ def mcp_cmd(
         raise UserError("--max-concurrency must be at least 1 and --timeout above 0")
     quickstart = None
     if not sources:  # as sleuth serve and sleuth ask: the quick-start corpus, said so
-        from sleuth.cli.ask import QUICKSTART, data_dir, quickstart_corpus
+        from sleuth.cli.ask import quickstart_source
 
-        qs = quickstart_corpus()
-        if qs is None:
-            raise UserError(
-                "no --index or --corpus was given and the quick-start corpus was not found at "
-                f"{data_dir() / QUICKSTART} (set SLEUTH_DATA_DIR, or give --index DIR)"
-            )
+        qs = quickstart_source()
         quickstart = "quickstart"
         sources = [(quickstart, str(qs))]
     try:

@@ -85,15 +85,10 @@ def serve(
                 sources.append(source_entry(env(var) or ""))
     quickstart, quickstart_line = None, ""
     if not sources:
-        from sleuth.cli.ask import QUICKSTART, data_dir, quickstart_corpus
+        from sleuth.cli.ask import quickstart_source
         from sleuth.server.settings import QUICKSTART_NOTE
 
-        qs = quickstart_corpus()
-        if qs is None:
-            raise UserError(
-                "no --index or --corpus was given and the quick-start corpus was not found at "
-                f"{data_dir() / QUICKSTART} (set SLEUTH_DATA_DIR, or give --index DIR)"
-            )
+        qs = quickstart_source()
         quickstart = "quickstart"
         sources.append((quickstart, str(qs)))
         quickstart_line = f"no --index given: serving {QUICKSTART_NOTE.split(', served')[0]} ({qs})"
