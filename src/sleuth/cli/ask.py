@@ -329,7 +329,7 @@ def ask(
     except BadQuestion as e:
         raise UserError(str(e)) from None
     finally:
-        _close()
+        _close(llm)
     if json_out:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) + "\n")
         sys.stdout.flush()
@@ -339,10 +339,10 @@ def ask(
         raise typer.Exit(1)
 
 
-def _close() -> None:
+def _close(llm: Any) -> None:
+    """Close the model this command opened (only it: a program calling the command in-process keeps
+    its own models; the embedded engine of a CLI process ends with the process)."""
     try:
-        from sleuth.llm import close_all
-
-        close_all()
+        llm.close()
     except Exception:
         pass
