@@ -11,8 +11,6 @@ from typing import Any
 from sleuth.eval.store import in_order, is_composed, primary_score
 from sleuth.eval.summary import BOOTSTRAP, bootstrap_ci, cell, mean_or_nan
 
-__all__ = ["draft_section", "parts_section"]
-
 
 def draft_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
     """The final answer against the strategy's own draft (RAT's; Self-Ask's scaffold answer

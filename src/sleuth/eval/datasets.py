@@ -51,22 +51,6 @@ from sleuth.eval.items import (
 from sleuth.search.base import Filters
 from sleuth.strategies.conversation import BadHistory, split_messages
 
-__all__ = [
-    "LETTERS",
-    "LOADERS",
-    "MC",
-    "OPEN",
-    "YESNO",
-    "Dataset",
-    "DatasetError",
-    "Item",
-    "Paragraph",
-    "SubQuestion",
-    "detect_format",
-    "load_dataset",
-    "para_id",
-]
-
 
 # --------------------------------------------------------------------------- helpers
 def _json_records(path: Path) -> list[dict[str, Any]]:

@@ -19,8 +19,6 @@ from collections.abc import Iterable, Sequence
 
 from sleuth.eval.overlap import token_f1
 
-__all__ = ["cover_zh", "em_zh", "f1_zh", "is_chinese", "normalize_zh", "part_hits", "tokens_zh"]
-
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _WAN = re.compile(r"(\d+(?:\.\d+)?)\s*(万亿|亿|万)")

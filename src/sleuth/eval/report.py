@@ -21,7 +21,7 @@ from sleuth.eval.diagnose import answer_form_section, diagnosis_section
 from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.leading import leading_section
 from sleuth.eval.metrics import PRIMARY
-from sleuth.eval.plots import PLOTS, write_plots
+from sleuth.eval.plots import write_plots
 from sleuth.eval.policy_report import policy_section
 from sleuth.eval.store import (
     RESULTS,
@@ -34,10 +34,7 @@ from sleuth.eval.store import (
     resume_command,
 )
 from sleuth.eval.summary import (
-    BOOT_SEED,
     BOOTSTRAP,
-    Progress,
-    bootstrap_ci,
     cell,
     citation_rows,
     citation_table,
@@ -47,22 +44,6 @@ from sleuth.eval.summary import (
     progress,
     summarise,
 )
-
-__all__ = [
-    "BOOTSTRAP",
-    "BOOT_SEED",
-    "PLOTS",
-    "REPORT",
-    "Progress",
-    "bootstrap_ci",
-    "citation_rows",
-    "comparable",
-    "paired_differences",
-    "progress",
-    "render",
-    "summarise",
-    "write_report",
-]
 
 REPORT = "report.md"
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.config import SETTINGS, EvalConfig, EvalError, load_sample, validate
+from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
 from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
 from sleuth.eval.datasets import Dataset, Item, load_dataset
 from sleuth.eval.executors import make_executor
@@ -42,10 +42,7 @@ from sleuth.eval.store import (
 )
 from sleuth.eval.tasks import Sitting, Task, build_tasks
 from sleuth.eval.worker import (
-    COMPLETED_REASONS,
     FAILED,
-    OK,
-    SCHEMA,
     kind_of,
     make_record,
     now,
@@ -53,26 +50,6 @@ from sleuth.eval.worker import (
     worker_config,
 )
 from sleuth.llm.models import file_sha256
-from sleuth.strategies.registry import resolve_strategy_class
-
-__all__ = [
-    "COMPLETED_REASONS",
-    "FAILED",
-    "OK",
-    "SCHEMA",
-    "SETTINGS",
-    "EvalConfig",
-    "EvalError",
-    "RunSummary",
-    "Sitting",
-    "build_tasks",
-    "rerun_eval",
-    "rescore_run",
-    "resolve_strategy_class",
-    "run_eval",
-    "run_task",
-    "worker_config",
-]
 
 
 @dataclass

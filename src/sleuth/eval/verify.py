@@ -26,13 +26,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.config import load_sample
+from sleuth.eval.config import EvalError, load_sample
 from sleuth.eval.corpus import plan_retrieval
 from sleuth.eval.manifest import check_sample, code_state, commit_label, config_from_manifest
 from sleuth.eval.metrics import score
-from sleuth.eval.runner import EvalError, build_tasks, run_task, worker_config
 from sleuth.eval.store import MANIFEST, primary_score, read_manifest, read_records
-from sleuth.eval.worker import _clip, first_difference
+from sleuth.eval.tasks import build_tasks
+from sleuth.eval.worker import _clip, first_difference, run_task, worker_config
 
 SAME, DIFFERS = "same", "differs"
 
