@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sleuth.eval.diagnose import answer_form_section, diagnosis_section, is_sentence, outcome, signals
+from sleuth.eval.sections import answer_form_section, diagnosis_section, is_sentence, outcome, signals
 from sleuth.eval.report import render
 
 

@@ -23,25 +23,7 @@ from sleuth.eval.policy import conclusion_score, has_term, scope_violations
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
-_PUNCT = set(string.punctuation) | {
-    "，",
-    "。",
-    "、",
-    "；",
-    "：",
-    "？",
-    "！",
-    "（",
-    "）",
-    "“",
-    "”",
-    "‘",
-    "’",
-    "《",
-    "》",
-    "—",
-    "…",
-}
+_PUNCT = set(string.punctuation) | set("，。、；：？！（）“”‘’《》—…")
 
 
 def normalize_answer(s: str) -> str:
