@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sleuth.eval.sections import answer_form_section, diagnosis_section, is_sentence, outcome, signals
 from sleuth.eval.report import render
+from sleuth.eval.sections import answer_form_section, diagnosis_section, is_sentence, outcome, signals
 
 
 def _rec(strategy: str, qid: str, *, score: float, searches: int = 1, recall: float | None = None, status: str = "ok",

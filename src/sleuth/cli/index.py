@@ -11,7 +11,8 @@ from sleuth.cli import flags
 from sleuth.cli.common import UserError, app, checked, comma_list, console, console_err
 from sleuth.extras import require
 from sleuth.search.base import FilterError, Filters, SearchError
-from sleuth.search.index import BuildReport, EmptyBuild, Index
+from sleuth.search.index import BuildReport, Index
+from sleuth.search.index_writer import EmptyBuild
 from sleuth.search.ingest import FORMATS
 from sleuth.search.read_documents import NEEDS_INGEST, doc_type
 from sleuth.search.remote import EmbedServer

@@ -49,16 +49,6 @@ from sleuth.llm.models import EmbeddedModel, ensure_model, get_model
 from sleuth.llm.settings import embedded_mode
 from sleuth.llm.settings import threads as _threads
 
-__all__ = [
-    "DEFAULT_CTX_SIZE",
-    "EmbeddedServer",
-    "get_server",
-    "running_servers",
-    "stop_all",
-    "stop_model",
-    "stop_server",
-]
-
 #: context tokens per slot
 DEFAULT_CTX_SIZE = 8192
 
