@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,28 +50,23 @@ class CorpusError(ValueError):
     """The requested retrieval setting cannot be built for this dataset."""
 
 
-_PRIVATE_KEYS = {"is_supporting"}
-
-
 def pooled_paragraphs(dataset: Dataset) -> list[Paragraph]:
     """All paragraphs of all items, each id once (first occurrence wins)."""
     seen: dict[str, Paragraph] = {}
-    for it in dataset.items:
-        for p in it.paragraphs:
-            seen.setdefault(p.id, p)
+    for p in (p for it in dataset.items for p in it.paragraphs):
+        seen.setdefault(p.id, p)
     return list(seen.values())
 
 
-def corpus_records(paragraphs: list[Paragraph]) -> list[dict[str, Any]]:
-    """Generic corpus records ``{id, title, text, ...metadata}`` (the knowledge layer's generic format)."""
-    out = []
-    for p in paragraphs:
-        # gold labels (``is_supporting``) never go into the index
-        meta = {
-            k: v for k, v in p.metadata.items() if isinstance(v, str | int | float | bool) and k not in _PRIVATE_KEYS
-        }
-        out.append({**meta, "id": p.id, "title": p.title, "text": p.text})
-    return out
+def corpus_records(paragraphs: Iterable[Paragraph]) -> list[dict[str, Any]]:
+    """Generic corpus records ``{id, title, text, ...metadata}`` (the knowledge layer's generic format);
+    gold labels (``is_supporting``) never go into the index."""
+    plain = (str, int, float, bool)
+    return [
+        {**{k: v for k, v in p.metadata.items() if isinstance(v, plain) and k != "is_supporting"}, "id": p.id}
+        | {"title": p.title, "text": p.text}
+        for p in paragraphs
+    ]
 
 
 def _hash_records(records: list[dict[str, Any]]) -> str:
@@ -92,19 +88,7 @@ def _file_sha(path: Path) -> str:
     return h.hexdigest()
 
 
-def cache_root() -> Path:
-    return settings.eval_cache()
-
-
-# --------------------------------------------------------------------------- knowledge-layer adapter
 _BUILD_LOCK = threading.Lock()
-
-
-def open_index(spec: str, mode: str | None = None) -> Any:
-    """The retriever for ``spec``; ``mode`` (``lexical|dense|hybrid``) for embedded indexes, None: the index's own."""
-    from sleuth.search import open_retriever
-
-    return open_retriever(spec, mode=mode) if mode else open_retriever(spec)
 
 
 def ensure_index(
@@ -112,7 +96,7 @@ def ensure_index(
 ) -> Path:
     """The cached index dir for ``key`` (with vectors when ``dense``), built on first use
     (from ``records`` or ``inputs``)."""
-    root = cache_root() / (key + ("-dense" if dense else ""))
+    root = settings.eval_cache() / (key + ("-dense" if dense else ""))
     index_dir = root / "index"
     done = root / "READY"
     ready = f"ok {LAYOUT}" + (" dense" if dense else "") + "\n"
@@ -212,8 +196,10 @@ def _open_cached(spec: str, mode: str = "lexical") -> Any:
     with _OPEN_LOCK:
         r = _OPEN.get((spec, mode))
         if r is None:
-            try:
-                r = _OPEN[(spec, mode)] = open_index(spec, mode or None)
+            from sleuth.search import open_retriever
+
+            try:  # mode "": the index's own default
+                r = _OPEN[(spec, mode)] = open_retriever(spec, **({"mode": mode} if mode else {}))
             except SearchError as e:  # e.g. a mode the index has no vectors for
                 raise CorpusError(str(e)) from e
         return r

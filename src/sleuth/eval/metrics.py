@@ -17,8 +17,7 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
-from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits
-from sleuth.eval.overlap import token_f1
+from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits, token_f1
 from sleuth.eval.policy import conclusion_score, has_term, scope_violations
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

@@ -18,23 +18,15 @@ class RunningScores:
         self.n: dict[str, int] = defaultdict(int)
         self.failed = 0
 
-    def add(self, rec: Mapping[str, Any]) -> None:
-        if not is_composed(rec):
-            return
-        self.sum[rec["strategy"]] += primary_score(rec)
-        self.n[rec["strategy"]] += 1
-
     def count(self, rec: Mapping[str, Any]) -> None:
         """Add a record that is done (written now or found on resume), counting it if it failed."""
-        self.add(rec)
+        if is_composed(rec):
+            self.sum[rec["strategy"]] += primary_score(rec)
+            self.n[rec["strategy"]] += 1
         self.failed += rec.get("status") == FAILED
 
-    def line(self, order: Sequence[str]) -> str:
-        parts = [f"{s} {self.sum[s] / self.n[s]:.2f}" for s in order if self.n.get(s)]
-        return " | ".join(parts)
-
     def bar_text(self, order: Sequence[str]) -> str:
-        txt = self.line(order)
+        txt = " | ".join(f"{s} {self.sum[s] / self.n[s]:.2f}" for s in order if self.n.get(s))
         return f"{txt}  failed {self.failed}" if self.failed else txt
 
     def table(self) -> dict[str, dict[str, float]]:

@@ -225,7 +225,7 @@ def _drive(
     executor = make_executor(cfg.executor, cfg.concurrency)
     try:
         with ResultsWriter(out / RESULTS, on_notice=notice) as writer, progress_bar(progress, console) as pb:
-            bar = pb.add_task("eval", total=total, completed=skipped, scores=running.line(cfg.strategies))
+            bar = pb.add_task("eval", total=total, completed=skipped, scores=running.bar_text(cfg.strategies))
             for rec in executor.map_unordered(run_task, payloads):
                 item, meta = items_by_id[rec["qid"]]
                 old = resume.rerun.get((rec["strategy"], str(rec["qid"])))

@@ -54,9 +54,6 @@ class Check:
     score_then: float | None = None  # the record's primary score, and the new result's (None: no result)
     score_now: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
 class Verification:
@@ -92,9 +89,7 @@ class Verification:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ok"] = self.ok
-        return d
+        return {**asdict(self), "ok": self.ok}
 
 
 def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any]) -> Check:
