@@ -228,13 +228,7 @@ def ask(
     lang: flags.Lang = "auto",
     k: flags.K = 5,
     max_steps: flags.MaxSteps = 6,
-    max_tokens: int | None = typer.Option(
-        None,
-        "--max-tokens",
-        min=8,
-        max=8192,
-        help="Tokens per LLM call (default: 256; 400 for rat, 320 for step-back).",
-    ),
+    max_tokens: flags.MaxTokens = None,
     opt: flags.Opts = [],  # noqa: B006  (typer copies it)
     embed_model: flags.EmbedModel = None,
     embed_base_url: flags.EmbedURL = None,

@@ -8,6 +8,13 @@ from typing import Annotated
 
 import typer
 
+from sleuth.strategies.options import bounds
+
+#: the bounds of the options that are flags too are the strategies' own
+K_MIN, K_MAX = (int(x) for x in bounds("k"))
+STEPS_MIN, STEPS_MAX = (int(x) for x in bounds("max_steps"))
+TOKENS_MIN, TOKENS_MAX = (int(x) for x in bounds("max_tokens"))
+
 EMBED_MODEL_HELP = "Embedding model on an OpenAI-compatible /v1/embeddings server (default $SLEUTH_EMBED_MODEL)."
 EMBED_URL_HELP = (
     "Embedding server URL, or several comma-separated (a pool); key from $SLEUTH_EMBED_API_KEY "
@@ -33,10 +40,18 @@ RerankDepth = Annotated[int, typer.Option("--rerank-depth", min=1, max=200, help
 Model = Annotated[str | None, typer.Option("--model", "-m", help="Model (default: the configured / embedded default).")]
 BaseURL = Annotated[str | None, typer.Option("--base-url", help="An OpenAI-compatible LLM server URL.")]
 Lang = Annotated[str, typer.Option("--lang", help="Prompt language: auto (by the question), en or zh.")]
-K = Annotated[int, typer.Option("--k", min=1, max=50, help="Passages per search.")]
-# the cap is the strategies' own (sleuth.strategies.options.MAX_STEPS)
+K = Annotated[int, typer.Option("--k", min=K_MIN, max=K_MAX, help="Passages per search.")]
 MaxSteps = Annotated[
-    int, typer.Option("--max-steps", min=1, max=20, help="Step limit (follow-ups, revisions, searches).")
+    int, typer.Option("--max-steps", min=STEPS_MIN, max=STEPS_MAX, help="Step limit (follow-ups, revisions, searches).")
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        min=TOKENS_MIN,
+        max=TOKENS_MAX,
+        help="Tokens per LLM call (default: 256; 400 for rat, 320 for step-back).",
+    ),
 ]
 Opts = Annotated[list[str], typer.Option("--opt", help=OPT_HELP)]
 IndexDir = Annotated[Path | None, typer.Option("--index", help="An index folder (sleuth index build).")]

@@ -1,20 +1,8 @@
-"""Retrieval for an evaluation run, in one of three settings.
-
-* ``open``: every paragraph of the questions file pooled into one index (or the
-  dataset's companion corpus file, or ``--corpus``/``--index``).  Built once with
-  the knowledge layer's index API and cached under
-  ``$SLEUTH_CACHE_DIR/eval/indexes/<content hash>``, so reruns and resumes reuse it.
-  Searched in :data:`DEFAULT_SEARCH_MODE` unless ``--search-mode`` says otherwise
-  (``lexical``, ``dense`` or ``hybrid``; the last two embed the pool once, cached), or
-  lexically when the pool holds more than :data:`DENSE_DEFAULT_MAX_CHARS` characters (its
-  embedding would cost more than a tuning sitting); a resumed run keeps the mode it was started with.
-* ``distractor``: each question's own paragraphs (HotpotQA's 10, MuSiQue's 20)
-  become a small per-question index, also cached by content hash.
-* ``closed``: no retrieval (MMLU, or a closed-book baseline).
-
-A :class:`RetrievalPlan` is a plain, serialisable description; retrievers are
-opened lazily in whichever process runs the task (local threads or remote
-workers), once per process.
+"""Retrieval for an evaluation run (docs/eval.md, "Retrieval settings"): ``open`` pools every paragraph
+of the questions file (or its companion corpus, ``--corpus``, ``--index``) into one index cached by content
+hash under ``$SLEUTH_CACHE_DIR/eval/indexes``, searched in :data:`DEFAULT_SEARCH_MODE` or ``--search-mode``;
+``distractor`` gives each question an index of its own paragraphs; ``closed`` searches nothing.
+A :class:`RetrievalPlan` is a plain, serialisable description; each worker process opens its retrievers once.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""How (strategy, question) tasks are spread over workers: ``--executor local`` or ``dask[://ADDRESS]``.
-
-An executor takes a picklable function and picklable task payloads and yields the results *as
-they finish*, with at most ``concurrency`` tasks in flight (a hosted API is never flooded by a big
-cluster); the runner stays the single writer of the JSONL. Both built-in executors are a
-``concurrent.futures`` executor under :class:`PoolExecutor`: a thread pool in this process, or a
-Dask client's (``dask`` / ``dask://local``: a ``LocalCluster`` on 127.0.0.1 only, no dashboard,
-``$SLEUTH_DASK_WORKERS`` worker processes, default ``min(2, cpus)``; ``dask://HOST:PORT``: a running
-scheduler, whose workers need Sleuth, the same data/index paths and an LLM reachable by
-``--base-url``). Others register a factory for a URL scheme with ``register_executor("ray", make)``;
-it receives the full spec and the concurrency.
+"""How (strategy, question) tasks are spread over workers: ``--executor local`` or ``dask[://ADDRESS]``
+(docs/scale-out.md). An executor yields results as they finish with at most ``concurrency`` tasks in
+flight; the runner stays the single writer. Both built-in ones are a ``concurrent.futures`` executor
+under :class:`PoolExecutor`: a thread pool, or a Dask client's (``dask``: a ``LocalCluster`` on
+127.0.0.1 only with ``$SLEUTH_DASK_WORKERS`` worker processes; ``dask://HOST:PORT``: a running
+scheduler). ``register_executor("ray", factory)`` adds a scheme (the factory gets the spec and the concurrency).
 """
 
 from __future__ import annotations

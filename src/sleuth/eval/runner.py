@@ -1,15 +1,9 @@
-"""Run strategies over a dataset, resumably: ``sleuth eval --data PATH ...``.
+"""Run strategies over a dataset, resumably: ``sleuth eval --data PATH ...`` (docs/eval.md, "Run directory").
 
-Flow: load and sample the dataset -> check/write ``run.json`` -> read what the results
-already hold -> prepare retrieval (the open-setting index is built once and cached) -> ship
-the remaining (strategy, question) tasks to an executor -> score each result as it streams
-back and append it (single writer, fsync per line) -> write the report.
-
-A resume must match the manifest's settings; a record counts as done unless it failed (and
-``--retry-failed`` asks for it again) or a re-run is under way and the record is older than the
-re-run. The parts: :mod:`sleuth.eval.config` (the run's arguments), :mod:`sleuth.eval.manifest`
-(what made the run), :mod:`sleuth.eval.store` (the files), :mod:`sleuth.eval.tasks` (task order,
-sittings), :mod:`sleuth.eval.worker` (one task in a worker), :mod:`sleuth.eval.progress` (the bar).
+Load and sample the dataset, check or write ``run.json``, read what the results already hold, prepare
+retrieval, ship the remaining (strategy, question) tasks to an executor, then score and append each
+result as it comes back (the single writer) and write the report. A record counts as done unless it
+failed (and ``--retry-failed`` asks for it again) or a re-run is under way and it is older than the re-run.
 """
 
 from __future__ import annotations
