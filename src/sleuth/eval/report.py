@@ -44,6 +44,7 @@ from sleuth.eval.summary import (
     citation_rows,
     citation_table,
     comparable,
+    heading,
     mean_or_nan,
     paired_cells,
     paired_differences,
@@ -66,22 +67,17 @@ def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> l
         return []
     means = {sk: f"{cell(mean_or_nan(v))} ({len(v)})" for sk, v in cells.items()}
     head = ["strategy", *(f"{k} (n)" for k in kinds)]
-    return [
-        "",
-        "## Score by question kind",
-        "",
-        *table(head, ([s, [means.get((s, k), "–") for k in kinds]] for s in order)),
-    ]
+    return heading("Score by question kind") + table(
+        head, ([s, [means.get((s, k), "–") for k in kinds]] for s in order)
+    )
 
 
 def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
     baseline, rows = paired_differences(records, order)
     if not rows:
         return []
-    out = [
-        "",
-        f"## Paired differences against {baseline}",
-        "",
+    out = heading(
+        f"Paired differences against {baseline}",
         f"Primary score minus {baseline}'s on the same questions: mean with a 95% paired bootstrap CI "
         f"({BOOTSTRAP} resamples), the questions each side won, and what the strategy spent on those "
         f"questions as a multiple of {baseline}'s (processed prompt tokens and seconds: what a gain cost). "
@@ -92,8 +88,7 @@ def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) 
             if min(r["n"] for r in rows) < 20
             else ""
         ),
-        "",
-    ]
+    )
     return out + table(
         f"strategy | questions | difference [95% CI] | better than {baseline} | worse | same "
         f"| processed prompt tokens × {baseline} | seconds × {baseline}",
@@ -129,19 +124,15 @@ def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
     rows = citation_rows(records, order)
     if not rows:
         return []
-    out = [
-        "",
-        "## Citations",
-        "",
+    return heading(
+        "Citations",
         "The documents each answer cites against the question's gold supporting passages, by id "
         "(HotpotQA's `supporting_facts` titles, MuSiQue's `is_supporting` paragraphs, policy_zh's `evidence`, "
         "StrategyQA's `facts`); two chunks of one document are one citation. Precision: the cited documents "
         "that are gold, of those cited; an answer that cites nothing has none, so the mean is over the answers "
         "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
         "(*recall*), *recall when citing* leaves those out.",
-        "",
-    ]
-    return out + citation_table(rows)
+    ) + citation_table(rows)
 
 
 def code_line(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> str:
@@ -241,7 +232,7 @@ def render(
         lines += parts_section(records, names)
         lines += policy_section(records, names)
         lines += _citation_section(records, names)
-        lines += ["", "## Cost per question", ""]
+        lines += heading("Cost per question")
         lines += table(
             "strategy | LLM calls | searches | prompt tokens | processed prompt tokens | completion tokens | seconds "
             "| cost (USD) | calls served from cache",
@@ -254,7 +245,7 @@ def render(
                 f"{cached} LLM calls were served from Sleuth's response cache: their seconds are the cache's, not the "
                 "model's, and their prompt tokens were not processed, so they are no timings.",
             ]
-        lines += ["", "## Finish reasons", ""]
+        lines += heading("Finish reasons")
         lines += table(["strategy", "reasons"], ([r["strategy"], _reasons(r["reasons"])] for r in rows))
     lines += _paired_section(records, names)
     lines += conversation_section(records, names)
@@ -263,14 +254,11 @@ def render(
     lines += _kind_table(records, names)
     gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}
     if any(gaps.values()):
-        lines += [
-            "",
-            "## Compositionality gap",
-            "",
+        lines += heading(
+            "Compositionality gap",
             "Among composed questions whose every sub-question (decomposition hops, earlier answers substituted) "
             "the strategy answered correctly, the share whose composed question it got wrong (Press et al.).",
-            "",
-        ]
+        )
         lines += table(
             "strategy | correct by | questions | composed right | sub-questions right | all sub-questions right "
             "| of those, composed wrong | gap",
@@ -285,13 +273,13 @@ def render(
     lines += answer_form_section(records, names)
     failures = sorted((r for r in every if r.get("status") == "failed"), key=lambda r: (r["strategy"], str(r["qid"])))
     if failures:
-        lines += ["", "## Failures (first 20)", ""]
+        lines += heading("Failures (first 20)")
         lines += table(
             ["strategy", "question id", "reason", "error"],
             ([r["strategy"], r["qid"], r.get("reason", ""), _error(r)] for r in failures[:20]),
         )
     if plots:
-        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+        lines += heading("Plots") + [f"![{p}]({p})" for p in plots]
     lines += ["", "Regenerate with `sleuth eval report DIR` (reads only `results.jsonl` and `run.json`).", ""]
     return "\n".join(lines)
 

@@ -27,6 +27,7 @@ from sleuth.eval.summary import (
     ci_cell,
     citation_rows,
     citation_table,
+    heading,
     mean_or_nan,
     paired_cells,
     paired_differences,
@@ -61,10 +62,6 @@ def composed_by_strategy(records: Iterable[Mapping[str, Any]]) -> dict[str, list
         if is_composed(r):
             by[r["strategy"]].append(r)
     return by
-
-
-def _head(title: str, *intro: str) -> list[str]:
-    return ["", f"## {title}", "", *intro, *([""] if intro else [])]
 
 
 def outcome(rec: Mapping[str, Any]) -> str:
@@ -120,7 +117,7 @@ def diagnosis_section(records: Records, order: Sequence[str]) -> list[str]:
     names = in_order(by, order)
     if not by:
         return []
-    out = _head(
+    out = heading(
         "Where the answers go wrong",
         f"Each composed question in one bucket (correct: primary score ≥ {CORRECT_AT}). *Gold evidence* is the "
         "dataset's supporting paragraphs (ids, else titles) among all passages the run saw; "
@@ -158,7 +155,7 @@ def answer_form_section(records: Records, order: Sequence[str]) -> list[str]:
         rows.append(
             [s, len(rs), sum(is_sentence(r.get("short_answer", "")) for r in rs), sum(right), hidden, sum(covered)]
         )
-    return _head(
+    return heading(
         "Answer form",
         f"EM and F1 compare answer tokens, so a right answer written as a sentence scores low. *Sentence "
         f"answers*: short answers of more than {SENTENCE_WORDS} words. *Wrong but containing the gold answer*: "
@@ -188,7 +185,7 @@ def leading_section(records: Records, prog: Progress, order: Sequence[str]) -> l
     behind = {s: len(done.get(s, ())) for s in prog.strategies if s not in group}
     mine = [r for r in records if r["strategy"] in group and str(r["qid"]) in shared]
     baseline, diffs = paired_differences(mine, group)
-    out = _head(
+    out = heading(
         f"Ahead of the rest: {len(group)} strategies on {len(shared)} questions",
         f"The tables above compare the {len(prog.complete)} questions every strategy has finished; "
         + ", ".join(f"{s} has finished {n}" for s, n in behind.items())
@@ -251,7 +248,7 @@ def draft_section(records: Records, order: Sequence[str]) -> list[str]:
         )
     if not rows:
         return []
-    return _head(
+    return heading(
         "Draft and final answer",
         "The answer a strategy wrote before its last pass (RAT's chain-of-thought draft before it searched; "
         "Self-Ask's scaffold answer before its final reading pass; Search-o1's reasoning answer before its "
@@ -277,7 +274,7 @@ def parts_section(records: Records, order: Sequence[str]) -> list[str]:
     by = composed_by_strategy(r for r in records if "part_rate" in (r.get("scores") or {}))
     if not by:
         return []
-    return _head(
+    return heading(
         "Answer parts",
         "For answers of several parts (RGB): *all parts* is the primary score (the reply mentions every "
         "part), *part rate* the share of parts it mentions, *part recall* the share of parts with a "
@@ -307,7 +304,7 @@ def policy_section(records: Records, order: Sequence[str]) -> list[str]:
             + [cell(_mean(rs, "cite_precision")), cell(_mean(rs, "cited_recall_id"))]
             + [sum(1 for r in rs if (r.get("scores") or {}).get("scope_violation"))]
         )
-    return _head(
+    return heading(
         "Policy conclusions",
         "Conclusion accuracy (`sleuth.eval.policy`): a yes/no question counts with the right polarity, no "
         "contradiction and the deciding clause's terms; an out-of-scope question (its deciding clause is outside "

@@ -229,6 +229,11 @@ def citation_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     )
 
 
+def heading(title: str, *intro: str) -> list[str]:
+    """A report section's first lines: its title and the paragraph that says how to read it."""
+    return ["", f"## {title}", "", *intro, *([""] if intro else [])]
+
+
 def ci_cell(ci: Sequence[float]) -> str:
     """A mean with its interval: ``0.412 [0.320, 0.505]``."""
     return "{} [{}, {}]".format(*map(cell, ci))
