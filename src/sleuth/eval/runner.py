@@ -9,6 +9,7 @@ failed (and ``--retry-failed`` asks for it again) or a re-run is under way and i
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,13 +22,14 @@ from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import sub_items
 from sleuth.eval.manifest import add_sitting, code_state, commit_label, config_from_manifest, new_manifest
 from sleuth.eval.metrics import Prices, score
-from sleuth.eval.progress import RunningScores, progress_bar
 from sleuth.eval.store import (
     MANIFEST,
     RESULTS,
     ResultsWriter,
     check_manifest,
     has_results,
+    is_composed,
+    primary_score,
     read_manifest,
     read_records,
     rewrite_records,
@@ -44,6 +46,46 @@ from sleuth.eval.worker import (
     worker_config,
 )
 from sleuth.llm.models import file_sha256
+
+
+class RunningScores:
+    """Running means of each strategy's primary score (for the progress bar and the summary)."""
+
+    def __init__(self) -> None:
+        self.sum: dict[str, float] = defaultdict(float)
+        self.n: dict[str, int] = defaultdict(int)
+        self.failed = 0
+
+    def count(self, rec: Mapping[str, Any]) -> None:
+        """Add a record that is done (written now or found on resume), counting it if it failed."""
+        if is_composed(rec):
+            self.sum[rec["strategy"]] += primary_score(rec)
+            self.n[rec["strategy"]] += 1
+        self.failed += rec.get("status") == FAILED
+
+    def bar_text(self, order: Sequence[str]) -> str:
+        txt = " | ".join(f"{s} {self.sum[s] / self.n[s]:.2f}" for s in order if self.n.get(s))
+        return f"{txt}  failed {self.failed}" if self.failed else txt
+
+    def table(self) -> dict[str, dict[str, float]]:
+        return {s: {"n": self.n[s], "score": self.sum[s] / self.n[s]} for s in self.n if self.n[s]}
+
+
+def progress_bar(enabled: bool, console: Any) -> Any:
+    """A rich progress bar on ``console`` (hidden when not ``enabled``); use it as a context."""
+    from rich import progress as rp
+
+    return rp.Progress(
+        rp.TextColumn("[bold]eval"),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeElapsedColumn(),
+        rp.TimeRemainingColumn(),
+        rp.TextColumn("{task.fields[scores]}"),
+        console=console,
+        transient=False,
+        disable=not enabled,
+    )
 
 
 @dataclass
