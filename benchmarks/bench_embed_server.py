@@ -189,7 +189,7 @@ class _CachedModel:
         self.dim = self.model.dim
 
     def embed(self, texts: list[str], *, is_query: bool = False) -> np.ndarray:
-        from sleuth.search.dense import embed_texts
+        from sleuth.search.embedding import embed_texts
 
         if is_query:
             return self.model.embed(texts, is_query=True)

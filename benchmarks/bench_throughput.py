@@ -128,8 +128,6 @@ def executor(mode: str) -> str:
     if not _DASK:
         from distributed import LocalCluster
 
-        import sleuth.eval.cluster  # noqa: F401  (registers the dask scheme)
-
         t = time.perf_counter()
         cl = LocalCluster(n_workers=2, threads_per_worker=32, host="127.0.0.1", dashboard_address=None)
         _DASK["spec"] = "dask://" + cl.scheduler_address.removeprefix("tcp://")

@@ -55,7 +55,8 @@ def rgb_pool(questions: list[dict[str, Any]]) -> list[str]:
 
 
 def speed(name: str, passages: list[str], queries: list[str]) -> dict[str, float]:
-    from sleuth.search.dense import embed_texts, get_embedder
+    from sleuth.search.dense import get_embedder
+    from sleuth.search.embedding import embed_texts
 
     emb = get_embedder(name)
     emb.embed(["warm up"], is_query=True)

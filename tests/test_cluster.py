@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cluster
 distributed = pytest.importorskip("distributed")
 
 from fake_openai_server import FakeOpenAIServer  # noqa: E402
-from sleuth.eval import cluster as sleuth_cluster  # noqa: E402  (registers the dask scheme)
+from sleuth.eval import executors as sleuth_cluster  # noqa: E402
 from sleuth.eval.datasets import load_dataset  # noqa: E402
 from sleuth.eval.executors import make_executor  # noqa: E402
 from sleuth.eval.runner import EvalConfig, run_eval  # noqa: E402

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sleuth.eval.diagnose import answer_form_section, diagnosis_section, is_sentence, outcome, signals
 from sleuth.eval.report import render
+from sleuth.eval.sections import answer_form_section, diagnosis_section, is_sentence, outcome, signals
 
 
 def _rec(strategy: str, qid: str, *, score: float, searches: int = 1, recall: float | None = None, status: str = "ok",
@@ -84,7 +84,7 @@ def test_diagnosis_table_in_the_report() -> None:
 def test_committed_reports_match_their_jsonl() -> None:
     """Every report under docs/results is what `sleuth eval report DIR` makes of its records and run.json
     (which commits made the records is the report's to say; no test ties them to the running code)."""
-    from sleuth.eval.report import PLOTS
+    from sleuth.eval.plots import PLOTS
     from sleuth.eval.store import read_manifest, read_records
     from sleuth.eval.summary import progress
 
@@ -101,7 +101,7 @@ def test_committed_reports_match_their_jsonl() -> None:
 
 
 def test_paired_differences_against_the_baseline() -> None:
-    from sleuth.eval.report import paired_differences
+    from sleuth.eval.summary import paired_differences
 
     recs = []
     for i in range(30):

@@ -22,7 +22,7 @@ from sleuth.eval.metrics import (
     retrieved_passages,
     score,
 )
-from sleuth.eval.report import bootstrap_ci
+from sleuth.eval.summary import bootstrap_ci
 
 
 def test_squad_normalisation() -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sleuth.eval.report import comparable, progress, render
+from sleuth.eval.report import render
+from sleuth.eval.summary import comparable, progress
 
 
 def _rec(strategy: str, qid: str, score: float, *, hop: int | None = None, hops: int = 2, wall_s: float = 0.0) -> dict:

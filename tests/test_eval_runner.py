@@ -561,7 +561,7 @@ def test_local_executor_starts_the_next_task_before_yielding() -> None:
         started[payload["i"]].set()
         return payload
 
-    ex = executors.LocalExecutor(1)
+    ex = executors.make_executor("local", 1)
     try:
         stream = ex.map_unordered(task, ({"i": i} for i in range(3)))
         first = next(stream)
@@ -680,7 +680,7 @@ def test_time_limit_keeps_a_composed_question_with_its_hops(tmp_path: Path, data
 def test_sitting_hands_out_tasks_until_the_deadline_then_stops_at_a_question_boundary() -> None:
     from sleuth.eval.datasets import Item
     from sleuth.eval.gap import SUB_SEP
-    from sleuth.eval.runner import Sitting
+    from sleuth.eval.tasks import Sitting
 
     def task(qid: str) -> tuple[str, Item, dict]:
         return ("s", Item(id=qid, question="q?", answers=["a"]), {})

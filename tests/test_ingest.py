@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sleuth.search.chunking import chunk_doc, passage_hash, split_sentences
-from sleuth.search.ingest import Doc, IngestReport, detect_format, read_inputs
+from sleuth.search.ingest import Doc, IngestReport, read_inputs
+from sleuth.search.read_json import detect_format
 
 
 def _read(paths: list[Path], **kw: object) -> tuple[list[Doc], IngestReport]:

@@ -85,7 +85,7 @@ def test_a_damaged_row_is_a_miss(tmp_path):
 
 
 def _open_embedding_cache(path: str) -> None:
-    from sleuth.search.dense import EmbeddingCache
+    from sleuth.search.embedding import EmbeddingCache
 
     EmbeddingCache(path).conn.close()
 

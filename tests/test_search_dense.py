@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sleuth.search import Filters, Index, Passage, SearchError
-from sleuth.search.dense import DenseIndex, EmbeddingCache, build_faiss
+from sleuth.search.dense import DenseIndex, build_faiss
+from sleuth.search.embedding import EmbeddingCache
 from sleuth.search.hybrid import rrf
 from sleuth.search.lexical import LexicalIndex
 

@@ -17,7 +17,8 @@ import pytest
 from serverkit import running
 from sleuth.llm import LLMError, get_llm
 from sleuth.search.base import FilterError, Filters
-from sleuth.search.index import EmptyBuild, Index
+from sleuth.search.index import Index
+from sleuth.search.index_writer import EmptyBuild
 from sleuth.server import ServerConfigError, ServerSettings, create_app
 from sleuth.strategies import BAD_INPUT, BadQuestion, get_strategy
 from sleuth.strategies.search_o1 import SearchO1

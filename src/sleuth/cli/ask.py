@@ -30,27 +30,12 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from sleuth.cli.common import (
-    EMBED_MODEL_HELP,
-    EMBED_URL_HELP,
-    RERANK_HELP,
-    UserError,
-    app,
-    checked,
-    console,
-    console_err,
-    require_llm,
-    rerank_option,
-)
+from sleuth.cli import flags
+from sleuth.cli.common import UserError, app, checked, console, console_err, require_llm, rerank_option, source_options
 from sleuth.config import settings
 from sleuth.strategies.result import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Event
 
 QUICKSTART = Path("quickstart") / "wiki_passages.jsonl"
-OPT_HELP = (
-    "A strategy option key=value, repeatable, e.g. --opt k_stepback=3 (k-stepback also works). Values: "
-    "true/false, numbers, JSON, else text. An unknown option is refused with the strategy's valid ones "
-    "(docs/strategies.md lists them)."
-)
 OK_REASONS = {FINISHED, STEP_LIMIT, REPEAT_LIMIT}
 
 
@@ -232,39 +217,25 @@ def print_result(result: Any, out: Console) -> None:
 @app.command("ask")
 def ask(
     question: str = typer.Argument(..., help="The question (quote it)."),
-    strategy: str = typer.Option(
-        "self-ask", "--strategy", "-s", help="direct, cot, rag, self-ask, rat, step-back, search-o1"
-    ),
-    index: Path | None = typer.Option(None, "--index", help="An index folder (sleuth index build)."),
-    corpus: Path | None = typer.Option(None, "--corpus", help="A corpus file or folder (indexed once, cached)."),
+    strategy: str = typer.Option("self-ask", "--strategy", "-s", help=flags.STRATEGY_HELP),
+    index: flags.IndexDir = None,
+    corpus: flags.CorpusPath = None,
     filter_: list[str] = typer.Option(
         [], "--filter", "-f", help="Scope: key=value, key>=value, acl=LABEL (repeatable)."
     ),
-    model: str | None = typer.Option(
-        None, "--model", "-m", help="Model name (embedded: qwen2.5-1.5b, qwen2.5-0.5b, smollm2-135m)."
-    ),
-    base_url: str | None = typer.Option(
-        None, "--base-url", help="An OpenAI-compatible server instead of the embedded model."
-    ),
-    lang: str = typer.Option("auto", "--lang", help="Prompt language: auto (by the question), en or zh."),
-    k: int = typer.Option(5, "--k", min=1, max=50, help="Passages per search."),
-    max_steps: int = typer.Option(
-        6, "--max-steps", min=1, max=50, help="Step limit (follow-ups, revisions, searches)."
-    ),
-    max_tokens: int | None = typer.Option(
-        None,
-        "--max-tokens",
-        min=8,
-        max=8192,
-        help="Tokens per LLM call (default: 256; 400 for rat, 320 for step-back).",
-    ),
-    opt: list[str] = typer.Option([], "--opt", help=OPT_HELP),
-    embed_model: str | None = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP),
-    embed_base_url: str | None = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
-    rerank: str | None = typer.Option(None, "--rerank", help=RERANK_HELP),
-    rerank_base_url: str | None = typer.Option(None, "--rerank-base-url", help="A rerank server URL (= --rerank URL)."),
-    rerank_model: str | None = typer.Option(None, "--rerank-model", help="Model name sent to the rerank server."),
-    rerank_depth: int = typer.Option(20, "--rerank-depth", min=1, max=200, help="Candidates the reranker sees."),
+    model: flags.Model = None,
+    base_url: flags.BaseURL = None,
+    lang: flags.Lang = "auto",
+    k: flags.K = 5,
+    max_steps: flags.MaxSteps = 6,
+    max_tokens: flags.MaxTokens = None,
+    opt: flags.Opts = [],  # noqa: B006  (typer copies it)
+    embed_model: flags.EmbedModel = None,
+    embed_base_url: flags.EmbedURL = None,
+    rerank: flags.Rerank = None,
+    rerank_base_url: flags.RerankURL = None,
+    rerank_model: flags.RerankModel = None,
+    rerank_depth: flags.RerankDepth = 20,
     json_out: bool = typer.Option(False, "--json", help="Print the full result with its trace as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print each completion."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the live steps (on stderr)."),
@@ -296,33 +267,10 @@ def ask(
         raise UserError(str(e)) from None
     require_llm(model, base_url, "sleuth ask")
     choice = rerank_option(rerank, rerank_base_url)
-    src_opts: dict[str, Any] = {
-        "embed_model": embed_model,
-        "embed_base_url": embed_base_url,
-        "rerank_depth": rerank_depth,
-    }
-    if choice not in (None, "llm"):
-        from sleuth.search.base import SearchError
-        from sleuth.search.remote import RerankServer
-
-        try:
-            src_opts["rerank"] = choice if choice == "none" else RerankServer.resolve(choice, rerank_model)
-        except SearchError as e:
-            raise UserError(str(e)) from None
-    elif choice == "llm":
-        src_opts["rerank"] = "none"  # the LLM reranker wraps the source once the LLM is open (below)
+    src_opts = source_options(embed_model, embed_base_url, choice, rerank_model, rerank_depth)
     retriever = open_source(index, corpus, STRATEGIES[name].needs_retriever, console_err, src_opts)
-
-    from sleuth.llm import LLMError, get_llm
-
-    try:
-        llm = get_llm(model, base_url=base_url)
-    except (LLMError, ValueError) as e:  # ValueError: a malformed SLEUTH_LLM_* setting
-        raise UserError(str(e)) from None
-    if choice == "llm" and retriever is not None:
-        from sleuth.search.rerank import LLMReranker, RerankedRetriever
-
-        retriever = RerankedRetriever(retriever, LLMReranker(llm), depth=rerank_depth)
+    llm = open_llm(model, base_url)
+    retriever = llm_reranked(retriever, llm, choice, rerank_depth)
     try:
         strat = STRATEGIES[name](llm, retriever, **options)
         result = strat.run(question, filters=filters, listeners=[] if quiet else [StepPrinter(console_err, verbose)])
@@ -337,6 +285,25 @@ def ask(
         print_result(result, console)
     if result.finish_reason not in OK_REASONS:
         raise typer.Exit(1)
+
+
+def open_llm(model: str | None, base_url: str | None) -> Any:
+    """The model of ``--model``/``--base-url`` (a bad setting: one sentence)."""
+    from sleuth.llm import LLMError, get_llm
+
+    try:
+        return get_llm(model, base_url=base_url)
+    except (LLMError, ValueError) as e:  # ValueError: a malformed SLEUTH_LLM_* setting
+        raise UserError(str(e)) from None
+
+
+def llm_reranked(retriever: Any, llm: Any, choice: str | None, depth: int) -> Any:
+    """``retriever`` behind the LLM reranker when ``--rerank llm`` asked for it."""
+    if choice != "llm" or retriever is None:
+        return retriever
+    from sleuth.search.rerank import LLMReranker, RerankedRetriever
+
+    return RerankedRetriever(retriever, LLMReranker(llm), depth=depth)
 
 
 def _close(llm: Any) -> None:

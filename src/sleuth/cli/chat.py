@@ -2,7 +2,7 @@
 
     sleuth chat [--strategy rag] [--index DIR | --corpus FILE] [--filter key=value ...]
                 [--model NAME] [--base-url URL] [--lang en|zh] [--k 5] [--max-steps N]
-                [--opt key=value ...] [--no-rewrite] [--verbose]
+                [--opt key=value ...] [--embed-model M] [--rerank none|llm|URL] [--no-rewrite] [--verbose]
 
 Each question is answered with the earlier turns of the conversation as its history: a
 follow-up ("那出境的呢？", "and who founded it?") is first rewritten to stand alone (one short
@@ -24,8 +24,9 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from sleuth.cli.ask import OPT_HELP, StepPrinter, open_source, print_result
-from sleuth.cli.common import UserError, app, checked, console, console_err
+from sleuth.cli import flags
+from sleuth.cli.ask import StepPrinter, llm_reranked, open_llm, open_source, print_result
+from sleuth.cli.common import UserError, app, checked, console, console_err, require_llm, rerank_option, source_options
 
 HELP = (
     "Ask a question; a follow-up may refer to earlier turns. Commands: /new (a new conversation), "
@@ -108,20 +109,24 @@ class Chat:
 
 @app.command("chat")
 def chat(
-    strategy: str = typer.Option(
-        "rag", "--strategy", "-s", help="direct, cot, rag, self-ask, rat, step-back, search-o1"
-    ),
-    index: Path | None = typer.Option(None, "--index", help="An index folder (sleuth index build)."),
-    corpus: Path | None = typer.Option(None, "--corpus", help="A corpus file or folder (indexed once, cached)."),
+    strategy: str = typer.Option("rag", "--strategy", "-s", help=flags.STRATEGY_HELP),
+    index: flags.IndexDir = None,
+    corpus: flags.CorpusPath = None,
     filter_: list[str] = typer.Option(
         [], "--filter", "-f", help="Scope for every turn: key=value, key>=value, acl=LABEL (repeatable)."
     ),
-    model: str | None = typer.Option(None, "--model", "-m", help="Model name (embedded: qwen2.5-1.5b, ...)."),
-    base_url: str | None = typer.Option(None, "--base-url", help="An OpenAI-compatible server instead."),
-    lang: str = typer.Option("auto", "--lang", help="Prompt language: auto (by the question), en or zh."),
-    k: int = typer.Option(5, "--k", min=1, max=50, help="Passages per search."),
-    max_steps: int = typer.Option(6, "--max-steps", min=1, max=50, help="Step limit."),
-    opt: list[str] = typer.Option([], "--opt", help=OPT_HELP),
+    model: flags.Model = None,
+    base_url: flags.BaseURL = None,
+    lang: flags.Lang = "auto",
+    k: flags.K = 5,
+    max_steps: flags.MaxSteps = 6,
+    opt: flags.Opts = [],  # noqa: B006  (typer copies it)
+    embed_model: flags.EmbedModel = None,
+    embed_base_url: flags.EmbedURL = None,
+    rerank: flags.Rerank = None,
+    rerank_base_url: flags.RerankURL = None,
+    rerank_model: flags.RerankModel = None,
+    rerank_depth: flags.RerankDepth = 20,
     no_rewrite: bool = typer.Option(
         False, "--no-rewrite", help="Answer each message as it is (no standalone-question step)."
     ),
@@ -142,14 +147,14 @@ def chat(
         STRATEGIES[name].Options.parse(options, strategy=name)
     except (UnknownStrategy, FilterError, OptionsError) as e:
         raise UserError(str(e)) from None
-    retriever = open_source(index, corpus, STRATEGIES[name].needs_retriever, console_err)
+    require_llm(model, base_url, "sleuth chat")
+    choice = rerank_option(rerank, rerank_base_url)
+    src_opts = source_options(embed_model, embed_base_url, choice, rerank_model, rerank_depth)
+    retriever = open_source(index, corpus, STRATEGIES[name].needs_retriever, console_err, src_opts)
+    llm = open_llm(model, base_url)
+    retriever = llm_reranked(retriever, llm, choice, rerank_depth)
+    from sleuth.llm import close_all
 
-    from sleuth.llm import LLMError, close_all, get_llm
-
-    try:
-        llm = get_llm(model, base_url=base_url)
-    except (LLMError, ValueError) as e:
-        raise UserError(str(e)) from None
     if sys.stdin.isatty():  # Ctrl-C leaves, even when started from a shell that ignores SIGINT (nohup, &)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     session = Chat(llm, retriever, name, options, filters)

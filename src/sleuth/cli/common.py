@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from rich.console import Console
 
@@ -53,17 +55,6 @@ def require_llm(model: str | None, base_url: str | None, what: str) -> None:
     require("local", f"{what} with the embedded model")
 
 
-EMBED_MODEL_HELP = "Embedding model on an OpenAI-compatible /v1/embeddings server (default $SLEUTH_EMBED_MODEL)."
-EMBED_URL_HELP = (
-    "Embedding server URL, or several comma-separated (a pool); key from $SLEUTH_EMBED_API_KEY "
-    "(default $SLEUTH_EMBED_BASE_URL; an index embedded through a server remembers its URL)."
-)
-RERANK_HELP = (
-    "Rerank stage after fusion: none, llm (the LLM orders the candidates) or a rerank server URL "
-    "(/v1/rerank or /rerank, Jina/Cohere/TEI; key from $SLEUTH_RERANK_API_KEY). Default: $SLEUTH_RERANK_BASE_URL, else none."
-)
-
-
 def rerank_option(rerank: str | None, rerank_base_url: str | None, *, allow_llm: bool = True) -> str | None:
     """The rerank choice of ``--rerank`` / ``--rerank-base-url`` (one of them), checked."""
     if rerank is not None and rerank_base_url is not None:
@@ -72,7 +63,30 @@ def rerank_option(rerank: str | None, rerank_base_url: str | None, *, allow_llm:
     if choice is None or (choice in ("none", "llm") and (allow_llm or choice == "none")):
         return choice
     if choice == "llm":
-        raise UserError("--rerank llm needs an LLM: use it with sleuth ask, serve or mcp")
+        raise UserError("--rerank llm needs an LLM: use it with sleuth ask, chat, serve or mcp")
     if not choice.startswith(("http://", "https://")):
         raise UserError(f"--rerank must be none, llm or a rerank server's http(s) URL, not {choice!r}")
     return choice
+
+
+def source_options(
+    embed_model: str | None,
+    embed_base_url: str | None,
+    choice: str | None,
+    rerank_model: str | None,
+    rerank_depth: int,
+) -> dict[str, Any]:
+    """:func:`~sleuth.search.open_retriever`'s options of the embed and rerank flags (``choice``: of
+    :func:`rerank_option`; ``llm`` opens the source without a reranker: the caller wraps it once the LLM is open)."""
+    from sleuth.search.base import SearchError
+    from sleuth.search.remote import RerankServer
+
+    opts: dict[str, Any] = {"embed_model": embed_model, "embed_base_url": embed_base_url, "rerank_depth": rerank_depth}
+    try:
+        if choice is not None:
+            opts["rerank"] = choice if choice in ("none", "llm") else RerankServer.resolve(choice, rerank_model)
+    except SearchError as e:
+        raise UserError(str(e)) from None
+    if opts.get("rerank") == "llm":
+        opts["rerank"] = "none"
+    return opts

@@ -7,19 +7,12 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import (
-    EMBED_MODEL_HELP,
-    EMBED_URL_HELP,
-    UserError,
-    app,
-    checked,
-    comma_list,
-    console,
-    console_err,
-)
+from sleuth.cli import flags
+from sleuth.cli.common import UserError, app, checked, comma_list, console, console_err
 from sleuth.extras import require
 from sleuth.search.base import FilterError, Filters, SearchError
-from sleuth.search.index import BuildReport, EmptyBuild, Index
+from sleuth.search.index import BuildReport, Index
+from sleuth.search.index_writer import EmptyBuild
 from sleuth.search.ingest import FORMATS
 from sleuth.search.read_documents import NEEDS_INGEST, doc_type
 from sleuth.search.remote import EmbedServer
@@ -88,8 +81,8 @@ def build_cmd(
         "all", "--default-acl", help="ACL labels for passages that have none (comma-separated)."
     ),
     max_file_mb: float = typer.Option(512, "--max-file-mb", help="Skip (and name) input files larger than this."),
-    embed_model: str = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP),
-    embed_base_url: str = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
+    embed_model: flags.EmbedModel = None,
+    embed_base_url: flags.EmbedURL = None,
     embed_batch: int = typer.Option(None, "--embed-batch", help="Texts per embedding request (default 64)."),
     embed_concurrency: int = typer.Option(
         None, "--embed-concurrency", help="Embedding requests in flight per server (default 4)."
@@ -135,8 +128,8 @@ def add_cmd(
     inputs: list[Path] = typer.Option([], "--input", "-i", help="Corpus file or folder (repeatable)."),
     fmt: str = typer.Option("auto", "--format", help=f"Corpus format: {'|'.join(FORMATS)}."),
     max_file_mb: float = typer.Option(512, "--max-file-mb", help="Skip (and name) input files larger than this."),
-    embed_model: str = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP + " Must be the index's."),
-    embed_base_url: str = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
+    embed_model: str = typer.Option(None, "--embed-model", help=flags.EMBED_MODEL_HELP + " Must be the index's."),
+    embed_base_url: flags.EmbedURL = None,
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Add or update documents in an index (documents with a known id are replaced)."""

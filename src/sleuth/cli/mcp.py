@@ -11,16 +11,8 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import (
-    EMBED_MODEL_HELP,
-    EMBED_URL_HELP,
-    RERANK_HELP,
-    UserError,
-    app,
-    console_err,
-    require_llm,
-    rerank_option,
-)
+from sleuth.cli import flags
+from sleuth.cli.common import UserError, app, console_err, require_llm, rerank_option
 
 HELP = (
     "Serve Sleuth to an MCP client (an agent, an IDE) over stdio.\n\n"
@@ -53,18 +45,18 @@ def _stdout_to_stderr() -> Iterator[None]:
 def mcp_cmd(
     index: list[str] = typer.Option([], "--index", help="Index folder (or NAME=DIR); repeatable, first is default."),
     corpus: list[str] = typer.Option([], "--corpus", help="Corpus file (or NAME=FILE); repeatable."),
-    model: str = typer.Option(None, "--model", help="Model (default: the configured / embedded default)."),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible LLM server URL."),
+    model: flags.Model = None,
+    base_url: flags.BaseURL = None,
     default_strategy: str = typer.Option("self-ask", "--strategy", help="Strategy when a call names none."),
     max_concurrency: int = typer.Option(2, "--max-concurrency", help="Asks at once; more get an error result."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds an ask may take (then finish_reason timeout)."),
     traces: Path = typer.Option(None, "--traces", help="Keep run traces in this SQLite file; default: in memory."),
-    embed_model: str = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP),
-    embed_base_url: str = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
-    rerank: str = typer.Option(None, "--rerank", help=RERANK_HELP),
-    rerank_base_url: str = typer.Option(None, "--rerank-base-url", help="A rerank server URL (= --rerank URL)."),
-    rerank_model: str = typer.Option(None, "--rerank-model", help="Model name sent to the rerank server."),
-    rerank_depth: int = typer.Option(20, "--rerank-depth", min=1, max=200, help="Candidates the reranker sees."),
+    embed_model: flags.EmbedModel = None,
+    embed_base_url: flags.EmbedURL = None,
+    rerank: flags.Rerank = None,
+    rerank_base_url: flags.RerankURL = None,
+    rerank_model: flags.RerankModel = None,
+    rerank_depth: flags.RerankDepth = 20,
     log_level: str = typer.Option("warning", "--log-level", help="Log level (logs go to stderr)."),
 ) -> None:
     from sleuth.config import env

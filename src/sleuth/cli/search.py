@@ -7,16 +7,8 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import (
-    EMBED_MODEL_HELP,
-    EMBED_URL_HELP,
-    RERANK_HELP,
-    UserError,
-    app,
-    checked,
-    console,
-    rerank_option,
-)
+from sleuth.cli import flags
+from sleuth.cli.common import UserError, app, checked, console, rerank_option, source_options
 from sleuth.search.base import FilterError, Filters, SearchError
 
 
@@ -33,12 +25,12 @@ def search_cmd(
     fmt: str = typer.Option("auto", "--format", help="Corpus format for --corpus."),
     dense: bool = typer.Option(False, "--dense/--no-dense", help="With --corpus: also embed the corpus."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the search cache."),
-    embed_model: str = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP),
-    embed_base_url: str = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
+    embed_model: flags.EmbedModel = None,
+    embed_base_url: flags.EmbedURL = None,
     rerank: str = typer.Option(None, "--rerank", help="none or a rerank server URL (see --rerank-base-url)."),
-    rerank_base_url: str = typer.Option(None, "--rerank-base-url", help=RERANK_HELP),
-    rerank_model: str = typer.Option(None, "--rerank-model", help="Model name sent to the rerank server."),
-    rerank_depth: int = typer.Option(20, "--rerank-depth", min=1, max=200, help="Candidates the reranker sees."),
+    rerank_base_url: flags.RerankURL = None,
+    rerank_model: flags.RerankModel = None,
+    rerank_depth: flags.RerankDepth = 20,
     as_json: bool = typer.Option(False, "--json", help="Print JSON (one object with the passages)."),
 ) -> None:
     """Search an index, a corpus or a web source."""
@@ -57,16 +49,8 @@ def search_cmd(
         f = Filters.parse([checked(x, "--filter") for x in filters]) if filters else None
     except FilterError as e:
         raise UserError(str(e)) from e
-    opts: dict[str, object] = {"mode": mode, "embed_model": embed_model, "embed_base_url": embed_base_url}
     choice = rerank_option(rerank, rerank_base_url, allow_llm=False)
-    try:
-        if choice is not None:
-            from sleuth.search.remote import RerankServer
-
-            opts["rerank"] = choice if choice == "none" else RerankServer.resolve(choice, rerank_model)
-        opts["rerank_depth"] = rerank_depth
-    except SearchError as e:
-        raise UserError(str(e)) from e
+    opts = {"mode": mode, **source_options(embed_model, embed_base_url, choice, rerank_model, rerank_depth)}
     if no_cache:
         opts["cache"] = False
     if corpus is not None:

@@ -6,17 +6,8 @@ from pathlib import Path
 
 import typer
 
-from sleuth.cli.common import (
-    EMBED_MODEL_HELP,
-    EMBED_URL_HELP,
-    RERANK_HELP,
-    UserError,
-    app,
-    comma_list,
-    console_err,
-    require_llm,
-    rerank_option,
-)
+from sleuth.cli import flags
+from sleuth.cli.common import UserError, app, comma_list, console_err, require_llm, rerank_option
 
 
 @app.command("serve")
@@ -25,9 +16,9 @@ def serve(
     port: int = typer.Option(8000, "--port", help="TCP port."),
     index: list[str] = typer.Option([], "--index", help="Index folder (or NAME=DIR); repeatable, first is default."),
     corpus: list[str] = typer.Option([], "--corpus", help="Corpus file (or NAME=FILE); repeatable."),
-    model: str = typer.Option(None, "--model", help="Model (default: the configured / embedded default)."),
+    model: flags.Model = None,
     allow_model: list[str] = typer.Option([], "--allow-model", help="Another model a request may pick; repeatable."),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible LLM server URL."),
+    base_url: flags.BaseURL = None,
     api_key: str = typer.Option(
         None,
         "--api-key",
@@ -50,12 +41,12 @@ def serve(
     ),
     audit_log: Path = typer.Option(None, "--audit-log", help="Write an audit log here (JSON lines, rotated)."),
     audit_questions: bool = typer.Option(False, "--audit-questions", help="Put each run's question in the audit log."),
-    embed_model: str = typer.Option(None, "--embed-model", help=EMBED_MODEL_HELP),
-    embed_base_url: str = typer.Option(None, "--embed-base-url", help=EMBED_URL_HELP),
-    rerank: str = typer.Option(None, "--rerank", help=RERANK_HELP),
-    rerank_base_url: str = typer.Option(None, "--rerank-base-url", help="A rerank server URL (= --rerank URL)."),
-    rerank_model: str = typer.Option(None, "--rerank-model", help="Model name sent to the rerank server."),
-    rerank_depth: int = typer.Option(20, "--rerank-depth", min=1, max=200, help="Candidates the reranker sees."),
+    embed_model: flags.EmbedModel = None,
+    embed_base_url: flags.EmbedURL = None,
+    rerank: flags.Rerank = None,
+    rerank_base_url: flags.RerankURL = None,
+    rerank_model: flags.RerankModel = None,
+    rerank_depth: flags.RerankDepth = 20,
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve Sleuth over HTTP: POST /v1/ask, POST /v1/chat/completions, the web page at /, MCP at /mcp.

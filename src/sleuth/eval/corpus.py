@@ -1,20 +1,8 @@
-"""Retrieval for an evaluation run, in one of three settings.
-
-* ``open``: every paragraph of the questions file pooled into one index (or the
-  dataset's companion corpus file, or ``--corpus``/``--index``).  Built once with
-  the knowledge layer's index API and cached under
-  ``$SLEUTH_CACHE_DIR/eval/indexes/<content hash>``, so reruns and resumes reuse it.
-  Searched in :data:`DEFAULT_SEARCH_MODE` unless ``--search-mode`` says otherwise
-  (``lexical``, ``dense`` or ``hybrid``; the last two embed the pool once, cached), or
-  lexically when the pool holds more than :data:`DENSE_DEFAULT_MAX_CHARS` characters (its
-  embedding would cost more than a tuning sitting); a resumed run keeps the mode it was started with.
-* ``distractor``: each question's own paragraphs (HotpotQA's 10, MuSiQue's 20)
-  become a small per-question index, also cached by content hash.
-* ``closed``: no retrieval (MMLU, or a closed-book baseline).
-
-A :class:`RetrievalPlan` is a plain, serialisable description; retrievers are
-opened lazily in whichever process runs the task (local threads or remote
-workers), once per process.
+"""Retrieval for an evaluation run (docs/eval.md, "Retrieval settings"): ``open`` pools every paragraph
+of the questions file (or its companion corpus, ``--corpus``, ``--index``) into one index cached by content
+hash under ``$SLEUTH_CACHE_DIR/eval/indexes``, searched in :data:`DEFAULT_SEARCH_MODE` or ``--search-mode``;
+``distractor`` gives each question an index of its own paragraphs; ``closed`` searches nothing.
+A :class:`RetrievalPlan` is a plain, serialisable description; each worker process opens its retrievers once.
 """
 
 from __future__ import annotations
@@ -22,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,28 +38,23 @@ class CorpusError(ValueError):
     """The requested retrieval setting cannot be built for this dataset."""
 
 
-_PRIVATE_KEYS = {"is_supporting"}
-
-
 def pooled_paragraphs(dataset: Dataset) -> list[Paragraph]:
     """All paragraphs of all items, each id once (first occurrence wins)."""
     seen: dict[str, Paragraph] = {}
-    for it in dataset.items:
-        for p in it.paragraphs:
-            seen.setdefault(p.id, p)
+    for p in (p for it in dataset.items for p in it.paragraphs):
+        seen.setdefault(p.id, p)
     return list(seen.values())
 
 
-def corpus_records(paragraphs: list[Paragraph]) -> list[dict[str, Any]]:
-    """Generic corpus records ``{id, title, text, ...metadata}`` (the knowledge layer's generic format)."""
-    out = []
-    for p in paragraphs:
-        # gold labels (``is_supporting``) never go into the index
-        meta = {
-            k: v for k, v in p.metadata.items() if isinstance(v, str | int | float | bool) and k not in _PRIVATE_KEYS
-        }
-        out.append({**meta, "id": p.id, "title": p.title, "text": p.text})
-    return out
+def corpus_records(paragraphs: Iterable[Paragraph]) -> list[dict[str, Any]]:
+    """Generic corpus records ``{id, title, text, ...metadata}`` (the knowledge layer's generic format);
+    gold labels (``is_supporting``) never go into the index."""
+    plain = (str, int, float, bool)
+    return [
+        {**{k: v for k, v in p.metadata.items() if isinstance(v, plain) and k != "is_supporting"}, "id": p.id}
+        | {"title": p.title, "text": p.text}
+        for p in paragraphs
+    ]
 
 
 def _hash_records(records: list[dict[str, Any]]) -> str:
@@ -92,19 +76,7 @@ def _file_sha(path: Path) -> str:
     return h.hexdigest()
 
 
-def cache_root() -> Path:
-    return settings.eval_cache()
-
-
-# --------------------------------------------------------------------------- knowledge-layer adapter
 _BUILD_LOCK = threading.Lock()
-
-
-def open_index(spec: str, mode: str | None = None) -> Any:
-    """The retriever for ``spec``; ``mode`` (``lexical|dense|hybrid``) for embedded indexes, None: the index's own."""
-    from sleuth.search import open_retriever
-
-    return open_retriever(spec, mode=mode) if mode else open_retriever(spec)
 
 
 def ensure_index(
@@ -112,7 +84,7 @@ def ensure_index(
 ) -> Path:
     """The cached index dir for ``key`` (with vectors when ``dense``), built on first use
     (from ``records`` or ``inputs``)."""
-    root = cache_root() / (key + ("-dense" if dense else ""))
+    root = settings.eval_cache() / (key + ("-dense" if dense else ""))
     index_dir = root / "index"
     done = root / "READY"
     ready = f"ok {LAYOUT}" + (" dense" if dense else "") + "\n"
@@ -212,8 +184,10 @@ def _open_cached(spec: str, mode: str = "lexical") -> Any:
     with _OPEN_LOCK:
         r = _OPEN.get((spec, mode))
         if r is None:
-            try:
-                r = _OPEN[(spec, mode)] = open_index(spec, mode or None)
+            from sleuth.search import open_retriever
+
+            try:  # mode "": the index's own default
+                r = _OPEN[(spec, mode)] = open_retriever(spec, **({"mode": mode} if mode else {}))
             except SearchError as e:  # e.g. a mode the index has no vectors for
                 raise CorpusError(str(e)) from e
         return r

@@ -1,26 +1,7 @@
-"""Loaders for the evaluation formats: every file becomes a list of :class:`Item`.
-
-Formats (``--format NAME``; :func:`detect_format` guesses it from the file):
-
-=============  ===========================================================================
-``hotpotqa``   HF distractor JSONL: ``question, answer, type, supporting_facts, context``
-``musique``    JSON list (or JSONL): ``paragraphs, question_decomposition, answer_aliases``
-``timeqa``     gzip (or plain) JSONL: ``idx, question, targets, paragraphs``
-``mmlu``       CSV without header: question, A, B, C, D, answer letter
-``strategyqa`` JSON list: ``qid, question, answer (bool), facts, decomposition``
-``flashrag``   FlashRAG quick-start JSONL: ``id, question, golden_answers``
-``policy_zh``  JSONL: ``id, question, answer, must_mention, evidence, scope``
-``rgb_zh``     RGB information integration JSONL: ``query, answer (parts), positive, negative``
-``jsonl``      generic JSONL: ``{id, question, answers[]}`` (optional ``type``, ``choices``,
-               ``paragraphs[{id,title,text}]``, ``gold_titles``, ``gold_ids``, ``filters``); a
-               conversation gives ``messages[{role,content}]`` instead of ``question`` (the
-               last user message is the question, the turns before it its history) and
-               optionally ``standalone`` (the question written to stand alone)
-=============  ===========================================================================
-
-Datasets that keep their retrieval corpus in a separate file (FlashRAG's
-``wiki_passages.jsonl``, policy_zh's ``corpus.jsonl``) find it beside the
-questions file; ``--corpus PATH`` overrides it.
+"""Loaders for the evaluation formats (docs/eval.md, "Data", lists each format's shape): every file
+becomes a list of :class:`Item`; :func:`detect_format` guesses the format from the file. Datasets that
+keep their retrieval corpus in a separate file (FlashRAG's ``wiki_passages.jsonl``, policy_zh's
+``corpus.jsonl``) find it beside the questions file; ``--corpus PATH`` overrides it.
 """
 
 from __future__ import annotations
@@ -50,22 +31,6 @@ from sleuth.eval.items import (
 )
 from sleuth.search.base import Filters
 from sleuth.strategies.conversation import BadHistory, split_messages
-
-__all__ = [
-    "LETTERS",
-    "LOADERS",
-    "MC",
-    "OPEN",
-    "YESNO",
-    "Dataset",
-    "DatasetError",
-    "Item",
-    "Paragraph",
-    "SubQuestion",
-    "detect_format",
-    "load_dataset",
-    "para_id",
-]
 
 
 # --------------------------------------------------------------------------- helpers

@@ -24,8 +24,6 @@ from sleuth.eval.metrics_zh import part_hits
 from sleuth.eval.policy import conclusion_of_gold
 from sleuth.search.base import Filters
 
-__all__ = ["answer_parts", "load_policy_zh", "load_rgb_zh", "part_passages", "passage_id"]
-
 
 def passage_id(text: str) -> str:
     """The id of an RGB passage: a hash of its text (the same passage under two questions is one)."""

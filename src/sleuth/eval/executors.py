@@ -1,58 +1,55 @@
-"""The executor seam: how (strategy, question) tasks are spread over workers.
-
-An executor takes a picklable function and an iterable of picklable task
-payloads and yields the function's results *as they finish* (any order).  The
-runner stays the single writer: it consumes that stream and appends each
-result to the JSONL, so a distributed executor only has to ship tasks out and
-results back.
-
-``local`` (a thread pool in this process) and ``dask`` (:mod:`sleuth.eval.cluster`, imported
-on first use) are built in.  Others register a factory for a URL scheme with
-``register_executor("ray", make_ray)`` so that ``--executor ray://...`` works; the factory
-receives the full spec string and the requested concurrency.
+"""How (strategy, question) tasks are spread over workers: ``--executor local`` or ``dask[://ADDRESS]``
+(docs/scale-out.md). An executor yields results as they finish with at most ``concurrency`` tasks in
+flight; the runner stays the single writer. Both built-in ones are a ``concurrent.futures`` executor
+under :class:`PoolExecutor`: a thread pool, or a Dask client's (``dask``: a ``LocalCluster`` on
+127.0.0.1 only with ``$SLEUTH_DASK_WORKERS`` worker processes; ``dask://HOST:PORT``: a running
+scheduler). ``register_executor("ray", factory)`` adds a scheme (the factory gets the spec and the concurrency).
 """
 
 from __future__ import annotations
 
-import threading
+import logging
+import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor as FuturesExecutor
 from typing import Any, Protocol
+
+from sleuth.config import settings
 
 Payload = dict[str, Any]
 TaskFn = Callable[[Payload], dict[str, Any]]
+LOCAL = "local"
 
 
 class Executor(Protocol):
     name: str
 
-    def map_unordered(self, fn: TaskFn, tasks: Iterable[Payload]) -> Iterator[dict[str, Any]]:
-        """Run ``fn`` on every task; yield results as they complete."""
-        ...
+    def map_unordered(self, fn: TaskFn, tasks: Iterable[Payload]) -> Iterator[dict[str, Any]]: ...
 
     def close(self) -> None: ...
 
 
-class LocalExecutor:
-    """Threads in this process; at most ``concurrency`` tasks in flight (bounded submission)."""
+class PoolExecutor:
+    """A ``concurrent.futures`` executor with at most ``concurrency`` tasks in flight."""
 
-    def __init__(self, concurrency: int = 1) -> None:
-        self.concurrency = max(1, int(concurrency))
-        self.name = f"local[{self.concurrency}]"
-        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="sleuth-eval")
-        self._stop = threading.Event()
+    def __init__(self, pool: FuturesExecutor, concurrency: int, name: str) -> None:
+        self.pool, self.concurrency, self.name = pool, max(1, int(concurrency)), name
+        self._stopped = False
 
     def map_unordered(self, fn: TaskFn, tasks: Iterable[Payload]) -> Iterator[dict[str, Any]]:
+        """Yield each result as it completes; the next task is submitted before a result is handed
+        to the caller, so the workers stay busy while the driver scores and writes."""
         it = iter(tasks)
         pending: set[Future[dict[str, Any]]] = set()
 
         def fill() -> None:
-            while len(pending) < self.concurrency and not self._stop.is_set():
-                try:
-                    payload = next(it)
-                except StopIteration:
+            while len(pending) < self.concurrency and not self._stopped:
+                payload = next(it, None)
+                if payload is None:
                     return
-                pending.add(self._pool.submit(fn, payload))
+                pending.add(self.pool.submit(fn, payload))
 
         try:
             fill()
@@ -61,31 +58,99 @@ class LocalExecutor:
                 for fut in done:
                     pending.discard(fut)
                     result = fut.result()
-                    fill()  # start the next task before the consumer scores/writes this one
+                    fill()
                     yield result
-                fill()
-        finally:
-            self._stop.set()
+        finally:  # an interrupted run resumes from the JSONL
             for fut in pending:
                 fut.cancel()
 
     def close(self) -> None:
-        self._stop.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._stopped = True
+        self.pool.shutdown(wait=False)  # what is in flight was cancelled above
+
+
+class DaskExecutor(PoolExecutor):
+    """Tasks on a Dask cluster: ``address`` is :data:`LOCAL` (a loopback ``LocalCluster`` sized for
+    ``concurrency``: ``ceil(concurrency / workers)`` threads per worker process) or a scheduler's."""
+
+    def __init__(self, address: str = LOCAL, concurrency: int = 1, *, start_timeout: float = 120.0) -> None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise ValueError("the dask executor needs dask[distributed]: pip install 'sleuth[cluster]'") from e
+        self.cluster: Any = None
+        concurrency = max(1, int(concurrency))
+        if address == LOCAL:
+            workers = max(1, min(settings.dask_workers() or min(2, os.cpu_count() or 1), concurrency))
+            threads = -(-concurrency // workers)
+            with warnings.catch_warnings():  # the scheduler's HTTP endpoint moves when 8787 is taken
+                warnings.filterwarnings("ignore", message="Port .* is already in use")
+                self.cluster = LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=threads,
+                    host="127.0.0.1",  # scheduler, nannies, workers and HTTP endpoints: loopback only
+                    dashboard_address=None,
+                    protocol="tcp",
+                    silence_logs=logging.WARNING,
+                )
+            name = f"dask[local {workers}x{threads}]"
+        else:
+            name = f"dask[{address}]"
+        try:
+            self.client = Client(
+                address if self.cluster is None else self.cluster, set_as_default=False, timeout=start_timeout
+            )
+        except OSError as e:
+            self._close_cluster()
+            raise ValueError(f"cannot reach the Dask scheduler at {address}: {e}") from e
+        except BaseException:
+            self._close_cluster()
+            raise
+        # pure=False: the same payload run twice (a retry) must really run twice
+        super().__init__(self.client.get_executor(pure=False), concurrency, name)
+
+    @property
+    def address(self) -> str:
+        return str(self.client.scheduler.address)
+
+    def nthreads(self) -> int:
+        """Worker threads the cluster has right now."""
+        return int(sum(self.client.nthreads().values()))
+
+    def _close_cluster(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def close(self) -> None:
+        if self._stopped:
+            return
+        super().close()
+        try:
+            self.client.close()
+        finally:
+            self._close_cluster()
+
+
+def parse_dask_spec(spec: str) -> str:
+    """``dask`` / ``dask://local`` -> ``"local"``; ``dask://HOST:PORT`` -> ``tcp://HOST:PORT``."""
+    spec = spec.strip()
+    if spec in ("dask", "dask://", "dask:", "dask://" + LOCAL):
+        return LOCAL
+    if not spec.startswith("dask://"):
+        raise ValueError(f"a Dask executor spec looks like dask, dask://local or dask://HOST:PORT, not {spec!r}")
+    rest = spec[len("dask://") :].rstrip("/")
+    if "://" in rest:  # dask://tcp://host:port, dask://tls://host:port
+        return rest
+    if ":" not in rest:
+        raise ValueError(f"{spec!r} has no port; the scheduler listens on dask://HOST:8786 by default")
+    return "tcp://" + rest
 
 
 ExecutorFactory = Callable[[str, int], Executor]
-
-
-def _dask(spec: str, concurrency: int) -> Executor:
-    try:
-        from sleuth.eval.cluster import DaskExecutor, parse_dask_spec
-    except ImportError as e:
-        raise ValueError(f"the dask executor needs an extra package ({e}); install sleuth[cluster]") from e
-    return DaskExecutor(parse_dask_spec(spec), concurrency)
-
-
-_FACTORIES: dict[str, ExecutorFactory] = {"local": lambda spec, conc: LocalExecutor(conc), "dask": _dask}
+_FACTORIES: dict[str, ExecutorFactory] = {
+    "local": lambda spec, n: PoolExecutor(ThreadPoolExecutor(max(1, n), "sleuth-eval"), n, f"local[{max(1, n)}]"),
+    "dask": lambda spec, n: DaskExecutor(parse_dask_spec(spec), n),
+}
 
 
 def register_executor(scheme: str, factory: ExecutorFactory) -> None:

@@ -155,19 +155,6 @@ class GapRow:
     def gap(self) -> float | None:
         return self.composed_wrong / self.subs_all_right if self.subs_all_right else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy,
-            "questions": self.questions,
-            "subs_all_right": self.subs_all_right,
-            "composed_wrong": self.composed_wrong,
-            "composed_right_overall": self.composed_right_overall,
-            "hops": self.hops,
-            "hops_right": self.hops_right,
-            "gap": self.gap,
-            "metric": self.metric,
-        }
-
 
 def compositionality_gap(records: Iterable[Mapping[str, Any]], metric: str = "em") -> dict[str, GapRow]:
     """Per strategy, from result records (``strategy``, ``qid``, ``scores``).

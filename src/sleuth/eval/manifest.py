@@ -1,14 +1,6 @@
-"""What made a run: the ``run.json`` manifest, and the :class:`EvalConfig` it gives back.
-
-``run.json`` holds what a resume must match (``settings``, the data file's sha256), what a
-re-run needs (the command, the data file and its sampled question ids, the index's content
-key, the prices) and, for the sitting that wrote it last, the code that ran (``code``): the
-git commit and whether the tree had uncommitted changes, the package version, the model and
-its file's sha256, a hash of each strategy's prompt templates and each strategy's full typed
-options.  ``sittings`` lists every sitting with its commit.  Each record names the commit of
-the sitting that made it (``commit``, :func:`commit_label`), so a report can say which commit
-made which records; a record is refreshed by running it again (``sleuth eval rerun DIR``),
-which the response cache pays for wherever the prompts did not change.
+"""What made a run: the ``run.json`` manifest (docs/eval.md, "What made a run"), and the
+:class:`EvalConfig` it gives back for a re-run or a verification. Each record names the commit of the
+sitting that made it (:func:`commit_label`).
 """
 
 from __future__ import annotations

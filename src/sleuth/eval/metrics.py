@@ -17,31 +17,12 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
-from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits
-from sleuth.eval.overlap import token_f1
+from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits, token_f1
 from sleuth.eval.policy import conclusion_score, has_term, scope_violations
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
-_PUNCT = set(string.punctuation) | {
-    "，",
-    "。",
-    "、",
-    "；",
-    "：",
-    "？",
-    "！",
-    "（",
-    "）",
-    "“",
-    "”",
-    "‘",
-    "’",
-    "《",
-    "》",
-    "—",
-    "…",
-}
+_PUNCT = set(string.punctuation) | set("，。、；：？！（）“”‘’《》—…")
 
 
 def normalize_answer(s: str) -> str:

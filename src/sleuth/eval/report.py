@@ -15,14 +15,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.answer_sections import draft_section, parts_section
 from sleuth.eval.conversations import conversation_section
-from sleuth.eval.diagnose import answer_form_section, diagnosis_section
 from sleuth.eval.gap import compositionality_gap
-from sleuth.eval.leading import leading_section
 from sleuth.eval.metrics import PRIMARY
-from sleuth.eval.plots import PLOTS, write_plots
-from sleuth.eval.policy_report import policy_section
+from sleuth.eval.plots import write_plots
+from sleuth.eval.sections import (
+    answer_form_section,
+    diagnosis_section,
+    draft_section,
+    leading_section,
+    parts_section,
+    policy_section,
+)
 from sleuth.eval.store import (
     RESULTS,
     in_order,
@@ -34,35 +38,20 @@ from sleuth.eval.store import (
     resume_command,
 )
 from sleuth.eval.summary import (
-    BOOT_SEED,
     BOOTSTRAP,
-    Progress,
-    bootstrap_ci,
     cell,
+    ci_cell,
     citation_rows,
     citation_table,
     comparable,
+    heading,
     mean_or_nan,
+    paired_cells,
     paired_differences,
     progress,
     summarise,
+    table,
 )
-
-__all__ = [
-    "BOOTSTRAP",
-    "BOOT_SEED",
-    "PLOTS",
-    "REPORT",
-    "Progress",
-    "bootstrap_ci",
-    "citation_rows",
-    "comparable",
-    "paired_differences",
-    "progress",
-    "render",
-    "summarise",
-    "write_report",
-]
 
 REPORT = "report.md"
 
@@ -76,27 +65,19 @@ def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> l
     kinds = sorted({k for _, k in cells})
     if len(kinds) < 2:
         return []
-    out = [
-        "",
-        "## Score by question kind",
-        "",
-        "| strategy | " + " | ".join(f"{k} (n)" for k in kinds) + " |",
-        "|---|" + "---|" * len(kinds),
-    ]
-    for s in order:
-        vals = [cells.get((s, k), []) for k in kinds]
-        out.append(f"| {s} | " + " | ".join(f"{cell(mean_or_nan(v))} ({len(v)})" if v else "–" for v in vals) + " |")
-    return out
+    means = {sk: f"{cell(mean_or_nan(v))} ({len(v)})" for sk, v in cells.items()}
+    head = ["strategy", *(f"{k} (n)" for k in kinds)]
+    return heading("Score by question kind") + table(
+        head, ([s, [means.get((s, k), "–") for k in kinds]] for s in order)
+    )
 
 
 def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
     baseline, rows = paired_differences(records, order)
     if not rows:
         return []
-    out = [
-        "",
-        f"## Paired differences against {baseline}",
-        "",
+    out = heading(
+        f"Paired differences against {baseline}",
         f"Primary score minus {baseline}'s on the same questions: mean with a 95% paired bootstrap CI "
         f"({BOOTSTRAP} resamples), the questions each side won, and what the strategy spent on those "
         f"questions as a multiple of {baseline}'s (processed prompt tokens and seconds: what a gain cost). "
@@ -107,18 +88,31 @@ def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) 
             if min(r["n"] for r in rows) < 20
             else ""
         ),
-        "",
-        f"| strategy | questions | difference [95% CI] | better than {baseline} | worse | same "
-        f"| processed prompt tokens × {baseline} | seconds × {baseline} |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        m, lo, hi = r["diff"]
-        out.append(
-            f"| {r['strategy']} | {r['n']} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['wins']} | {r['losses']} | {r['ties']} "
-            f"| {_times(r['tokens_ratio'])} | {_times(r['seconds_ratio'])} |"
-        )
-    return out
+    )
+    return out + table(
+        f"strategy | questions | difference [95% CI] | better than {baseline} | worse | same "
+        f"| processed prompt tokens × {baseline} | seconds × {baseline}",
+        ([r["strategy"], r["n"], paired_cells(r), _times(r["tokens_ratio"]), _times(r["seconds_ratio"])] for r in rows),
+    )
+
+
+#: the score table's columns after the primary score
+SCORES = ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id")
+#: the cost table's columns and their decimals
+COST = (("llm_calls", 2), ("searches", 2), ("prompt_tokens", 1), ("processed_prompt_tokens", 1))
+COST += (("completion_tokens", 1), ("seconds", 2), ("cost_usd", 5))
+
+
+def _reasons(reasons: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in reasons.items())
+
+
+def _error(rec: Mapping[str, Any]) -> str:
+    return str(rec.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
+
+
+def gap_cells(g: Any) -> tuple[int, int, str]:
+    return g.subs_all_right, g.composed_wrong, cell(g.gap)
 
 
 def _times(x: float | None) -> str:
@@ -130,19 +124,15 @@ def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
     rows = citation_rows(records, order)
     if not rows:
         return []
-    out = [
-        "",
-        "## Citations",
-        "",
+    return heading(
+        "Citations",
         "The documents each answer cites against the question's gold supporting passages, by id "
         "(HotpotQA's `supporting_facts` titles, MuSiQue's `is_supporting` paragraphs, policy_zh's `evidence`, "
         "StrategyQA's `facts`); two chunks of one document are one citation. Precision: the cited documents "
         "that are gold, of those cited; an answer that cites nothing has none, so the mean is over the answers "
         "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
         "(*recall*), *recall when citing* leaves those out.",
-        "",
-    ]
-    return out + citation_table(rows)
+    ) + citation_table(rows)
 
 
 def code_line(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> str:
@@ -197,6 +187,7 @@ def render(
     records = comparable(records, prog)
     left_out = len(every) - len(records)
     rows = summarise(records, order)
+    names = [r["strategy"] for r in rows]
     data = manifest.get("data") or {}
     idx = manifest.get("index") or {}
     models = sorted({str((r.get("result") or {}).get("model") or "") for r in records} - {""})
@@ -233,32 +224,20 @@ def render(
             f"Primary score: **{prim}** (mean with 95% percentile-bootstrap CI, {BOOTSTRAP} resamples). "
             "Failed questions count as wrong.",
             "",
-            "| strategy | n | score [95% CI] | EM | F1 | cover-EM | acc | mention | recall (title) | recall (id) | failed |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for r in rows:
-            m, lo, hi = r["score"]
-            lines.append(
-                f"| {r['strategy']} | {r['n']} | {cell(m)} [{cell(lo)}, {cell(hi)}] | {cell(r['em'])} | {cell(r['f1'])} | "
-                f"{cell(r['cover_em'])} | {cell(r['acc'])} | {cell(r['mention'])} | {cell(r['recall_title'])} | "
-                f"{cell(r['recall_id'])} | {r['failed']} |"
-            )
-        lines += parts_section(records, [r["strategy"] for r in rows])
-        lines += policy_section(records, [r["strategy"] for r in rows])
-        lines += _citation_section(records, [r["strategy"] for r in rows])
-        lines += [
-            "",
-            "## Cost per question",
-            "",
-            "| strategy | LLM calls | searches | prompt tokens | processed prompt tokens | completion tokens | seconds | cost (USD) | calls served from cache |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for r in rows:
-            lines.append(
-                f"| {r['strategy']} | {cell(r['llm_calls'], 2)} | {cell(r['searches'], 2)} | {cell(r['prompt_tokens'], 1)} | "
-                f"{cell(r['processed_prompt_tokens'], 1)} | {cell(r['completion_tokens'], 1)} | {cell(r['seconds'], 2)} | "
-                f"{cell(r['cost_usd'], 5)} | {r['cached_llm_calls']} |"
-            )
+        lines += table(
+            "strategy | n | score [95% CI] | EM | F1 | cover-EM | acc | mention | recall (title) | recall (id) | failed",
+            ([r["strategy"], r["n"], ci_cell(r["score"]), [cell(r[k]) for k in SCORES], r["failed"]] for r in rows),
+        )
+        lines += parts_section(records, names)
+        lines += policy_section(records, names)
+        lines += _citation_section(records, names)
+        lines += heading("Cost per question")
+        lines += table(
+            "strategy | LLM calls | searches | prompt tokens | processed prompt tokens | completion tokens | seconds "
+            "| cost (USD) | calls served from cache",
+            ([r["strategy"], [cell(r[k], nd) for k, nd in COST], r["cached_llm_calls"]] for r in rows),
+        )
         cached = sum(r["cached_llm_calls"] for r in rows)
         if cached:
             lines += [
@@ -266,46 +245,41 @@ def render(
                 f"{cached} LLM calls were served from Sleuth's response cache: their seconds are the cache's, not the "
                 "model's, and their prompt tokens were not processed, so they are no timings.",
             ]
-        lines += ["", "## Finish reasons", "", "| strategy | reasons |", "|---|---|"]
-        for r in rows:
-            lines.append(f"| {r['strategy']} | " + ", ".join(f"{k}: {v}" for k, v in r["reasons"].items()) + " |")
-    lines += _paired_section(records, [r["strategy"] for r in rows])
-    lines += conversation_section(records, [r["strategy"] for r in rows])
+        lines += heading("Finish reasons")
+        lines += table(["strategy", "reasons"], ([r["strategy"], _reasons(r["reasons"])] for r in rows))
+    lines += _paired_section(records, names)
+    lines += conversation_section(records, names)
     lines += leading_section(every, prog, order)
-    lines += draft_section(records, [r["strategy"] for r in rows])
-    lines += _kind_table(records, [r["strategy"] for r in rows])
+    lines += draft_section(records, names)
+    lines += _kind_table(records, names)
     gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}
     if any(gaps.values()):
-        lines += [
-            "",
-            "## Compositionality gap",
-            "",
+        lines += heading(
+            "Compositionality gap",
             "Among composed questions whose every sub-question (decomposition hops, earlier answers substituted) "
             "the strategy answered correctly, the share whose composed question it got wrong (Press et al.).",
-            "",
-            "| strategy | correct by | questions | composed right | sub-questions right | all sub-questions right | of those, composed wrong | gap |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        names = [s for s in order if any(s in g for g in gaps.values())]
-        names += sorted({s for g in gaps.values() for s in g} - set(names))
-        for s in names:
-            for m, g in gaps.items():
-                row = g.get(s)
-                if row is not None:
-                    lines.append(
-                        f"| {s} | {m} | {row.questions} | {row.composed_right_overall} | "
-                        f"{row.hops_right}/{row.hops} | {row.subs_all_right} | {row.composed_wrong} | {cell(row.gap)} |"
-                    )
-    lines += diagnosis_section(records, [r["strategy"] for r in rows])
-    lines += answer_form_section(records, [r["strategy"] for r in rows])
-    failures = [r for r in every if r.get("status") == "failed"]
+        )
+        lines += table(
+            "strategy | correct by | questions | composed right | sub-questions right | all sub-questions right "
+            "| of those, composed wrong | gap",
+            (
+                [s, m, g.questions, g.composed_right_overall, f"{g.hops_right}/{g.hops}", gap_cells(g)]
+                for s in in_order({s for g in gaps.values() for s in g}, order)
+                for m, per in gaps.items()
+                if (g := per.get(s)) is not None
+            ),
+        )
+    lines += diagnosis_section(records, names)
+    lines += answer_form_section(records, names)
+    failures = sorted((r for r in every if r.get("status") == "failed"), key=lambda r: (r["strategy"], str(r["qid"])))
     if failures:
-        lines += ["", "## Failures (first 20)", "", "| strategy | question id | reason | error |", "|---|---|---|---|"]
-        for r in sorted(failures, key=lambda r: (r["strategy"], str(r["qid"])))[:20]:
-            err = str(r.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
-            lines.append(f"| {r['strategy']} | {r['qid']} | {r.get('reason', '')} | {err} |")
+        lines += heading("Failures (first 20)")
+        lines += table(
+            ["strategy", "question id", "reason", "error"],
+            ([r["strategy"], r["qid"], r.get("reason", ""), _error(r)] for r in failures[:20]),
+        )
     if plots:
-        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+        lines += heading("Plots") + [f"![{p}]({p})" for p in plots]
     lines += ["", "Regenerate with `sleuth eval report DIR` (reads only `results.jsonl` and `run.json`).", ""]
     return "\n".join(lines)
 

@@ -1,39 +1,35 @@
-"""Run strategies over a dataset, resumably: ``sleuth eval --data PATH ...``.
+"""Run strategies over a dataset, resumably: ``sleuth eval --data PATH ...`` (docs/eval.md, "Run directory").
 
-Flow: load and sample the dataset -> check/write ``run.json`` -> read what the results
-already hold -> prepare retrieval (the open-setting index is built once and cached) -> ship
-the remaining (strategy, question) tasks to an executor -> score each result as it streams
-back and append it (single writer, fsync per line) -> write the report.
-
-A resume must match the manifest's settings; a record counts as done unless it failed (and
-``--retry-failed`` asks for it again) or a re-run is under way and the record is older than the
-re-run. The parts: :mod:`sleuth.eval.config` (the run's arguments), :mod:`sleuth.eval.manifest`
-(what made the run), :mod:`sleuth.eval.store` (the files), :mod:`sleuth.eval.tasks` (task order,
-sittings), :mod:`sleuth.eval.worker` (one task in a worker), :mod:`sleuth.eval.progress` (the bar).
+Load and sample the dataset, check or write ``run.json``, read what the results already hold, prepare
+retrieval, ship the remaining (strategy, question) tasks to an executor, then score and append each
+result as it comes back (the single writer) and write the report. A record counts as done unless it
+failed (and ``--retry-failed`` asks for it again) or a re-run is under way and it is older than the re-run.
 """
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.config import SETTINGS, EvalConfig, EvalError, load_sample, validate
+from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
 from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
 from sleuth.eval.datasets import Dataset, Item, load_dataset
 from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import sub_items
 from sleuth.eval.manifest import add_sitting, code_state, commit_label, config_from_manifest, new_manifest
 from sleuth.eval.metrics import Prices, score
-from sleuth.eval.progress import RunningScores, progress_bar
 from sleuth.eval.store import (
     MANIFEST,
     RESULTS,
     ResultsWriter,
     check_manifest,
     has_results,
+    is_composed,
+    primary_score,
     read_manifest,
     read_records,
     rewrite_records,
@@ -42,10 +38,7 @@ from sleuth.eval.store import (
 )
 from sleuth.eval.tasks import Sitting, Task, build_tasks
 from sleuth.eval.worker import (
-    COMPLETED_REASONS,
     FAILED,
-    OK,
-    SCHEMA,
     kind_of,
     make_record,
     now,
@@ -53,26 +46,46 @@ from sleuth.eval.worker import (
     worker_config,
 )
 from sleuth.llm.models import file_sha256
-from sleuth.strategies.registry import resolve_strategy_class
 
-__all__ = [
-    "COMPLETED_REASONS",
-    "FAILED",
-    "OK",
-    "SCHEMA",
-    "SETTINGS",
-    "EvalConfig",
-    "EvalError",
-    "RunSummary",
-    "Sitting",
-    "build_tasks",
-    "rerun_eval",
-    "rescore_run",
-    "resolve_strategy_class",
-    "run_eval",
-    "run_task",
-    "worker_config",
-]
+
+class RunningScores:
+    """Running means of each strategy's primary score (for the progress bar and the summary)."""
+
+    def __init__(self) -> None:
+        self.sum: dict[str, float] = defaultdict(float)
+        self.n: dict[str, int] = defaultdict(int)
+        self.failed = 0
+
+    def count(self, rec: Mapping[str, Any]) -> None:
+        """Add a record that is done (written now or found on resume), counting it if it failed."""
+        if is_composed(rec):
+            self.sum[rec["strategy"]] += primary_score(rec)
+            self.n[rec["strategy"]] += 1
+        self.failed += rec.get("status") == FAILED
+
+    def bar_text(self, order: Sequence[str]) -> str:
+        txt = " | ".join(f"{s} {self.sum[s] / self.n[s]:.2f}" for s in order if self.n.get(s))
+        return f"{txt}  failed {self.failed}" if self.failed else txt
+
+    def table(self) -> dict[str, dict[str, float]]:
+        return {s: {"n": self.n[s], "score": self.sum[s] / self.n[s]} for s in self.n if self.n[s]}
+
+
+def progress_bar(enabled: bool, console: Any) -> Any:
+    """A rich progress bar on ``console`` (hidden when not ``enabled``); use it as a context."""
+    from rich import progress as rp
+
+    return rp.Progress(
+        rp.TextColumn("[bold]eval"),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeElapsedColumn(),
+        rp.TimeRemainingColumn(),
+        rp.TextColumn("{task.fields[scores]}"),
+        console=console,
+        transient=False,
+        disable=not enabled,
+    )
 
 
 @dataclass
@@ -248,7 +261,7 @@ def _drive(
     executor = make_executor(cfg.executor, cfg.concurrency)
     try:
         with ResultsWriter(out / RESULTS, on_notice=notice) as writer, progress_bar(progress, console) as pb:
-            bar = pb.add_task("eval", total=total, completed=skipped, scores=running.line(cfg.strategies))
+            bar = pb.add_task("eval", total=total, completed=skipped, scores=running.bar_text(cfg.strategies))
             for rec in executor.map_unordered(run_task, payloads):
                 item, meta = items_by_id[rec["qid"]]
                 old = resume.rerun.get((rec["strategy"], str(rec["qid"])))

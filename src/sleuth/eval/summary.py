@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,13 +220,40 @@ def citation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = (
 
 def citation_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The Markdown table of :func:`citation_rows`."""
-    out = ["| strategy | questions | citing | precision | recall | recall when citing |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        out.append(
-            f"| {r['strategy']} | {r['n']} | {r['citing']} | {cell(r['precision'])} | {cell(r['recall'])} | "
-            f"{cell(r['recall_citing'])} |"
-        )
-    return out
+    return table(
+        "strategy | questions | citing | precision | recall | recall when citing",
+        (
+            [r["strategy"], r["n"], r["citing"], *(cell(r[k]) for k in ("precision", "recall", "recall_citing"))]
+            for r in rows
+        ),
+    )
+
+
+def heading(title: str, *intro: str) -> list[str]:
+    """A report section's first lines: its title and the paragraph that says how to read it."""
+    return ["", f"## {title}", "", *intro, *([""] if intro else [])]
+
+
+def ci_cell(ci: Sequence[float]) -> str:
+    """A mean with its interval: ``0.412 [0.320, 0.505]``."""
+    return "{} [{}, {}]".format(*map(cell, ci))
+
+
+def paired_cells(row: Mapping[str, Any]) -> tuple[str, int, int, int]:
+    """A paired difference (a :func:`paired_differences` row): the mean with its CI, wins, losses, ties."""
+    return "{:+.3f} [{:+.3f}, {:+.3f}]".format(*row["diff"]), row["wins"], row["losses"], row["ties"]
+
+
+def table(head: str | Sequence[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    """A Markdown table: the header (its cells, or one text of them between ``" | "``), its rule and a
+    line a row (each cell as text; a row may give its cells in groups: lists or tuples)."""
+
+    def line(cells: Iterable[Any]) -> str:
+        flat = [y for x in cells for y in (x if isinstance(x, list | tuple) else [x])]
+        return "| " + " | ".join(map(str, flat)) + " |"
+
+    names = head.split(" | ") if isinstance(head, str) else head
+    return [line(names), "|" + "---|" * len(names), *map(line, rows)]
 
 
 def paired_differences(

@@ -1,16 +1,7 @@
-"""The quality loop: ``sleuth eval tune``, the strategies being changed and a baseline on a fixed
-tuning slice, sized to a budget of model time, with paired differences against the baseline.
-
-The slice: ``N`` questions (drawn with the seed, so the same every time) from each tuning split of
-:data:`SOURCES` (:mod:`sleuth.eval.splits`): HotpotQA's train file, MuSiQue's tuning half,
-StrategyQA, TimeQA and RGB's Chinese integration questions; never a reporting split. A dataset
-whose file is missing or unreadable is skipped and said so.
-
-``N`` comes from the budget: the seconds per question each strategy took in the published runs
-(their records' ``seconds``; a strategy without any at the slowest one's), summed over the
-strategies, times the datasets. Each dataset is one ordinary ``sleuth eval`` run directory under
-``--out``, made again on every call (a re-run): the response cache answers every prompt a change
-left as it was, so after a change only what the change touched costs model time.
+"""The quality loop: ``sleuth eval tune`` (docs/eval.md, "The quality loop"): the strategies being changed
+and a baseline on a fixed slice of every tuning split (:data:`SOURCES`, never a reporting split), sized
+to a budget of model time at the published runs' seconds per question, each dataset one run directory
+made again on every call (the response cache pays for what a change left alone), with paired differences.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""Check that a run directory's records are what its command produces: ``sleuth eval verify DIR``.
-
-A committed comparison claims that re-running the command in ``run.json`` gives the same
-answers (greedy decoding, the same model file and index, isolated tasks). ``report`` only
-shows that the report is a function of the JSONL; this module re-runs a sample of the
-records themselves and compares them with what the code produces now:
-
-* the settings come from ``run.json`` (the data file must still hash the same, the
-  rebuilt index must have the same content key and the sampled question ids must match);
-* each chosen (strategy, question) task runs again with the run's own task config, with
-  Sleuth's response cache off (a cached reply proves nothing) and from an empty KV cache;
-* the new result is compared with the record step by step: every LLM completion and every
-  search (query and passage ids), then the answer and finish reason; the first difference
-  is reported, with the commit that made the record (a record of another commit may differ
-  because the code did).
-
-Nothing in the run directory is written.
+"""``sleuth eval verify DIR``: a sample of a run's records run again as its ``run.json`` says (same data
+sha256, sample and index key; response cache off, empty KV cache) and compared step by step with the
+stored ones: every LLM completion, every search (query and passage ids), the answer and finish reason.
+Nothing in the run directory is written (docs/eval.md, "What made a run").
 """
 
 from __future__ import annotations
@@ -26,13 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.config import load_sample
+from sleuth.eval.config import EvalError, load_sample
 from sleuth.eval.corpus import plan_retrieval
 from sleuth.eval.manifest import check_sample, code_state, commit_label, config_from_manifest
 from sleuth.eval.metrics import score
-from sleuth.eval.runner import EvalError, build_tasks, run_task, worker_config
 from sleuth.eval.store import MANIFEST, primary_score, read_manifest, read_records
-from sleuth.eval.worker import _clip, first_difference
+from sleuth.eval.tasks import build_tasks
+from sleuth.eval.worker import _clip, first_difference, run_task, worker_config
 
 SAME, DIFFERS = "same", "differs"
 
@@ -53,9 +40,6 @@ class Check:
     commit: str = ""  # the commit that made the record
     score_then: float | None = None  # the record's primary score, and the new result's (None: no result)
     score_now: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -92,9 +76,7 @@ class Verification:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ok"] = self.ok
-        return d
+        return {**asdict(self), "ok": self.ok}
 
 
 def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any]) -> Check:

@@ -37,7 +37,6 @@ from sleuth.llm.base import (
     Message,
     OnDelta,
     Usage,
-    cut_at_stop,
 )
 from sleuth.llm.cache import CachedLLM
 from sleuth.llm.client import OpenAICompatLLM
@@ -48,6 +47,7 @@ from sleuth.llm.settings import ctx_size as _ctx_size
 from sleuth.llm.settings import max_retries as _max_retries
 from sleuth.llm.settings import rate_limits, resolve_llm_settings, response_cache
 from sleuth.llm.settings import timeout as _timeout
+from sleuth.llm.stops import cut_at_stop
 
 __all__ = [
     "DEFAULT_MODEL",

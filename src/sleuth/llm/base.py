@@ -13,25 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
-from sleuth.llm.stops import cut_at_stop
-
-__all__ = [
-    "DEFAULT_PARAMS",
-    "LLM",
-    "Completion",
-    "GenParams",
-    "LLMAuthError",
-    "LLMBadRequest",
-    "LLMBadResponse",
-    "LLMError",
-    "LLMTimeout",
-    "LLMUnavailable",
-    "Message",
-    "OnDelta",
-    "Usage",
-    "cut_at_stop",
-]
-
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": "..."}
 
 

@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,16 +49,6 @@ from sleuth.llm.base import LLMUnavailable
 from sleuth.llm.models import EmbeddedModel, ensure_model, get_model
 from sleuth.llm.settings import embedded_mode
 from sleuth.llm.settings import threads as _threads
-
-__all__ = [
-    "DEFAULT_CTX_SIZE",
-    "EmbeddedServer",
-    "get_server",
-    "running_servers",
-    "stop_all",
-    "stop_model",
-    "stop_server",
-]
 
 #: context tokens per slot
 DEFAULT_CTX_SIZE = 8192
@@ -359,37 +350,30 @@ def running_servers() -> list[EmbeddedServer]:
         return [s for s in _servers.values() if s.running]
 
 
-def stop_model(model: str) -> int:
-    """Stop the shared servers of one embedded model (by registry name); returns how many."""
+def _stop_where(match: Callable[[EmbeddedServer], bool]) -> int:
+    """Stop and forget the shared servers ``match`` picks; returns how many."""
     with _servers_lock:
-        keys = [k for k, s in _servers.items() if s.name == model]
-        servers = [_servers.pop(k) for k in keys]
+        servers = [_servers.pop(k) for k, s in list(_servers.items()) if match(s)]
     for s in servers:
         with contextlib.suppress(Exception):
             s.stop()
     return len(servers)
 
 
+def stop_model(model: str) -> int:
+    """Stop the shared servers of one embedded model (by registry name); returns how many."""
+    return _stop_where(lambda s: s.name == model)
+
+
 def stop_server(base_url: str) -> bool:
     """Stop the shared server listening at ``base_url`` (e.g. ``get_llm(...).base_url``)."""
     url = base_url.rstrip("/").removesuffix("/v1")
-    with _servers_lock:
-        keys = [k for k, s in _servers.items() if s.base_url == url]
-        servers = [_servers.pop(k) for k in keys]
-    for s in servers:
-        with contextlib.suppress(Exception):
-            s.stop()
-    return bool(servers)
+    return bool(_stop_where(lambda s: s.base_url == url))
 
 
 def stop_all() -> None:
     """Stop every server started through :func:`get_server` (also run at exit)."""
-    with _servers_lock:
-        servers = list(_servers.values())
-        _servers.clear()
-    for s in servers:
-        with contextlib.suppress(Exception):
-            s.stop()
+    _stop_where(lambda s: True)
 
 
 atexit.register(stop_all)

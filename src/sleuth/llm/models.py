@@ -24,20 +24,6 @@ from pathlib import Path
 from sleuth.config import cache_dir as _cache_dir
 from sleuth.llm.base import LLMError
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "MODELS",
-    "EmbeddedModel",
-    "ModelIntegrityError",
-    "ModelNotInstalled",
-    "assemble_parts",
-    "ensure_model",
-    "file_sha256",
-    "get_model",
-    "is_installed",
-    "model_path",
-]
-
 _CHUNK = 4 * 1024 * 1024
 
 

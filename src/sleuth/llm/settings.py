@@ -30,21 +30,6 @@ from sleuth.llm.base import LLMAuthError, LLMBadRequest
 from sleuth.llm.limits import RateLimits
 from sleuth.llm.models import DEFAULT_MODEL, MODELS
 
-__all__ = [
-    "PROVIDERS",
-    "LLMSettings",
-    "Provider",
-    "ctx_size",
-    "default_model",
-    "embedded_mode",
-    "max_retries",
-    "rate_limits",
-    "resolve_llm_settings",
-    "response_cache",
-    "threads",
-    "timeout",
-]
-
 
 def threads(override: int | None = None) -> int:
     """Threads for the embedded engine: argument > ``$SLEUTH_THREADS`` > ``min(2, cpus)``."""

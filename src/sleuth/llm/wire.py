@@ -15,16 +15,6 @@ import httpx
 from sleuth.llm.base import Completion, GenParams, LLMBadResponse, Message, Usage
 from sleuth.llm.stops import cut_at_stop
 
-__all__ = [
-    "MAX_SERVER_STOPS",
-    "build_body",
-    "completion_from",
-    "estimate_tokens",
-    "parse_json",
-    "server_message",
-    "usage_from",
-]
-
 #: OpenAI accepts at most 4 stop strings; the rest are applied client-side
 MAX_SERVER_STOPS = 4
 

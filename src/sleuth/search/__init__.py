@@ -15,19 +15,9 @@ from typing import Any
 from sleuth.kvcache import KVCache, default_cache_dir
 from sleuth.search.base import FilterError, Filters, Passage, Retriever, SearchError, SearchUnavailable
 from sleuth.search.chunking import DEFAULT_MAX_CHARS
-from sleuth.search.index import (
-    MODES,
-    SCHEMA_VERSION,
-    BuildReport,
-    EmptyBuild,
-    Index,
-    IndexDamaged,
-    IndexError_,
-    IndexNotFound,
-    UnknownDocument,
-    as_filters,
-    file_lock,
-)
+from sleuth.search.generations import SCHEMA_VERSION, IndexDamaged, IndexError_, IndexNotFound, file_lock
+from sleuth.search.index import MODES, Index, as_filters
+from sleuth.search.index_writer import BuildReport, EmptyBuild, UnknownDocument
 from sleuth.search.lexical import LAYOUT
 from sleuth.search.multilingual import AUTO, MULTILINGUAL_EMBEDDER
 from sleuth.search.remote import EmbedServer, RerankServer

@@ -43,24 +43,10 @@ import numpy as np
 from sleuth.config import settings
 from sleuth.search.base import Filters, SearchError
 from sleuth.search.embedder import LazyEmbedder
-from sleuth.search.embedding import EmbeddingCache, chunk_rows, embed_stream, embed_texts
+from sleuth.search.embedding import chunk_rows, embed_stream
 from sleuth.search.multilingual import AUTO, MULTILINGUAL_EMBEDDER, E5Embedder, choose_embedder
 from sleuth.search.remote import HTTP_PREFIX, EmbedServer, HttpEmbedder
 from sleuth.search.store import PassageStore
-
-__all__ = [
-    "DEFAULT_EMBEDDER",
-    "EXACT_MAX",
-    "DenseIndex",
-    "Embedder",
-    "EmbeddingCache",
-    "MiniLMEmbedder",
-    "check_embedder",
-    "embed_stream",
-    "embed_texts",
-    "get_embedder",
-    "resolve_embedder",
-]
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 #: at or below this many visible rows, search is exact over the visible rows

@@ -35,18 +35,13 @@ from sleuth.search.base import Filters, Passage, SearchError
 from sleuth.search.chunking import DEFAULT_MAX_CHARS
 from sleuth.search.generations import (
     SCHEMA_VERSION,
-    IndexDamaged,
     IndexError_,
-    IndexNotFound,
     current_gen,
     damaged,
-    file_lock,
 )
 from sleuth.search.index_embedder import check_embed_server, query_embed_server
 from sleuth.search.index_writer import (
     BuildReport,
-    EmptyBuild,
-    UnknownDocument,
     add_generation,
     build_generation,
     remove_generation,
@@ -55,20 +50,6 @@ from sleuth.search.ingest import DEFAULT_MAX_FILE_MB
 from sleuth.search.lexical import LexicalIndex
 from sleuth.search.remote import EmbedServer
 from sleuth.search.store import PassageStore
-
-__all__ = [
-    "MODES",
-    "SCHEMA_VERSION",
-    "BuildReport",
-    "EmptyBuild",
-    "Index",
-    "IndexDamaged",
-    "IndexError_",
-    "IndexNotFound",
-    "UnknownDocument",
-    "as_filters",
-    "file_lock",
-]
 
 MODES = ("lexical", "dense", "hybrid")
 

@@ -32,18 +32,7 @@ from pathlib import Path
 from sleuth.search.doc import BadFile, Doc, IngestReport
 from sleuth.search.metadata import SIDECAR, Sidecars
 from sleuth.search.read_documents import doc_type, read_document
-from sleuth.search.read_json import detect_format, normalize_acl, read_json_file
-
-__all__ = [
-    "DOC_SUFFIXES",
-    "FORMATS",
-    "JSON_SUFFIXES",
-    "Doc",
-    "IngestReport",
-    "detect_format",
-    "normalize_acl",
-    "read_inputs",
-]
+from sleuth.search.read_json import read_json_file
 
 FORMATS = ("auto", "flashrag", "hotpotqa", "musique", "policy", "generic", "timeqa", "strategyqa")
 JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".ndjson")

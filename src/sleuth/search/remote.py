@@ -35,15 +35,6 @@ from sleuth.llm.base import LLMAuthError, LLMError
 from sleuth.llm.http_policy import HttpPolicy, Retryable
 from sleuth.search.base import SearchError, SearchUnavailable
 
-__all__ = [
-    "HTTP_PREFIX",
-    "EmbedServer",
-    "HttpEmbedder",
-    "HttpReranker",
-    "RerankServer",
-    "ServerStatusError",
-]
-
 #: an index embedded through a server records its embedder as ``http:<model>``
 HTTP_PREFIX = "http:"
 
