@@ -20,6 +20,16 @@ rules, the conclusion is drawn in a smaller step:
 Measured on the tuning half of ``benchmarks/data/policy_zh`` (15 yes/no questions, contexts from
 Step-back's own retrieval): the form's conclusion had the right polarity on 1 of the first 5 tried;
 the verdict over the 3 best clauses on 11 of 15 (docs/strategies.md has the figures of the whole runs).
+
+Any other question over rules (a deadline, an amount, "怎么处理") is first asked whether the clauses
+settle it (:func:`settles`): the same listing, one short call that names the clause stating what is
+asked and gives its value, or says the clauses have no such rule (the prompt ``step_back_answerable``).
+The question is **not settled** by the accessible documents when the reply says so ("结论：无"), when
+it states a number that neither the clauses nor the question hold (an invented "100%"), or when it
+says nothing the clauses say beyond the question's own words ("结论：基本工资" for "工资按基本工资的多少
+发？").  Then the answer is the fixed sentence ``step_back_abstain``, citing nothing (the deciding
+clause lies outside what the asker may read, or nowhere); otherwise the rule-and-clause form answers
+as before.  The 1.5B model, asked the bare yes-or-no "do these clauses state it?", says yes to all.
 """
 
 from __future__ import annotations
@@ -28,8 +38,12 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sleuth.search.base import Passage
+
+if TYPE_CHECKING:
+    from sleuth.strategies.base import RunState, Strategy
 
 _NUM = r"[一二三四五六七八九十百千零〇两\d]+"
 #: a clause starts at its number followed by a space: "第十五条 因公…" (not the reference "见第十五条。")
@@ -136,3 +150,63 @@ def deciding(basis: str, shown: Sequence[Clause]) -> Clause:
     if m and 1 <= int(m.group(1)) <= len(shown):
         return shown[int(m.group(1)) - 1]
     return shown[0]
+
+
+#: a reply that says the clauses have no rule on what is asked ("无", "现有材料没有规定", "not stated")
+_UNSETTLED = re.compile(
+    r"^(?:无\W*$|无相关|没有(?:相关)?(?:规定|写明|提到|说明|涉及)|现有(?:可查阅的)?材料|无法|不能确定|未(?:规定|写明|提及)|不清楚|"
+    r"none\b|not (?:stated|specified|settled|covered)|no (?:clause|rule)|cannot|unknown)",
+    re.I,
+)
+#: a clause's or a listing's own number ("第十五条", "第2条", "[2]", "Article 7"): no value of the answer
+_REF = re.compile(rf"第{_NUM}条|\[\d+\]|(?:Article|Section|§)\s*[\d.]+", re.I)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bool, str]:
+    """Whether the reply's ``conclusion`` settles the question from the ``shown`` clauses, and why not:
+    ``said`` (the reply says they have no such rule), ``invented`` (a number neither the clauses nor the
+    question hold), ``restated`` (nothing the clauses say beyond the question's own words)."""
+    said = re.sub(r"^[\s*_\"'“”「」【】]+", "", conclusion or "")
+    if not said or _UNSETTLED.match(said):
+        return False, "said"
+    said = _REF.sub(" ", said)
+    clauses = " ".join(_REF.sub(" ", c.text) for c in shown)
+    known = set(_NUMBER.findall(clauses)) | set(_NUMBER.findall(question))
+    if any(n not in known for n in _NUMBER.findall(said)):
+        return False, "invented"
+    if not (_grams(said) - _grams(question)) & _grams(clauses):
+        return False, "restated"
+    return True, ""
+
+
+def listing(shown: Sequence[Clause]) -> str:
+    """The clauses as the verdict prompts show them: "[1] (title) 第十五条 …", one a line."""
+    return "\n".join(f"[{i}] ({c.passage.title}) {c.text}" for i, c in enumerate(shown, 1))
+
+
+def answer_if_unsettled(strategy: Strategy, question: str, st: RunState, context: Sequence[Passage], k: int) -> bool:
+    """Ask whether the ``k`` best clauses of ``context`` settle ``question`` (step ``answerable``); when they
+    do not (:func:`settles`), write the fixed "not settled" answer (``step_back_abstain``), citing nothing,
+    and return ``True``; ``False`` leaves the question to the rule-and-clause form."""
+    shown = rank_clauses(question, split_clauses(context), k)
+    if not shown:
+        return False
+    prompt = strategy.prompt(st, "step_back_answerable", question=question, clauses=listing(shown))
+    c = strategy.ask(st, prompt, step="answerable", max_tokens=120)
+    basis, conclusion = parse_verdict(c.text)
+    ok, why = settles(conclusion, question, shown)
+    st.emit(
+        "answerable",
+        clauses=[f"{x.passage.id} {x.number}".strip() for x in shown],
+        basis=basis[:300],
+        conclusion=conclusion[:300],
+        settled=ok,
+        why=why,
+    )
+    if ok:
+        return False
+    st.emit("note", type="abstained", message="the accessible clauses do not state what the question asks")
+    st.result.answer = st.result.short_answer = strategy.prompt(st, "step_back_abstain")
+    st.result.citations = []
+    return True
