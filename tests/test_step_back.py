@@ -651,3 +651,26 @@ def test_settles_reads_numbers_and_the_questions_own_words() -> None:
     assert settles("Not stated in the available documents.", "How many days?", shown) == (False, "said")
     # "没有" can be an answer (试用期员工没有年休假), not a refusal
     assert settles("没有，第十条规定试用期内不享受年休假", "试用期员工有几天年假？", shown) == (True, "")
+
+
+def test_a_basis_in_arabic_numerals_names_its_clause() -> None:
+    """The model often writes "依据：第8条" for 第八条 (tuning q8): the answer must quote 第八条, not the first listed."""
+    from sleuth.strategies.step_back_verdict import clause_number, deciding, split_clauses
+
+    assert [clause_number(x) for x in ("第十五条", "第15条", "第二十一条", "第十条", "第一百零二条", "Article 7")] == [
+        15,
+        15,
+        21,
+        10,
+        102,
+        7,
+    ]
+    shown = split_clauses(
+        [
+            Passage(id="e#0", doc_id="e", title="费用", text="第十一条 业务招待餐费每人每次不超过300元。"),
+            Passage(id="t#0", doc_id="t", title="差旅", text="第八条 一线城市住宿每晚不超过600元。"),
+        ]
+    )
+    assert deciding("第8条", shown).number == "第八条"
+    assert deciding("第18条", shown).number == "第十一条"  # no clause of that number: the first shown
+    assert deciding("[2]", shown).number == "第八条"

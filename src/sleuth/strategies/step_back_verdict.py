@@ -141,10 +141,38 @@ def referred(clause: Clause, clauses: Sequence[Clause]) -> list[Clause]:
     return out
 
 
+_DIGIT = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+
+
+def clause_number(name: str) -> int | None:
+    """The number of "第十五条" / "第15条" / "Article 15" (15); ``None`` when there is none."""
+    m = re.search(rf"({_NUM})", name or "")
+    if not m:
+        return None
+    text = m.group(1)
+    if text.isdigit():
+        return int(text)
+    total, digit = 0, 0
+    for ch in text:
+        if ch in _DIGIT:
+            digit = _DIGIT[ch]
+        elif ch in "十百千":
+            total += (digit or 1) * {"十": 10, "百": 100, "千": 1000}[ch]
+            digit = 0
+        elif ch.isdigit():
+            digit = digit * 10 + int(ch)
+    return total + digit
+
+
 def deciding(basis: str, shown: Sequence[Clause]) -> Clause:
-    """The clause the basis names (by its number, or by its [n] in the listing), else the first shown."""
+    """The clause the basis names (by its number, "第8条" naming 第八条 too, or by its [n] in the listing),
+    else the first shown."""
     for c in shown:
         if c.number and c.number.replace(" ", "") in (basis or "").replace(" ", ""):
+            return c
+    named = {clause_number(n) for n in re.findall(rf"第{_NUM}条|Article\s+\d+", basis or "", re.I)}
+    for c in shown:
+        if c.number and clause_number(c.number) in named:
             return c
     m = re.search(r"\[(\d+)\]", basis or "")
     if m and 1 <= int(m.group(1)) <= len(shown):
