@@ -581,6 +581,7 @@ Q5_STEP_BACK = "内部审计对差旅报销的抽查比例一般是多少？"
         ("依据：无\n结论：现有材料没有规定", "said"),
         ("依据：第二十五条\n结论：抽查比例为报销笔数的10%。", "invented"),  # no clause holds 10
         ("依据：第二十条\n结论：差旅报销的抽查比例", "restated"),  # nothing beyond the question's own words
+        ("依据：第二十五条\n结论：内部审计一般每季度随机抽取部分差旅单据进行复核", "unsupported"),  # made up
     ],
 )
 def test_a_question_the_accessible_clauses_do_not_settle_says_so_and_cites_nothing(
@@ -647,6 +648,7 @@ def test_settles_reads_numbers_and_the_questions_own_words() -> None:
     assert settles("15天", q, shown) == (False, "invented")
     assert settles("第九条", q, shown) == (False, "restated")  # a clause's number is no value
     assert settles("无。", q, shown) == (False, "said")
+    assert settles("工龄满10年后由人事部门每年重新核定天数", q, shown) == (False, "unsupported")  # 10 is known
     assert settles("", q, shown) == (False, "said")
     assert settles("Not stated in the available documents.", "How many days?", shown) == (False, "said")
     # "没有" can be an answer (试用期员工没有年休假), not a refusal

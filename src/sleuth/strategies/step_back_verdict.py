@@ -25,9 +25,9 @@ Any other question over rules (a deadline, an amount, "怎么处理") is first a
 settle it (:func:`settles`): the same listing, one short call that names the clause stating what is
 asked and gives its value, or says the clauses have no such rule (the prompt ``step_back_answerable``).
 The question is **not settled** by the accessible documents when the reply says so ("结论：无"), when
-it states a number that neither the clauses nor the question hold (an invented "100%"), or when it
-says nothing the clauses say beyond the question's own words ("结论：基本工资" for "工资按基本工资的多少
-发？").  Then the answer is the fixed sentence ``step_back_abstain``, citing nothing (the deciding
+it states a number that neither the clauses nor the question hold (an invented "100%"), when it says
+nothing beyond the question's own words ("结论：基本工资" for "工资按基本工资的多少发？"), or when most
+of what it says is not in the clauses (a made-up procedure for "重复报销会怎么处理？").  Then the answer is the fixed sentence ``step_back_abstain``, citing nothing (the deciding
 clause lies outside what the asker may read, or nowhere); otherwise the rule-and-clause form answers
 as before.  The 1.5B model, asked the bare yes-or-no "do these clauses state it?", says yes to all.
 """
@@ -194,7 +194,10 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bool, str]:
     """Whether the reply's ``conclusion`` settles the question from the ``shown`` clauses, and why not:
     ``said`` (the reply says they have no such rule), ``invented`` (a number neither the clauses nor the
-    question hold), ``restated`` (nothing the clauses say beyond the question's own words)."""
+    question hold), ``restated`` (nothing beyond the question's own words), ``unsupported`` (less than
+    half of what it says beyond the question's words is in the clauses: a procedure made up around a
+    few of their words).  The words are character bigrams and numbers; an answer the clauses settle
+    copies them (on the tuning half at least 0.9 of its words), a made-up one does not (0.12)."""
     said = re.sub(r"^[\s*_\"'“”「」【】]+", "", conclusion or "")
     if not said or _UNSETTLED.match(said):
         return False, "said"
@@ -203,8 +206,11 @@ def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bo
     known = set(_NUMBER.findall(clauses)) | set(_NUMBER.findall(question))
     if any(n not in known for n in _NUMBER.findall(said)):
         return False, "invented"
-    if not (_grams(said) - _grams(question)) & _grams(clauses):
+    new = {g for g in _grams(said) - _grams(question) if len(g) > 1 or g.isdigit()}  # "天" alone says nothing
+    if not new:
         return False, "restated"
+    if 2 * len(new & _grams(clauses)) < len(new):
+        return False, "unsupported"
     return True, ""
 
 
