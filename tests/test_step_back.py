@@ -676,3 +676,28 @@ def test_a_basis_in_arabic_numerals_names_its_clause() -> None:
     assert deciding("第8条", shown).number == "第八条"
     assert deciding("第18条", shown).number == "第十一条"  # no clause of that number: the first shown
     assert deciding("[2]", shown).number == "第八条"
+
+
+def test_a_named_general_rule_gives_way_to_the_shown_clause_that_overrides_it() -> None:
+    """The model names 第二条 (tuning exp-t2); 第十六条, shown too, says it does not apply to December: 第十六条 decides."""
+    from sleuth.strategies.step_back_verdict import deciding, referred, split_clauses
+
+    title = "费用报销管理办法（2025版）"
+    shown = split_clauses(
+        [
+            Passage(
+                id="a#0", doc_id="a", title=title, text="第十六条 12月发生的费用应在次年1月10日前提交，不适用第二条。"
+            ),
+            Passage(id="b#0", doc_id="b", title=title, text="第二条 员工应在费用发生之日起60个自然日内提交报销。"),
+        ]
+    )
+    chosen = deciding("第2条", shown)
+    assert chosen.number == "第十六条" and [c.number for c in referred(chosen, shown)] == ["第二条"]
+    assert deciding("第十六条", shown).number == "第十六条"
+
+
+def test_only_questions_that_ask_no_yes_or_no_are_checked_for_answerability() -> None:
+    from sleuth.strategies.step_back_verdict import asks_yes_no
+
+    assert asks_yes_no("休婚假需要提前申请吗？要提前几天？") and asks_yes_no("Does it apply? How many days?")
+    assert not asks_yes_no("内部审计对差旅报销的抽查比例是多少？") and not asks_yes_no("How many days?")

@@ -179,8 +179,8 @@ class StepBack(Strategy):
         yes_no = form == RULES and context and self.opts.verdict and answer_type(question).kind == YESNO
         if yes_no and self._verdict(question, st, context):
             return
-        unsettled = form == RULES and context and self.opts.verdict and not yes_no
-        if unsettled and answer_if_unsettled(self, question, st, context, self.opts.verdict_clauses):
+        gate = form == RULES and context and self.opts.verdict
+        if gate and answer_if_unsettled(self, question, st, context, self.opts.verdict_clauses):
             return
         suffix = "_rules" if form == RULES else ""
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"

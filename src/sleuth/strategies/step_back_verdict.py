@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sleuth.search.base import Passage
+from sleuth.strategies.answer_type import YESNO, answer_type
 
 if TYPE_CHECKING:
     from sleuth.strategies.base import RunState, Strategy
@@ -166,18 +167,28 @@ def clause_number(name: str) -> int | None:
 
 def deciding(basis: str, shown: Sequence[Clause]) -> Clause:
     """The clause the basis names (by its number, "第8条" naming 第八条 too, or by its [n] in the listing),
-    else the first shown."""
+    else the first shown.  A named clause that another shown clause refers to ("第十六条 …不适用第二条规定的
+    60日期限" when the basis names 第二条) is the general rule that clause overrides: the special clause
+    decides, and the answer quotes the general one after it (:func:`referred`)."""
+    named = _named(basis, shown)
+    if named is None:
+        return shown[0]
+    special = next((c for c in shown if c is not named and named in referred(c, shown)), None)
+    return special or named
+
+
+def _named(basis: str, shown: Sequence[Clause]) -> Clause | None:
     for c in shown:
         if c.number and c.number.replace(" ", "") in (basis or "").replace(" ", ""):
             return c
-    named = {clause_number(n) for n in re.findall(rf"第{_NUM}条|Article\s+\d+", basis or "", re.I)}
+    numbers = {clause_number(n) for n in re.findall(rf"第{_NUM}条|Article\s+\d+", basis or "", re.I)}
     for c in shown:
-        if c.number and clause_number(c.number) in named:
+        if c.number and clause_number(c.number) in numbers:
             return c
     m = re.search(r"\[(\d+)\]", basis or "")
     if m and 1 <= int(m.group(1)) <= len(shown):
         return shown[int(m.group(1)) - 1]
-    return shown[0]
+    return None
 
 
 #: a reply that says the clauses have no rule on what is asked ("无", "现有材料没有规定", "not stated")
@@ -214,6 +225,12 @@ def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bo
     return True, ""
 
 
+def asks_yes_no(question: str) -> bool:
+    """Whether any sentence of ``question`` is a yes/no question."""
+    parts = [p for p in re.split(r"(?<=[？?])\s*", question or "") if p.strip()]
+    return any(answer_type(p).kind == YESNO for p in parts)
+
+
 def listing(shown: Sequence[Clause]) -> str:
     """The clauses as the verdict prompts show them: "[1] (title) 第十五条 …", one a line."""
     return "\n".join(f"[{i}] ({c.passage.title}) {c.text}" for i, c in enumerate(shown, 1))
@@ -222,7 +239,11 @@ def listing(shown: Sequence[Clause]) -> str:
 def answer_if_unsettled(strategy: Strategy, question: str, st: RunState, context: Sequence[Passage], k: int) -> bool:
     """Ask whether the ``k`` best clauses of ``context`` settle ``question`` (step ``answerable``); when they
     do not (:func:`settles`), write the fixed "not settled" answer (``step_back_abstain``), citing nothing,
-    and return ``True``; ``False`` leaves the question to the rule-and-clause form."""
+    and return ``True``; ``False`` leaves the question to the rule-and-clause form.  A question that asks
+    yes or no in any of its sentences ("休婚假需要提前申请吗？要提前几天？") is not asked: its reply answers the
+    yes/no part in the question's own words ("要提前申请"), which would read as a restatement."""
+    if asks_yes_no(question):
+        return False
     shown = rank_clauses(question, split_clauses(context), k)
     if not shown:
         return False
