@@ -2,7 +2,7 @@
 
 A real uvicorn server on 127.0.0.1 over the real policy_zh index; the model is scripted with the embedded
 1.5B model's real replies to policy_zh q1 (its step-back question, its verdict, and RAG's reply as the
-issue recorded it), answered by which prompt asks, so the order of calls does not matter."""
+issue recorded it) and to q5 (its answerability reply), answered by which prompt asks, so the order of calls does not matter."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def _reply(prompt: Any, params: Any) -> str:
         return "行程取消后，退票费用的计算依据是什么？"
     if "结论：<先写" in text:
         return "依据：第十五条\n结论：不是"
+    if "结论：<问题的答案>" in text:  # the answerability call, on q5 (the model's real reply)
+        return "依据：第21条\n结论：无"
     return RAG_REPLY
 
 
@@ -68,3 +70,19 @@ def test_no_surface_shows_the_scaffold_line(server: Any) -> None:
     assert "所以答案是" not in content and "15个自然日" in content
     asked = httpx.post(url + "/v1/ask", json={"question": Q1, "strategy": "rag", "filters": SCOPE}, timeout=60).json()
     assert "所以答案是" not in asked["answer"] and asked["answer"].endswith("15个自然日内提交[1]。")
+
+
+def test_every_surface_says_the_accessible_documents_do_not_settle_an_out_of_scope_question(server: Any) -> None:
+    """policy_zh q5 in the all-staff scope (the audit ratio is in a finance-only file): the same fixed sentence
+    on /v1/ask and the OpenAI endpoint, citing nothing."""
+    url, _ = server
+    q5 = "内部审计对差旅报销的抽查比例是多少？"
+    asked = httpx.post(url + "/v1/ask", json={"question": q5, "strategy": "step-back", "filters": SCOPE}, timeout=60)
+    body = asked.json()
+    assert body["answer"] == body["short_answer"] == "根据现有可查阅的材料无法回答" and body["citations"] == []
+    sdk = openai.OpenAI(base_url=url + "/v1", api_key="unused-on-loopback")
+    reply = sdk.chat.completions.create(
+        model="sleuth-step-back", messages=[{"role": "user", "content": q5}], extra_body={"filters": SCOPE}
+    )
+    content = reply.choices[0].message.content or ""
+    assert content.startswith("根据现有可查阅的材料无法回答") and "fin-audit" not in content and "5%" not in content

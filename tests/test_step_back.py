@@ -244,7 +244,8 @@ def test_policy_question_keeps_the_rule_form_and_abstains_without_evidence(data_
     qs = _policy(data_dir)
     idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
     llm = ScriptedLLM(["内部审计对差旅报销的抽查比例一般是多少？", "一般规定：根据现有可查阅的材料无法回答。"])
-    r = get_strategy("step-back", llm, idx, k=3).run(qs["q5"]["question"], filters=_scope(qs["q5"]))
+    # verdict=False: the rule-and-clause form alone (by default the answerability call comes first, below)
+    r = get_strategy("step-back", llm, idx, k=3, verdict=False).run(qs["q5"]["question"], filters=_scope(qs["q5"]))
     assert r.lang == "zh" and r.trace.of("step_back")[0].data["form"] == "rules"
     question_prompt, answer_prompt = (str(c.payload) for c in llm.calls)
     assert "规章制度" in question_prompt and "一般规定：" in answer_prompt and "专门条款" in answer_prompt
@@ -262,9 +263,11 @@ def test_policy_answer_with_evidence_is_not_an_abstention(data_dir: Path, tmp_pa
         "一般规定：内部审计部门每半年对差旅费用进行抽查，抽查比例不低于报销笔数的5%。发现虚假报销的，追回款项并按"
         "《员工奖惩办法》处理。本文件仅限财务与审计人员查阅。[1]"
     )
-    llm = ScriptedLLM(["内部审计对差旅报销的抽查比例一般是多少？", reply])
+    settled = "依据：[1] 内部审计部门每半年对差旅费用进行抽查\n结论：抽查比例不低于报销笔数的5%。"
+    llm = ScriptedLLM(["内部审计对差旅报销的抽查比例一般是多少？", settled, reply])
     r = get_strategy("step-back", llm, idx, k=3).run(qs["q6"]["question"], filters=_scope(qs["q6"]))
     assert r.trace.of("step_back")[0].data["form"] == "rules"
+    assert r.trace.of("answerable")[0].data["settled"] is True
     assert r.short_answer == "5%"  # the number the question asks for (short_fit)
     assert not [e for e in r.trace.of("note") if e.data["type"] == "abstained"]
     assert [p.doc_id for p in r.citations] == ["fin-audit-2025"]
@@ -356,6 +359,7 @@ def test_rule_time_spans_are_kept(data_dir: Path, tmp_path: Path) -> None:
     llm = ScriptedLLM(
         [
             step_back,
+            "依据：第3条\n结论：45天",  # the answerability call: the clauses settle it (the model's real reply)
             "一般规定：员工应在行程结束后45个自然日内提交差旅报销申请。[1]\n结论：45个自然日内。\n简短答案：45天",
         ]
     )
@@ -498,7 +502,7 @@ def test_an_abstention_with_passages_is_read_again_and_rules_keep_theirs(tmp_pat
     assert r.short_answer == "cannot be answered from the available documents" and r.citations == []
     # rules: "insufficient evidence" is the form's answer; no second reading
     llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS])
-    r = get_strategy("step-back", llm, idx, k=2, lang="en", documents="rules").run(CHOMSKY_Q)
+    r = get_strategy("step-back", llm, idx, k=2, lang="en", documents="rules", verdict=False).run(CHOMSKY_Q)
     assert len(llm.calls) == 2 and "abstention_reread" not in [e.data.get("type") for e in r.trace.of("note")]
 
 
@@ -562,3 +566,138 @@ def test_the_verdicts_own_marks_number_the_listing_and_never_reach_the_answer(da
     first = r.answer.splitlines()[0]
     assert first == "不是，应按在到账后15日内提交。" and r.short_answer == "不是"
     assert r.answer.splitlines()[1].endswith("[1]") and len(r.citations) == 1
+
+
+# -- answerability (issue 53): a question the accessible clauses do not settle says so ----------------------
+# policy_zh q5 in the all-staff scope: the audit ratio is in a finance-only file.  "依据：第21条 / 结论：无" is
+# the embedded 1.5B model's real reply over the three best clauses (tuning half of benchmarks/data/policy_zh)
+Q5_STEP_BACK = "内部审计对差旅报销的抽查比例一般是多少？"
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        ("依据：第21条\n结论：无", "said"),  # the model's real reply
+        ("依据：无\n结论：现有材料没有规定", "said"),
+        ("依据：第二十五条\n结论：抽查比例为报销笔数的10%。", "invented"),  # no clause holds 10
+        ("依据：第二十条\n结论：差旅报销的抽查比例", "restated"),  # nothing beyond the question's own words
+        ("依据：第二十五条\n结论：内部审计一般每季度随机抽取部分差旅单据进行复核", "unsupported"),  # made up
+    ],
+)
+def test_a_question_the_accessible_clauses_do_not_settle_says_so_and_cites_nothing(
+    data_dir: Path, tmp_path: Path, reply: str, why: str
+) -> None:
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    llm = ScriptedLLM([Q5_STEP_BACK, reply])
+    r = get_strategy("step-back", llm, idx).run(qs["q5"]["question"], filters=_scope(qs["q5"]))
+    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "answerable"]  # no rule-and-clause form
+    shown = str(llm.calls[1].payload)
+    assert "问题：内部审计对差旅报销的抽查比例是多少？" in shown and "[3]" in shown and "[4]" not in shown
+    check = r.trace.of("answerable")[0].data
+    assert check["settled"] is False and check["why"] == why and len(check["clauses"]) == 3
+    assert r.answer == r.short_answer == "根据现有可查阅的材料无法回答" and r.citations == []
+    assert "fin-audit-2025" not in json.dumps(r.to_dict(), ensure_ascii=False)
+    # scored as the benchmark scores it: the right answer, no scope violation
+    from sleuth.eval.policy import conclusion_score, scope_violations
+
+    cites = [p.to_dict() for p in r.citations]
+    bad = scope_violations(_scope(qs["q5"]), cites, restricted=["fin-audit-2025"], answer=r.answer)
+    score = conclusion_score(
+        expected=None, answerable=False, answer=r.answer, short=r.short_answer, must=[], must_not=["5%"], violations=bad
+    )
+    assert score["conclusion"] == 1.0 and bad == []
+
+
+def test_a_question_the_clauses_settle_is_answered_by_the_rule_form(data_dir: Path, tmp_path: Path) -> None:
+    """policy_zh q2: the clauses state the hotel fee's deadline (第十六条 -> 第二条), so the form answers and cites."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    settled = "依据：第十六条\n结论：自原定行程结束之日起计算。"  # the model's real reply
+    form = (
+        "一般规定：员工应在行程结束后30个自然日内提交差旅报销申请 [2]\n"
+        "专门条款：第十六条 无法退回的酒店预订费用按第二条一般规定执行，自原定行程结束之日起计算 [1]\n"
+        "结论：原定行程结束之日起30个自然日内提交。\n简短答案：30个自然日"
+    )
+    llm = ScriptedLLM(["取消行程后酒店费用的报销期限怎么规定？", settled, form])
+    r = get_strategy("step-back", llm, idx).run(qs["q2"]["question"], filters=_scope(qs["q2"]))
+    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "answerable", "answer"]
+    assert r.trace.of("answerable")[0].data == {**r.trace.of("answerable")[0].data, "settled": True, "why": ""}
+    assert "abstained" not in [e.data.get("type") for e in r.trace.of("note")]
+    assert r.short_answer == "30个自然日" and "30个自然日" in r.answer and "简短答案" not in r.answer
+    assert "trv-2025-02" in {p.doc_id for p in r.citations}
+
+
+def test_settles_reads_numbers_and_the_questions_own_words() -> None:
+    from sleuth.strategies.step_back_verdict import parse_verdict, settles, split_clauses
+
+    shown = split_clauses(
+        [
+            Passage(
+                id="lv#0",
+                doc_id="lv",
+                title="考勤",
+                text="第八条 已满10年不满20年的，年休假10天。第九条 病假须附医院证明。第十条 试用期内的员工不享受年休假。",
+            )
+        ]
+    )
+    q = "累计工作满12年的员工每年有几天年假？"
+    assert settles(parse_verdict("依据：第八条\n结论：10天")[1], q, shown) == (True, "")
+    assert settles("10天", q, shown) == (True, "")  # the numbers of the question and the clauses are known
+    assert settles("每年有12天年假", q, shown) == (False, "restated")  # 12: the question's number, no clause's
+    assert settles("15天", q, shown) == (False, "invented")
+    assert settles("第九条", q, shown) == (False, "restated")  # a clause's number is no value
+    assert settles("无。", q, shown) == (False, "said")
+    assert settles("工龄满10年后由人事部门每年重新核定天数", q, shown) == (False, "unsupported")  # 10 is known
+    assert settles("", q, shown) == (False, "said")
+    assert settles("Not stated in the available documents.", "How many days?", shown) == (False, "said")
+    # "没有" can be an answer (试用期员工没有年休假), not a refusal
+    assert settles("没有，第十条规定试用期内不享受年休假", "试用期员工有几天年假？", shown) == (True, "")
+
+
+def test_a_basis_in_arabic_numerals_names_its_clause() -> None:
+    """The model often writes "依据：第8条" for 第八条 (tuning q8): the answer must quote 第八条, not the first listed."""
+    from sleuth.strategies.step_back_verdict import clause_number, deciding, split_clauses
+
+    assert [clause_number(x) for x in ("第十五条", "第15条", "第二十一条", "第十条", "第一百零二条", "Article 7")] == [
+        15,
+        15,
+        21,
+        10,
+        102,
+        7,
+    ]
+    shown = split_clauses(
+        [
+            Passage(id="e#0", doc_id="e", title="费用", text="第十一条 业务招待餐费每人每次不超过300元。"),
+            Passage(id="t#0", doc_id="t", title="差旅", text="第八条 一线城市住宿每晚不超过600元。"),
+        ]
+    )
+    assert deciding("第8条", shown).number == "第八条"
+    assert deciding("第18条", shown).number == "第十一条"  # no clause of that number: the first shown
+    assert deciding("[2]", shown).number == "第八条"
+
+
+def test_a_named_general_rule_gives_way_to_the_shown_clause_that_overrides_it() -> None:
+    """The model names 第二条 (tuning exp-t2); 第十六条, shown too, says it does not apply to December: 第十六条 decides."""
+    from sleuth.strategies.step_back_verdict import deciding, referred, split_clauses
+
+    title = "费用报销管理办法（2025版）"
+    shown = split_clauses(
+        [
+            Passage(
+                id="a#0", doc_id="a", title=title, text="第十六条 12月发生的费用应在次年1月10日前提交，不适用第二条。"
+            ),
+            Passage(id="b#0", doc_id="b", title=title, text="第二条 员工应在费用发生之日起60个自然日内提交报销。"),
+        ]
+    )
+    chosen = deciding("第2条", shown)
+    assert chosen.number == "第十六条" and [c.number for c in referred(chosen, shown)] == ["第二条"]
+    assert deciding("第十六条", shown).number == "第十六条"
+
+
+def test_only_questions_that_ask_no_yes_or_no_are_checked_for_answerability() -> None:
+    from sleuth.strategies.step_back_verdict import asks_yes_no
+
+    assert asks_yes_no("休婚假需要提前申请吗？要提前几天？") and asks_yes_no("Does it apply? How many days?")
+    assert not asks_yes_no("内部审计对差旅报销的抽查比例是多少？") and not asks_yes_no("How many days?")

@@ -238,8 +238,9 @@ class StepBackOptions(StrategyOptions):
     verdict: bool = option(
         True,
         "a yes/no question over rules is decided from its deciding clause: the context's clauses ranked by the "
-        "question's words, one short call names the deciding one and answers yes or no, and the answer quotes it "
-        "(`false`: the rule-and-clause form's own conclusion)",
+        "question's words, one short call names the deciding one and answers yes or no, and the answer quotes it; "
+        "any other question over rules is first asked whether those clauses settle it, and is answered that the "
+        "accessible documents do not when they do not (`false`: the rule-and-clause form's own conclusion)",
     )
     verdict_clauses: int = option(3, "clauses shown to the verdict call", minimum=1, maximum=MAX_K)
 

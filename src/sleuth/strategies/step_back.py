@@ -48,6 +48,7 @@ from sleuth.strategies.self_ask_questions import find_comparison
 from sleuth.strategies.settle import agrees, choose_option
 from sleuth.strategies.step_back_form import ABSTAIN, NO_FIELD, RULES, document_form, parse_step_back_answer
 from sleuth.strategies.step_back_verdict import (
+    answer_if_unsettled,
     deciding,
     parse_verdict,
     polarity,
@@ -177,6 +178,9 @@ class StepBack(Strategy):
         """Step 6: reason from the context in the documents' form."""
         yes_no = form == RULES and context and self.opts.verdict and answer_type(question).kind == YESNO
         if yes_no and self._verdict(question, st, context):
+            return
+        gate = form == RULES and context and self.opts.verdict
+        if gate and answer_if_unsettled(self, question, st, context, self.opts.verdict_clauses):
             return
         suffix = "_rules" if form == RULES else ""
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
