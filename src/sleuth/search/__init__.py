@@ -1,9 +1,5 @@
-"""Knowledge sources behind one protocol: ``search(query, k, filters) -> [Passage]``.
-
-* :func:`open_retriever` - one factory for every source (index folder, corpus
-  file or folder, ``tavily``, ``searxng:URL``, ``pg:DSN``).
-* :class:`Index` - the embedded index (BM25 + optional vectors, hybrid by RRF).
-* :class:`Filters`, :class:`Passage`, :class:`Retriever` - the contract (``base.py``).
+"""Knowledge sources behind one protocol, ``search(query, k, filters) -> [Passage]``, opened by
+:func:`open_retriever`.
 """
 
 from __future__ import annotations

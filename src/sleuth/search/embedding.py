@@ -1,12 +1,5 @@
-"""Embedding many texts: the on-disk embedding cache and the streaming pipeline every build uses.
-
-* :class:`EmbeddingCache`: vectors by (model, text) in ``<cache dir>/embeddings.sqlite``
-  (WAL; several processes may share it).
-* :func:`embed_stream`: chunks of texts in, vectors out in order; cached texts are not
-  embedded again; a server embedder (one with ``parallel``) gets ``parallel`` requests in
-  flight while the next chunk is read; vectors are committed to the cache batch by batch,
-  so a killed build resumes where it was.
-* :func:`embed_texts`: the same for one list of texts.
+"""Embedding many texts: the on-disk :class:`EmbeddingCache` (by model and text) and :func:`embed_stream`, the
+resumable, order-keeping pipeline every build uses (``parallel`` requests in flight for a server embedder).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The passage store of an index generation: one SQLite file.
 
-Rows are integers assigned in insertion order and never reused; the lexical
-index and the vector matrix refer to passages by row.  A replaced document's
-rows are marked dead (``alive = 0``), never renumbered.  Scope terms live in
-the lexical index only (one source of truth for visibility).
+Rows are assigned in insertion order and never reused or renumbered; a replaced document's rows are marked
+dead (``alive = 0``).  Scope terms live in the lexical index only.
 """
 
 from __future__ import annotations

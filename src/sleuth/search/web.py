@@ -1,19 +1,8 @@
 """Web search behind the retriever protocol: Tavily and a self-hosted SearXNG.
 
-Both return :class:`Passage` objects with the page URL as ``doc_id``/``url``,
-the engine's snippet as ``text`` and ``source`` set to the engine.
-
-Scope: the web has no ACLs, so web passages carry ``acl`` = the labels given
-at construction (default ``["all"]``: public to everyone holding "all") and no
-version/region.  :class:`Filters` are then applied to each result with their
-reference semantics before anything is returned - a scoped caller never sees a
-result outside its scope (a ``version=2025`` filter therefore drops every web
-result, since pages have no version).
-
-Failures: no key, no network, refused connections, time-outs, HTTP 401/403/429/5xx
-end in :class:`SearchUnavailable` with one clear sentence (429 and 5xx are
-retried first, honouring ``Retry-After``); an unreadable answer is a
-:class:`SearchError`.  API keys are never logged or put in messages.
+Web passages carry ``acl`` = the labels given at construction and no version/region; :class:`Filters`
+are applied to each result before it is returned.  Failures end in :class:`SearchUnavailable` (one clear
+sentence; 429/5xx retried first) or :class:`SearchError`; API keys are never logged or put in messages.
 """
 
 from __future__ import annotations
