@@ -1,18 +1,9 @@
-"""Sleuth's LLM layer: one protocol, one OpenAI-compatible client, an embedded model.
+"""Sleuth's LLM layer: one protocol (:class:`LLM`: ``complete`` and ``chat``, streamed with ``on_delta=``), one
+OpenAI-compatible client and an embedded model; :func:`get_llm` picks the backend (docs/llm.md).
 
 >>> from sleuth.llm import GenParams, get_llm
 >>> llm = get_llm()                      # embedded default model, no key, no network
->>> llm.complete("Q: 2+2?\\nA:", GenParams(stop=("\\n",), max_tokens=8)).text  # doctest: +SKIP
-
-The protocol (:class:`LLM`) is two calls, ``complete(prompt, params)`` and
-``chat(messages, params)``; ``on_delta=`` streams either one.  Wrappers
-(:class:`CachedLLM`, the server's guard) forward just those two;
-:class:`~sleuth.llm.scripted.ScriptedLLM` answers in-process for tests.
-
-``get_llm`` picks the backend from its arguments, then the environment / ``.env``
-(see :mod:`sleuth.llm.settings` and ``docs/llm.md``).  With no base URL configured
-anywhere it starts (once per process, lazily, shared) the embedded llama.cpp
-server and returns a client for it.
+>>> llm.complete("Q: 2+2?\nA:", GenParams(stop=("\n",), max_tokens=8)).text  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """A client for any server speaking the OpenAI chat-completions / completions protocol.
 
-Works with OpenAI, DashScope (Qwen), DeepSeek, vLLM, Ollama, llama.cpp's server
-and Sleuth's embedded server.  A call is written once (:meth:`OpenAICompatLLM._call`)
-and runs over blocking I/O (:meth:`~OpenAICompatLLM.complete`,
-:meth:`~OpenAICompatLLM.chat`) or asyncio (:meth:`~OpenAICompatLLM.acomplete`,
-:meth:`~OpenAICompatLLM.achat`), streamed when given ``on_delta``; retries with
-backoff honouring ``Retry-After`` (:mod:`sleuth.llm.http_policy`), per-call
-timeouts, optional rate limits, and a client-side cut at the first stop string.
-
-Errors (all subclasses of :class:`~sleuth.llm.base.LLMError`):
-
-* :class:`LLMAuthError` on 401/403: never retried;
-* :class:`LLMBadRequest` on other 4xx (except 408/429);
-* :class:`LLMBadResponse` for malformed JSON or a body without choices;
-* :class:`LLMTimeout` / :class:`LLMUnavailable` when retries are exhausted on
-  429/5xx/timeouts/connection errors.
+A call is written once (:meth:`OpenAICompatLLM._call`) and runs over blocking I/O or asyncio, streamed when
+given ``on_delta``, with retries (:mod:`sleuth.llm.http_policy`), timeouts, rate limits and a client-side
+cut at the first stop string.  Errors are :class:`~sleuth.llm.base.LLMError` subclasses (docs/llm.md).
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
-"""The embedded model: llama.cpp's own OpenAI-compatible server on 127.0.0.1.
+"""The embedded model: llama.cpp's own OpenAI-compatible server (``xllamacpp``) on 127.0.0.1, spoken to with
+:class:`~sleuth.llm.client.OpenAICompatLLM`, prompt cache on.
 
-Sleuth starts the server (via ``xllamacpp``, in a child process by default), on a random
-free port, waits until ``/health`` answers, and talks to it with the same
-:class:`~sleuth.llm.client.OpenAICompatLLM` client as any remote
-backend.  The prompt cache is on, so an append-only prompt only costs its new
-tokens (visible as ``Usage.processed_prompt_tokens``).
-
-Two modes (``mode=`` or ``$SLEUTH_EMBEDDED_MODE``):
-
-* ``subprocess`` (default): the server in a child Python process (crash
-  isolation, fork-safe for process pools).  The child exits at once when its
-  stdin closes (``os._exit``: the engine's destructor is never run, the OS frees
-  it), so it never outlives Sleuth and a stop takes a fraction of a second even
-  with a request in flight; it ignores Ctrl-C, which its parent handles.
-* ``inprocess``: ``xllamacpp.Server`` inside this process (starts about half a
-  second sooner).  Its destructor joins the engine's HTTP thread while holding
-  the GIL, so stopping it while another thread of this process waits on a request
-  deadlocks (measured: a 400-token request from a worker thread, then ``stop()``:
-  neither returned in 300 s).  Use it only where no request can be in flight at
-  a stop.
-
-``OMP_WAIT_POLICY=PASSIVE`` is set before the engine is loaded: with spinning
-OpenMP threads decode speed collapses on a busy 2-core machine.
+Modes ``subprocess`` (default; the child exits when its stdin closes) and ``inprocess`` (can deadlock if
+stopped with a request in flight); docs/llm.md says why.  ``OMP_WAIT_POLICY=PASSIVE`` is set before the
+engine loads.
 """
 
 from __future__ import annotations

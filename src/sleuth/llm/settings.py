@@ -1,21 +1,5 @@
-"""The LLM's settings: which backend to talk to, with which key, and how the client behaves.
-
-Read through :data:`sleuth.config.settings` (environment, then ``.env``); an explicit
-argument always wins. Variables (see ``docs/llm.md``):
-
-* ``SLEUTH_LLM_BASE_URL`` / ``SLEUTH_LLM_API_KEY`` / ``SLEUTH_LLM_MODEL``: any
-  OpenAI-compatible server (OpenAI, DashScope, DeepSeek, vLLM, Ollama, llama.cpp).
-* ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``: the OpenAI SDK's own variables.
-* ``QWEN_BASE_URL`` / ``QWEN_API_KEY`` (alias ``DASHSCOPE_API_KEY``): Qwen on DashScope.
-* ``DEEPSEEK_API_KEY``: DeepSeek (with ``deepseek:MODEL`` model names).
-* ``SLEUTH_MODEL``: the embedded model used when no base URL is configured.
-* ``SLEUTH_THREADS``: threads of the embedded engine (default ``min(2, cpus)``);
-  ``SLEUTH_EMBEDDED_MODE``: ``subprocess`` (default) or ``inprocess``;
-  ``SLEUTH_CTX_SIZE``: context tokens per slot.
-* ``SLEUTH_LLM_TIMEOUT``, ``SLEUTH_LLM_MAX_RETRIES``, ``SLEUTH_LLM_RPM``,
-  ``SLEUTH_LLM_TPM``, ``SLEUTH_LLM_MAX_CONCURRENCY``: client behaviour;
-  ``SLEUTH_LLM_CACHE`` (0/false/no/off): Sleuth's response cache.
-
+"""The LLM's settings: backend, key and client behaviour, read through :data:`sleuth.config.settings`
+(environment, then ``.env``); an explicit argument always wins.  The variables are listed in docs/llm.md.
 API keys are never logged or included in ``repr``.
 """
 
