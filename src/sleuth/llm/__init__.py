@@ -3,7 +3,7 @@ OpenAI-compatible client and an embedded model; :func:`get_llm` picks the backen
 
 >>> from sleuth.llm import GenParams, get_llm
 >>> llm = get_llm()                      # embedded default model, no key, no network
->>> llm.complete("Q: 2+2?\nA:", GenParams(stop=("\n",), max_tokens=8)).text  # doctest: +SKIP
+>>> llm.complete("Q: 2+2?\\nA:", GenParams(stop=("\\n",), max_tokens=8)).text  # doctest: +SKIP
 """
 
 from __future__ import annotations
