@@ -1,11 +1,7 @@
 """Bounded stores of finished runs (in memory, or a SQLite file), each readable only by its owner.
 
-The owner of a trace is the pair (principal that asked, canonical scope the run had).
-A read with another key or another scope gets nothing, exactly as if the trace
-did not exist, so neither answers nor the existence of a run leak across scopes.
-Retention is per principal: each keeps its own ``capacity`` most recent traces, so one
-principal's flood of runs never evicts another's.  (Anonymous callers are all one
-principal, so their runs are not stored at all: :meth:`Runtime.keep_trace`.)
+The owner is (principal, canonical scope); any other reader gets nothing, as if the trace did not exist.
+Retention is per principal (``capacity`` each); anonymous runs are not stored (:meth:`Runtime.keep_trace`).
 """
 
 from __future__ import annotations
