@@ -341,10 +341,10 @@ def running_servers() -> list[EmbeddedServer]:
         return [s for s in _servers.values() if s.running]
 
 
-def stop_model(model: str) -> int:
-    """Stop the shared servers of one embedded model (by registry name); returns how many."""
+def _stop_where(match: Any) -> int:
+    """Stop (and forget) the shared servers ``match(server)`` selects; returns how many."""
     with _servers_lock:
-        keys = [k for k, s in _servers.items() if s.name == model]
+        keys = [k for k, s in _servers.items() if match(s)]
         servers = [_servers.pop(k) for k in keys]
     for s in servers:
         with contextlib.suppress(Exception):
@@ -352,26 +352,20 @@ def stop_model(model: str) -> int:
     return len(servers)
 
 
+def stop_model(model: str) -> int:
+    """Stop the shared servers of one embedded model (by registry name); returns how many."""
+    return _stop_where(lambda s: s.name == model)
+
+
 def stop_server(base_url: str) -> bool:
     """Stop the shared server listening at ``base_url`` (e.g. ``get_llm(...).base_url``)."""
     url = base_url.rstrip("/").removesuffix("/v1")
-    with _servers_lock:
-        keys = [k for k, s in _servers.items() if s.base_url == url]
-        servers = [_servers.pop(k) for k in keys]
-    for s in servers:
-        with contextlib.suppress(Exception):
-            s.stop()
-    return bool(servers)
+    return bool(_stop_where(lambda s: s.base_url == url))
 
 
 def stop_all() -> None:
     """Stop every server started through :func:`get_server` (also run at exit)."""
-    with _servers_lock:
-        servers = list(_servers.values())
-        _servers.clear()
-    for s in servers:
-        with contextlib.suppress(Exception):
-            s.stop()
+    _stop_where(lambda s: True)
 
 
 atexit.register(stop_all)
