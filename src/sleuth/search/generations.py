@@ -51,15 +51,9 @@ def damaged(root: Path, what: str, sources: Iterable[str] = ()) -> IndexDamaged:
 
 def fsync_tree(path: Path) -> None:
     """fsync every file and folder under ``path`` (and ``path`` itself)."""
-    for p in sorted(path.rglob("*")):
-        if p.is_file():
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    for d in [path, *[p for p in path.rglob("*") if p.is_dir()]]:
-        fd = os.open(d, os.O_RDONLY)
+    files = [p for p in sorted(path.rglob("*")) if p.is_file()]
+    for p in [*files, path, *[p for p in path.rglob("*") if p.is_dir()]]:
+        fd = os.open(p, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:

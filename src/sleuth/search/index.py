@@ -205,12 +205,7 @@ class Index:
         report = add_generation(
             self.root, inputs, format=format, max_file_mb=max_file_mb, progress=progress, embed_server=self.embed_server
         )
-        new = Index(self.root, current_gen(self.root), self.embed_server)
-        mode = self.mode
-        self.__dict__.update(new.__dict__)
-        self.mode = mode
-        self.last_report = report
-        return report
+        return self._adopt(Index(self.root, current_gen(self.root), self.embed_server), report)
 
     def remove(self, targets: Sequence[str | Path]) -> BuildReport:
         """Remove documents, each named by its id (``sleuth index list``), its file's path, or a
@@ -218,7 +213,10 @@ class Index:
         document raises :class:`UnknownDocument` and nothing is written; otherwise one new
         generation is published atomically, as :meth:`add` does; this handle then reads it."""
         report = remove_generation(self.root, [str(t) for t in targets])
-        new = Index.open(self.root)
+        return self._adopt(Index.open(self.root), report)
+
+    def _adopt(self, new: Index, report: BuildReport) -> BuildReport:
+        """Read the generation ``new`` opened from now on, keeping this handle's search mode."""
         mode = self.mode
         self.__dict__.update(new.__dict__)
         self.mode = mode

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import socket
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -355,10 +354,6 @@ class LocalPostgres:
     def stop(self) -> None:
         if (self.datadir / "postmaster.pid").exists():
             self._pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.datadir, user=self.user, timeout=60)
-
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.datadir, ignore_errors=True)
 
     def __enter__(self) -> LocalPostgres:
         return self.start()

@@ -12,8 +12,6 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from sleuth.search.base import Passage
 
 __all__ = ["PassageStore"]
@@ -137,12 +135,6 @@ class PassageStore:
 
     def count_docs(self) -> int:
         return int(self.conn.execute("SELECT COUNT(DISTINCT doc_id) FROM passages WHERE alive=1").fetchone()[0])
-
-    def live_mask(self, n_rows: int) -> np.ndarray:
-        mask = np.zeros(n_rows, dtype=bool)
-        rows = np.fromiter((r for (r,) in self.conn.execute("SELECT row FROM passages WHERE alive=1")), dtype=np.int64)
-        mask[rows[rows < n_rows]] = True
-        return mask
 
     def close(self) -> None:
         with self._lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -42,6 +42,14 @@ class WebRetriever:
 
     def _parse(self, data: Any, query: str) -> list[Passage]:
         raise NotImplementedError
+
+    def _results(self, data: Any) -> Iterator[tuple[dict[str, Any], str, str, str]]:
+        """The answer's results that are objects, each with its url, title and text (as strings)."""
+        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+            raise SearchError(f"{self.engine} returned an unexpected response (no 'results' list)")
+        for r in data["results"]:
+            if isinstance(r, dict):
+                yield r, str(r.get("url") or ""), str(r.get("title") or ""), str(r.get("content") or "")
 
     def _passage(
         self, url: str, title: str, text: str, *, source: str, score: Any, meta: dict[str, Any], or_title: bool = False
@@ -181,13 +189,8 @@ class TavilyRetriever(WebRetriever):
         return f"Tavily rejected the API key (HTTP {status}); check TAVILY_API_KEY"
 
     def _parse(self, data: Any, query: str) -> list[Passage]:
-        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-            raise SearchError("Tavily returned an unexpected response (no 'results' list)")
         out = []
-        for r in data["results"]:
-            if not isinstance(r, dict):
-                continue
-            url, title, text = str(r.get("url") or ""), str(r.get("title") or ""), str(r.get("content") or "")
+        for r, url, title, text in self._results(data):
             if not text.strip():
                 continue
             meta = {k: r[k] for k in ("published_date",) if r.get(k)}
@@ -237,13 +240,8 @@ class SearxngRetriever(WebRetriever):
         )
 
     def _parse(self, data: Any, query: str) -> list[Passage]:
-        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-            raise SearchError("SearXNG returned an unexpected response (no 'results' list)")
         out = []
-        for r in data["results"]:
-            if not isinstance(r, dict):
-                continue
-            url, title, text = str(r.get("url") or ""), str(r.get("title") or ""), str(r.get("content") or "")
+        for r, url, title, text in self._results(data):
             if not (text.strip() or title.strip()):
                 continue
             meta: dict[str, Any] = {}
