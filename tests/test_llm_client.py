@@ -23,9 +23,12 @@ from sleuth.llm import (
     RateLimits,
     get_llm,
 )
+from sleuth.llm.http_policy import parse_retry_after
 from sleuth.llm.limits import TokenBucket
-from sleuth.llm.openai_compat import StopCutter, api_base, parse_retry_after, usage_from
 from sleuth.llm.settings import resolve_llm_settings
+from sleuth.llm.stops import StopCutter
+from sleuth.llm.urls import api_base
+from sleuth.llm.wire import usage_from
 
 MSG = [{"role": "user", "content": "what is the capital of France?"}]
 
