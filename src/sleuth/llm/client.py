@@ -50,38 +50,14 @@ def _http_limits(limiter: Limiter | None = None) -> httpx.Limits:
 class OpenAICompatLLM:
     """An :class:`~sleuth.llm.base.LLM` over HTTP (OpenAI protocol).
 
-    Parameters
-    ----------
-    base_url:
-        Server URL, with or without ``/v1`` (``http://127.0.0.1:8080``,
-        ``https://api.openai.com/v1``).
-    model:
-        Model name sent with each request; empty -> asked from ``/v1/models``
-        on first use (llama.cpp / vLLM / Ollama serve one model).
-    api_key:
-        Sent as ``Authorization: Bearer``; never logged nor shown in ``repr``.
-    timeout:
-        Seconds per attempt (connect, read and write each); overridable per
-        call with ``timeout=``.
-    max_retries:
-        Retries after the first attempt on 429/5xx/timeouts/connection errors.
-    backoff_base, backoff_max:
-        Exponential backoff with jitter: ``min(max, base * 2**i) * U(0.5, 1)``.
-    retry_after_cap:
-        Longest wait honoured from a ``Retry-After`` header.
-    limits:
-        :class:`RateLimits` (or a shared :class:`Limiter`): requests/min,
-        tokens/min and max concurrent requests.
-    defaults:
-        :class:`GenParams` used where a call leaves a parameter ``None``
-        (over :data:`~sleuth.llm.base.DEFAULT_PARAMS`).
-    extra_body:
-        Fields merged into every request body (e.g. ``{"cache_prompt": True}``
-        for llama.cpp).
-    transport:
-        An ``httpx`` transport for both the blocking and the asyncio client,
-        e.g. ``httpx.MockTransport(handler)`` to answer in-process
-        (:func:`sleuth.llm.scripted.scripted_client`); default: real HTTP.
+    * ``base_url``: with or without ``/v1``; ``model``: sent with each request (empty: asked from ``/v1/models``
+      on first use); ``api_key``: sent as ``Authorization: Bearer``, never logged nor shown in ``repr``.
+    * ``timeout``: seconds per attempt (connect, read and write each; per call with ``timeout=``);
+      ``max_retries``: after the first attempt, on 429/5xx/timeouts/connection errors, waiting
+      ``min(backoff_max, backoff_base * 2**i) * U(0.5, 1)`` or a ``Retry-After`` of at most ``retry_after_cap``.
+    * ``limits``: :class:`RateLimits` or a shared :class:`Limiter`; ``defaults``: :class:`GenParams` for what a
+      call leaves ``None``; ``extra_body``: merged into every request body (``{"cache_prompt": True}``);
+      ``transport``: an ``httpx`` transport for both clients (``httpx.MockTransport`` answers in-process).
     """
 
     def __init__(
