@@ -152,11 +152,8 @@ class OpenAICompatLLM:
         return c
 
     def reset_prompt_cache(self) -> bool:
-        """Wipe the server's KV / prompt cache, when this client can (Sleuth's embedded
-        server started ``isolated``); ``False`` when it cannot (any other server).
-
-        The next request is then computed from scratch, so its output does not depend
-        on what was asked before (see :meth:`EmbeddedServer.erase_slots`).
+        """Wipe the server's KV / prompt cache when this client can (Sleuth's embedded server started
+        ``isolated``; :meth:`EmbeddedServer.erase_slots`); ``False`` for any other server.
         """
         if self._prompt_cache_reset is None:
             return False

@@ -195,13 +195,8 @@ class EmbeddedServer:
             return self
 
     def erase_slots(self) -> int:
-        """Wipe every slot's KV cache, so that the next request is computed from scratch.
-
-        llama.cpp's numerics depend on how a prompt is split between cached and new
-        tokens (a reused prefix changes logprobs by ~1e-2, enough to flip a greedy
-        token now and then).  An evaluation erases the slots before each task, so a
-        task's answer does not depend on which tasks ran before it, and a resumed run
-        reproduces an uninterrupted one.  Returns the number of tokens erased.
+        """Wipe every slot's KV cache so that the next request is computed from scratch (a reused prefix can
+        flip a greedy token: docs/llm.md); returns the number of tokens erased.
         """
         if not self.isolated:
             raise LLMUnavailable("this embedded server was not started with isolated=True; it cannot erase its slots")
@@ -306,11 +301,8 @@ def get_server(
     mode: str | None = None,
     isolated: bool = False,
 ) -> EmbeddedServer:
-    """The process-wide running server for these settings, started on first use.
-
-    ``isolated``: a server whose KV cache can be wiped between tasks (no host-memory
-    prompt cache; :meth:`EmbeddedServer.erase_slots`), for reproducible evaluations;
-    it has at least two slots (see below).
+    """The process-wide running server for these settings, started on first use; ``isolated``: one whose KV
+    cache can be wiped between tasks (:meth:`EmbeddedServer.erase_slots`), with at least two slots.
     """
     m = get_model(model) if isinstance(model, str) else model
     path = ensure_model(m, cache_dir)

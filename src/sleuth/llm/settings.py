@@ -175,16 +175,10 @@ def resolve_llm_settings(
     base_url: str | None = None,
     api_key: str | None = None,
 ) -> LLMSettings:
-    """Decide which backend to talk to.
+    """Decide which backend to talk to; ``model`` may carry a provider prefix (``openai:``, ``qwen:``/``dashscope:``,
+    ``deepseek:``, ``embedded:``), else names an embedded model when no base URL is configured.
 
-    ``model`` may carry a provider prefix: ``openai:gpt-4o-mini``,
-    ``qwen:qwen-plus`` (alias ``dashscope:``), ``deepseek:deepseek-chat``, or
-    ``embedded:qwen2.5-0.5b`` to force the embedded model.  Without a prefix
-    and without any base URL configured, ``model`` names an embedded model
-    (or is ``None`` for the default one).
-
-    Raises :class:`LLMAuthError` (one sentence) when a known cloud provider is
-    selected but no key is available.
+    Raises :class:`LLMAuthError` (one sentence) when a known cloud provider has no key.
     """
     env = settings.get
     provider: Provider | None = None

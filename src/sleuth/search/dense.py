@@ -243,13 +243,8 @@ class DenseIndex:
         server: EmbedServer | None = None,
         dim: int | None = None,
     ) -> int:
-        """Embed rows ``first_row..end_row-1`` and append them to the generation's vectors; returns
-        the vector size.
-
-        Streams: passages are read from the store a chunk at a time and their vectors appended
-        to ``vectors.npy`` (plain writes, then plain reads for faiss), so this stage's memory
-        does not grow with the corpus; only the faiss IVF index, built above :data:`ANN_MIN`
-        rows, holds every vector (rows x dim x 4 bytes).
+        """Embed rows ``first_row..end_row-1`` and append them to the generation's ``vectors.npy`` a chunk at a time
+        (memory does not grow with the corpus); returns the vector size.
         """
         embedder = get_embedder(embedder_name, server, dim=dim)
         vpath = gen / "vectors.npy"

@@ -93,11 +93,8 @@ def embed_stream(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Vectors for each ``(start, texts)`` chunk, yielded in order as ``(start, vectors)``.
 
-    Cached texts are not sent; the rest go out in batches, ``embedder.parallel`` at a time
-    (a server embedder; 1 for the bundled models), while the next chunk is read, so the
-    server never waits for the client.  At most three chunks are held; each batch's vectors
-    are committed to the cache as soon as it is collected, so a build killed half-way
-    resumes where it was (a re-run sends only what was not embedded).
+    Cached texts are not sent; the rest go out ``embedder.parallel`` batches at a time while the next chunk is
+    read, and each batch is committed to the cache at once, so a killed build resumes where it was.
     """
     ec = EmbeddingCache() if cache is True else (cache or None)
     cache_name = str(getattr(embedder, "cache_name", embedder.name))

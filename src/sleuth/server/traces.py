@@ -87,14 +87,8 @@ class TraceStore:
 
 
 class SqliteTraceStore:
-    """The same store kept in a SQLite file, so traces outlive a server restart.
-
-    Bounded like :class:`TraceStore` (per principal, and in bytes). Owners are stored as a
-    salted hash (the salt is random per file), so the file never holds anything derived from
-    an API key that could be checked against a guess without it.  The file (and its WAL) is
-    created 0600 whatever the umask: it holds answers and passages of restricted scopes.
-    WAL mode and one short transaction per call: a crash loses at most the trace being
-    written, never the file.
+    """The same store in a SQLite file (WAL, created 0600), so traces outlive a restart; owners are stored as a
+    salted hash, never anything derived from a key (docs/server.md).
     """
 
     def __init__(self, path: str | Path, capacity: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
