@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -26,26 +27,19 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
+@dataclass(eq=False)
 class ApiError(Exception):
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        type: str = "invalid_request_error",
-        *,
-        param: str | None = None,
-        code: str | None = None,
-        trace_id: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-        self.trace_id = trace_id
-        self.headers = headers or {}
+    status: int
+    message: str
+    type: str = "invalid_request_error"
+    _: KW_ONLY
+    param: str | None = None
+    code: str | None = None
+    trace_id: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
         err: dict[str, Any] = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
