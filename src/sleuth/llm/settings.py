@@ -47,7 +47,7 @@ def default_model() -> str:
 
 def embedded_mode(override: str | None = None) -> str:
     """How the embedded engine runs: argument > ``$SLEUTH_EMBEDDED_MODE`` > ``subprocess``
-    (:mod:`sleuth.llm.embedded` says why)."""
+    (docs/llm.md says why)."""
     return (override or settings.get("SLEUTH_EMBEDDED_MODE") or "subprocess").lower()
 
 

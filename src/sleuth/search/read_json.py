@@ -1,4 +1,4 @@
-"""Readers of JSON and JSONL corpora (formats: :mod:`sleuth.search.ingest`); bad lines and records are counted
+"""Readers of JSON and JSONL corpora (formats: docs/knowledge.md); bad lines and records are counted
 and skipped.
 """
 
