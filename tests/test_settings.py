@@ -22,6 +22,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PROBE = r"""
 import json
 from sleuth.cli.ask import data_dir
+from sleuth.config import settings
 from sleuth.eval.corpus import cache_root
 from sleuth.eval.metrics import Prices
 from sleuth.kvcache import default_cache_dir
@@ -29,7 +30,6 @@ from sleuth.llm.settings import embedded_mode, resolve_llm_settings, timeout
 from sleuth.search.cache import cache_enabled
 from sleuth.search.dense import MiniLMEmbedder
 from sleuth.search.web import TavilyRetriever
-from sleuth.server.settings import keys_from_env
 
 tavily = TavilyRetriever()
 prices = Prices.parse(None)
@@ -45,7 +45,7 @@ print(json.dumps({
     "search.dense threads": MiniLMEmbedder().threads,
     "search.web base_url": tavily.base_url,
     "search.web key is the .env one": tavily._key == "tavily-test-value",
-    "server keys": len(keys_from_env()),
+    "server keys": len(settings.server_keys()),
 }))
 """
 

@@ -1,18 +1,9 @@
-"""Sleuth's LLM layer: one protocol, one OpenAI-compatible client, an embedded model.
+"""Sleuth's LLM layer: one protocol (:class:`LLM`: ``complete`` and ``chat``, streamed with ``on_delta=``), one
+OpenAI-compatible client and an embedded model; :func:`get_llm` picks the backend (docs/llm.md).
 
 >>> from sleuth.llm import GenParams, get_llm
 >>> llm = get_llm()                      # embedded default model, no key, no network
 >>> llm.complete("Q: 2+2?\\nA:", GenParams(stop=("\\n",), max_tokens=8)).text  # doctest: +SKIP
-
-The protocol (:class:`LLM`) is two calls, ``complete(prompt, params)`` and
-``chat(messages, params)``; ``on_delta=`` streams either one.  Wrappers
-(:class:`CachedLLM`, the server's guard) forward just those two;
-:class:`~sleuth.llm.scripted.ScriptedLLM` answers in-process for tests.
-
-``get_llm`` picks the backend from its arguments, then the environment / ``.env``
-(see :mod:`sleuth.llm.settings` and ``docs/llm.md``).  With no base URL configured
-anywhere it starts (once per process, lazily, shared) the embedded llama.cpp
-server and returns a client for it.
 """
 
 from __future__ import annotations
@@ -114,46 +105,25 @@ def get_llm(
     isolated: bool = False,
     **kw: Any,
 ) -> LLM:
-    """An LLM client for the configured backend.
+    """An LLM client for the configured backend (docs/llm.md).
 
-    Parameters
-    ----------
-    model:
-        Remote model name (``gpt-4o-mini``), a provider-prefixed name
-        (``openai:gpt-4o-mini``, ``qwen:qwen-plus``, ``deepseek:deepseek-chat``),
-        an embedded model name (``qwen2.5-1.5b``, ``qwen2.5-0.5b``,
-        ``smollm2-135m``) or ``embedded:NAME``.  ``None``: ``$SLEUTH_LLM_MODEL``
-        for a remote backend, ``$SLEUTH_MODEL`` or the default embedded model.
-    base_url, api_key:
-        Override ``SLEUTH_LLM_BASE_URL`` / ``SLEUTH_LLM_API_KEY`` (and the
-        OpenAI / Qwen variables).
-    cache, cache_path, refresh_cache:
-        Response cache (temperature 0 only): on/off, SQLite file (default
-        ``<cache dir>/llm_cache.sqlite``), recompute-and-overwrite.
-    timeout, max_retries:
-        Per-attempt timeout in seconds (default ``$SLEUTH_LLM_TIMEOUT`` or 120,
-        600 for the embedded model) and retries (``$SLEUTH_LLM_MAX_RETRIES`` or 3).
-    n_parallel, ctx_size, threads:
-        Embedded server only: parallel slots, context tokens per slot, engine
-        threads (default ``$SLEUTH_THREADS`` or ``min(2, cpus)``).
-    requests_per_min, tokens_per_min, max_concurrency:
-        Client-side limits shared by all clients of the same backend in this
-        process (defaults ``$SLEUTH_LLM_RPM``, ``$SLEUTH_LLM_TPM``,
-        ``$SLEUTH_LLM_MAX_CONCURRENCY``).
-    defaults:
-        Sampling defaults for parameters a call leaves ``None``.
-    isolated:
-        Embedded server only: start (or share) a server whose KV cache
-        ``llm.reset_prompt_cache()`` can wipe, so a sequence of calls can be made
-        independent of earlier ones (evaluations do this per task).  Ignored for
-        remote servers, whose ``reset_prompt_cache()`` returns ``False``.
-    kw:
-        ``embedded_mode="subprocess"|"inprocess"`` (default subprocess) for the embedded server;
-        the rest goes to :class:`OpenAICompatLLM` (``backoff_base``,
-        ``extra_body``, ``headers``, ``retry_after_cap``, ``transport``, ...).
+    * ``model``: a remote name (``gpt-4o-mini``), ``provider:NAME`` (``openai:``, ``qwen:``, ``deepseek:``), an
+      embedded model (``qwen2.5-1.5b``, ``qwen2.5-0.5b``, ``smollm2-135m``) or ``embedded:NAME``; ``None``:
+      ``$SLEUTH_LLM_MODEL`` for a remote backend, ``$SLEUTH_MODEL`` or the default embedded model.
+    * ``base_url``, ``api_key``: override ``SLEUTH_LLM_BASE_URL`` / ``SLEUTH_LLM_API_KEY`` (and the OpenAI / Qwen
+      variables).  ``cache``, ``cache_path``, ``refresh_cache``: the response cache (temperature 0 only; default
+      ``<cache dir>/llm_cache.sqlite``).  ``timeout``, ``max_retries``: per attempt (``$SLEUTH_LLM_TIMEOUT`` or
+      120, 600 embedded) and retries (``$SLEUTH_LLM_MAX_RETRIES`` or 3).
+    * Embedded server only: ``n_parallel`` slots, ``ctx_size`` tokens per slot, engine ``threads``
+      (``$SLEUTH_THREADS`` or ``min(2, cpus)``), ``isolated`` (a server whose KV cache ``reset_prompt_cache()``
+      can wipe; remote servers' returns ``False``), ``embedded_mode="subprocess"|"inprocess"``.
+    * ``requests_per_min``, ``tokens_per_min``, ``max_concurrency``: limits shared by every client of the same
+      backend in this process (``$SLEUTH_LLM_RPM``, ``$SLEUTH_LLM_TPM``, ``$SLEUTH_LLM_MAX_CONCURRENCY``).
+    * ``defaults``: sampling defaults for parameters a call leaves ``None``; other ``kw`` go to
+      :class:`OpenAICompatLLM` (``backoff_base``, ``extra_body``, ``headers``, ``retry_after_cap``, ``transport``).
 
-    Raises :class:`LLMAuthError` (missing key for a known provider),
-    :class:`ModelNotInstalled` (with the pip command), :class:`LLMUnavailable`.
+    Raises :class:`LLMAuthError` (missing key for a known provider), :class:`ModelNotInstalled` (with the pip
+    command), :class:`LLMUnavailable`.
     """
     from sleuth.llm.embedded import DEFAULT_CTX_SIZE, get_server
 

@@ -1,10 +1,5 @@
-"""The one protocol every LLM backend speaks.
-
-A backend offers raw text completion and chat, each taking one
-:class:`GenParams` (``stop`` / ``max_tokens`` / ``temperature`` / ``seed``) and,
-optionally, an ``on_delta`` callback that turns the call into a streamed one.
-Every call returns a :class:`Completion` that carries token usage and latency so
-that strategies can record them in their traces.
+"""The one protocol every LLM backend speaks: ``complete`` and ``chat`` with :class:`GenParams`, returning a
+:class:`Completion` with usage and latency.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""A persistent response cache wrapped around any LLM.
+"""A persistent response cache wrapped around any LLM (:class:`CachedLLM`, SQLite via :class:`sleuth.kvcache.KVCache`).
 
-:class:`CachedLLM` implements the LLM protocol on top of another LLM and stores
-answers in SQLite (:class:`sleuth.kvcache.KVCache`, safe under concurrent
-writers).  The key covers everything that changes an answer: the backend base
-URL, the model, the kind of call (chat / completion), the messages or prompt and
-every sampling parameter (``stop``, ``max_tokens``, ``temperature``, ``seed``,
-after the inner client's defaults are applied).
-
-* Only deterministic calls are cached by default (``temperature == 0``);
-  ``all_temperatures=True`` caches every call.
-* ``refresh=True`` recomputes every answer and overwrites the stored one.
-* A hit returns ``Completion(from_cache=True)`` whose usage shows 0 processed
-  prompt tokens (all prompt tokens count as cached) and the original
-  completion-token count.
-* A streamed call (``on_delta``) is served from the cache on a hit (one piece)
-  and stored after the complete stream on a miss.
+The key covers base URL, model, kind of call, messages or prompt and every sampling parameter; only
+``temperature == 0`` calls are cached unless ``all_temperatures=True``.  Semantics of hits, ``refresh`` and
+streaming: docs/llm.md.
 """
 
 from __future__ import annotations

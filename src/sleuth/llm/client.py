@@ -1,20 +1,8 @@
 """A client for any server speaking the OpenAI chat-completions / completions protocol.
 
-Works with OpenAI, DashScope (Qwen), DeepSeek, vLLM, Ollama, llama.cpp's server
-and Sleuth's embedded server.  A call is written once (:meth:`OpenAICompatLLM._call`)
-and runs over blocking I/O (:meth:`~OpenAICompatLLM.complete`,
-:meth:`~OpenAICompatLLM.chat`) or asyncio (:meth:`~OpenAICompatLLM.acomplete`,
-:meth:`~OpenAICompatLLM.achat`), streamed when given ``on_delta``; retries with
-backoff honouring ``Retry-After`` (:mod:`sleuth.llm.http_policy`), per-call
-timeouts, optional rate limits, and a client-side cut at the first stop string.
-
-Errors (all subclasses of :class:`~sleuth.llm.base.LLMError`):
-
-* :class:`LLMAuthError` on 401/403: never retried;
-* :class:`LLMBadRequest` on other 4xx (except 408/429);
-* :class:`LLMBadResponse` for malformed JSON or a body without choices;
-* :class:`LLMTimeout` / :class:`LLMUnavailable` when retries are exhausted on
-  429/5xx/timeouts/connection errors.
+A call is written once (:meth:`OpenAICompatLLM._call`) and runs over blocking I/O or asyncio, streamed when
+given ``on_delta``, with retries (:mod:`sleuth.llm.http_policy`), timeouts, rate limits and a client-side
+cut at the first stop string.  Errors are :class:`~sleuth.llm.base.LLMError` subclasses (docs/llm.md).
 """
 
 from __future__ import annotations
@@ -62,38 +50,14 @@ def _http_limits(limiter: Limiter | None = None) -> httpx.Limits:
 class OpenAICompatLLM:
     """An :class:`~sleuth.llm.base.LLM` over HTTP (OpenAI protocol).
 
-    Parameters
-    ----------
-    base_url:
-        Server URL, with or without ``/v1`` (``http://127.0.0.1:8080``,
-        ``https://api.openai.com/v1``).
-    model:
-        Model name sent with each request; empty -> asked from ``/v1/models``
-        on first use (llama.cpp / vLLM / Ollama serve one model).
-    api_key:
-        Sent as ``Authorization: Bearer``; never logged nor shown in ``repr``.
-    timeout:
-        Seconds per attempt (connect, read and write each); overridable per
-        call with ``timeout=``.
-    max_retries:
-        Retries after the first attempt on 429/5xx/timeouts/connection errors.
-    backoff_base, backoff_max:
-        Exponential backoff with jitter: ``min(max, base * 2**i) * U(0.5, 1)``.
-    retry_after_cap:
-        Longest wait honoured from a ``Retry-After`` header.
-    limits:
-        :class:`RateLimits` (or a shared :class:`Limiter`): requests/min,
-        tokens/min and max concurrent requests.
-    defaults:
-        :class:`GenParams` used where a call leaves a parameter ``None``
-        (over :data:`~sleuth.llm.base.DEFAULT_PARAMS`).
-    extra_body:
-        Fields merged into every request body (e.g. ``{"cache_prompt": True}``
-        for llama.cpp).
-    transport:
-        An ``httpx`` transport for both the blocking and the asyncio client,
-        e.g. ``httpx.MockTransport(handler)`` to answer in-process
-        (:func:`sleuth.llm.scripted.scripted_client`); default: real HTTP.
+    * ``base_url``: with or without ``/v1``; ``model``: sent with each request (empty: asked from ``/v1/models``
+      on first use); ``api_key``: sent as ``Authorization: Bearer``, never logged nor shown in ``repr``.
+    * ``timeout``: seconds per attempt (connect, read and write each; per call with ``timeout=``);
+      ``max_retries``: after the first attempt, on 429/5xx/timeouts/connection errors, waiting
+      ``min(backoff_max, backoff_base * 2**i) * U(0.5, 1)`` or a ``Retry-After`` of at most ``retry_after_cap``.
+    * ``limits``: :class:`RateLimits` or a shared :class:`Limiter`; ``defaults``: :class:`GenParams` for what a
+      call leaves ``None``; ``extra_body``: merged into every request body (``{"cache_prompt": True}``);
+      ``transport``: an ``httpx`` transport for both clients (``httpx.MockTransport`` answers in-process).
     """
 
     def __init__(
@@ -188,11 +152,8 @@ class OpenAICompatLLM:
         return c
 
     def reset_prompt_cache(self) -> bool:
-        """Wipe the server's KV / prompt cache, when this client can (Sleuth's embedded
-        server started ``isolated``); ``False`` when it cannot (any other server).
-
-        The next request is then computed from scratch, so its output does not depend
-        on what was asked before (see :meth:`EmbeddedServer.erase_slots`).
+        """Wipe the server's KV / prompt cache when this client can (Sleuth's embedded server started
+        ``isolated``; :meth:`EmbeddedServer.erase_slots`); ``False`` for any other server.
         """
         if self._prompt_cache_reset is None:
             return False

@@ -1,27 +1,9 @@
-"""The embedded model: llama.cpp's own OpenAI-compatible server on 127.0.0.1.
+"""The embedded model: llama.cpp's own OpenAI-compatible server (``xllamacpp``) on 127.0.0.1, spoken to with
+:class:`~sleuth.llm.client.OpenAICompatLLM`, prompt cache on.
 
-Sleuth starts the server (via ``xllamacpp``, in a child process by default), on a random
-free port, waits until ``/health`` answers, and talks to it with the same
-:class:`~sleuth.llm.client.OpenAICompatLLM` client as any remote
-backend.  The prompt cache is on, so an append-only prompt only costs its new
-tokens (visible as ``Usage.processed_prompt_tokens``).
-
-Two modes (``mode=`` or ``$SLEUTH_EMBEDDED_MODE``):
-
-* ``subprocess`` (default): the server in a child Python process (crash
-  isolation, fork-safe for process pools).  The child exits at once when its
-  stdin closes (``os._exit``: the engine's destructor is never run, the OS frees
-  it), so it never outlives Sleuth and a stop takes a fraction of a second even
-  with a request in flight; it ignores Ctrl-C, which its parent handles.
-* ``inprocess``: ``xllamacpp.Server`` inside this process (starts about half a
-  second sooner).  Its destructor joins the engine's HTTP thread while holding
-  the GIL, so stopping it while another thread of this process waits on a request
-  deadlocks (measured: a 400-token request from a worker thread, then ``stop()``:
-  neither returned in 300 s).  Use it only where no request can be in flight at
-  a stop.
-
-``OMP_WAIT_POLICY=PASSIVE`` is set before the engine is loaded: with spinning
-OpenMP threads decode speed collapses on a busy 2-core machine.
+Modes ``subprocess`` (default; the child exits when its stdin closes) and ``inprocess`` (can deadlock if
+stopped with a request in flight); docs/llm.md says why.  ``OMP_WAIT_POLICY=PASSIVE`` is set before the
+engine loads.
 """
 
 from __future__ import annotations
@@ -204,13 +186,8 @@ class EmbeddedServer:
             return self
 
     def erase_slots(self) -> int:
-        """Wipe every slot's KV cache, so that the next request is computed from scratch.
-
-        llama.cpp's numerics depend on how a prompt is split between cached and new
-        tokens (a reused prefix changes logprobs by ~1e-2, enough to flip a greedy
-        token now and then).  An evaluation erases the slots before each task, so a
-        task's answer does not depend on which tasks ran before it, and a resumed run
-        reproduces an uninterrupted one.  Returns the number of tokens erased.
+        """Wipe every slot's KV cache so that the next request is computed from scratch (a reused prefix can
+        flip a greedy token: docs/llm.md); returns the number of tokens erased.
         """
         if not self.isolated:
             raise LLMUnavailable("this embedded server was not started with isolated=True; it cannot erase its slots")
@@ -315,11 +292,8 @@ def get_server(
     mode: str | None = None,
     isolated: bool = False,
 ) -> EmbeddedServer:
-    """The process-wide running server for these settings, started on first use.
-
-    ``isolated``: a server whose KV cache can be wiped between tasks (no host-memory
-    prompt cache; :meth:`EmbeddedServer.erase_slots`), for reproducible evaluations;
-    it has at least two slots (see below).
+    """The process-wide running server for these settings, started on first use; ``isolated``: one whose KV
+    cache can be wiped between tasks (:meth:`EmbeddedServer.erase_slots`), with at least two slots.
     """
     m = get_model(model) if isinstance(model, str) else model
     path = ensure_model(m, cache_dir)

@@ -1,10 +1,5 @@
-"""What an HTTP outcome means for an LLM call, and when to try again (sans I/O).
-
-:class:`HttpPolicy` turns a response status or a transport exception into either
-a final :class:`~sleuth.llm.base.LLMError` or a :class:`Retryable` failure, and
-decides how long to wait before the next attempt (``Retry-After`` honoured and
-capped, else exponential backoff with jitter) or that the retries are spent.
-It never sends or sleeps: the client's one retry loop does.
+"""What an HTTP outcome means for an LLM call (a final :class:`~sleuth.llm.base.LLMError` or :class:`Retryable`)
+and how long to wait before the next attempt (sans I/O).
 """
 
 from __future__ import annotations

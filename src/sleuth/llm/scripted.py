@@ -1,16 +1,8 @@
-"""Scripted models for tests: answers from a script, in-process, no HTTP server.
+"""Scripted models for tests, in-process: :class:`ScriptedLLM` (the LLM protocol directly) and
+:class:`ScriptedServer` (the OpenAI wire format through ``httpx.MockTransport``).
 
-* :class:`ScriptedLLM` implements the :class:`~sleuth.llm.base.LLM` protocol
-  directly: strategy unit tests run on it with no client and no socket.
-* :class:`ScriptedServer` answers the OpenAI wire format through
-  ``httpx.MockTransport``, for tests that want the full
-  :class:`~sleuth.llm.client.OpenAICompatLLM` (bodies, retries, streaming) in-process.
-
-A script is a list of replies used in turn, or a callable.  Both models behave
-like a small real one: "tokens" are whitespace-delimited words, ``max_tokens``
-truncates (finish reason ``length``), stop strings cut the text exactly as the
-client cuts it (:mod:`sleuth.llm.stops`), and ``on_delta`` receives the answer
-word by word.
+A script is a list of replies or a callable; words are tokens, ``max_tokens`` truncates and stop strings cut
+as the client cuts them.
 """
 
 from __future__ import annotations

@@ -1,21 +1,5 @@
-"""The LLM's settings: which backend to talk to, with which key, and how the client behaves.
-
-Read through :data:`sleuth.config.settings` (environment, then ``.env``); an explicit
-argument always wins. Variables (see ``docs/llm.md``):
-
-* ``SLEUTH_LLM_BASE_URL`` / ``SLEUTH_LLM_API_KEY`` / ``SLEUTH_LLM_MODEL``: any
-  OpenAI-compatible server (OpenAI, DashScope, DeepSeek, vLLM, Ollama, llama.cpp).
-* ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``: the OpenAI SDK's own variables.
-* ``QWEN_BASE_URL`` / ``QWEN_API_KEY`` (alias ``DASHSCOPE_API_KEY``): Qwen on DashScope.
-* ``DEEPSEEK_API_KEY``: DeepSeek (with ``deepseek:MODEL`` model names).
-* ``SLEUTH_MODEL``: the embedded model used when no base URL is configured.
-* ``SLEUTH_THREADS``: threads of the embedded engine (default ``min(2, cpus)``);
-  ``SLEUTH_EMBEDDED_MODE``: ``subprocess`` (default) or ``inprocess``;
-  ``SLEUTH_CTX_SIZE``: context tokens per slot.
-* ``SLEUTH_LLM_TIMEOUT``, ``SLEUTH_LLM_MAX_RETRIES``, ``SLEUTH_LLM_RPM``,
-  ``SLEUTH_LLM_TPM``, ``SLEUTH_LLM_MAX_CONCURRENCY``: client behaviour;
-  ``SLEUTH_LLM_CACHE`` (0/false/no/off): Sleuth's response cache.
-
+"""The LLM's settings: backend, key and client behaviour, read through :data:`sleuth.config.settings`
+(environment, then ``.env``); an explicit argument always wins.  The variables are listed in docs/llm.md.
 API keys are never logged or included in ``repr``.
 """
 
@@ -48,7 +32,7 @@ def default_model() -> str:
 
 def embedded_mode(override: str | None = None) -> str:
     """How the embedded engine runs: argument > ``$SLEUTH_EMBEDDED_MODE`` > ``subprocess``
-    (:mod:`sleuth.llm.embedded` says why)."""
+    (docs/llm.md says why)."""
     return (override or settings.get("SLEUTH_EMBEDDED_MODE") or "subprocess").lower()
 
 
@@ -176,16 +160,10 @@ def resolve_llm_settings(
     base_url: str | None = None,
     api_key: str | None = None,
 ) -> LLMSettings:
-    """Decide which backend to talk to.
+    """Decide which backend to talk to; ``model`` may carry a provider prefix (``openai:``, ``qwen:``/``dashscope:``,
+    ``deepseek:``, ``embedded:``), else names an embedded model when no base URL is configured.
 
-    ``model`` may carry a provider prefix: ``openai:gpt-4o-mini``,
-    ``qwen:qwen-plus`` (alias ``dashscope:``), ``deepseek:deepseek-chat``, or
-    ``embedded:qwen2.5-0.5b`` to force the embedded model.  Without a prefix
-    and without any base URL configured, ``model`` names an embedded model
-    (or is ``None`` for the default one).
-
-    Raises :class:`LLMAuthError` (one sentence) when a known cloud provider is
-    selected but no key is available.
+    Raises :class:`LLMAuthError` (one sentence) when a known cloud provider has no key.
     """
     env = settings.get
     provider: Provider | None = None

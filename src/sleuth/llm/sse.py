@@ -1,9 +1,5 @@
-"""Server-sent events of a streamed completion: parsed line by line, gathered into one answer.
-
-:class:`StreamReader` is fed the lines of one streamed response; it passes each
-text piece, cut at the stop strings (:class:`~sleuth.llm.stops.StopCutter`), to
-``on_delta`` and builds the :class:`~sleuth.llm.base.Completion` the call returns.
-No I/O happens here.
+"""Server-sent events of a streamed completion: :class:`StreamReader` cuts pieces at stop strings, passes them to
+``on_delta`` and builds the :class:`~sleuth.llm.base.Completion` (no I/O).
 """
 
 from __future__ import annotations

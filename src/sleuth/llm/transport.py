@@ -1,13 +1,5 @@
-"""The client's I/O, blocking or asyncio, behind one awaitable interface.
-
-The client's call logic (retries, streaming, limiter accounting) is written once,
-as a coroutine that awaits the methods of an :class:`IO`:
-
-* :class:`AsyncIO` does real asyncio I/O (``httpx.AsyncClient``, ``asyncio.sleep``);
-  cancelling the awaiting task closes the HTTP request;
-* :class:`BlockingIO` does blocking I/O (``httpx.Client``, ``time.sleep``) inside
-  ``async def`` methods that never suspend, so :func:`run_blocking` runs the same
-  coroutine to completion in the calling thread with no event loop.
+"""The client's I/O, blocking (:class:`BlockingIO`, run by :func:`run_blocking` with no event loop) or asyncio
+(:class:`AsyncIO`), behind one awaitable interface, so the call logic is written once as a coroutine.
 """
 
 from __future__ import annotations

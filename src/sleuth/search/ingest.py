@@ -1,27 +1,8 @@
-"""Readers for every corpus shape Sleuth indexes, producing :class:`Doc` records.
+"""Readers for every corpus shape Sleuth indexes (``format="auto"`` detects them), producing :class:`Doc` records.
 
-Supported inputs (``format="auto"`` detects them from the first record):
-
-* ``flashrag``   JSONL ``{id, contents}`` where contents is ``"Title"\\ntext``
-* ``hotpotqa``   HotpotQA (HF ``context{title, sentences}`` or the original
-  ``[[title, sentences], ...]``); paragraphs pooled across questions, one per title
-* ``musique``    MuSiQue question files (``paragraphs[{title, paragraph_text}]``)
-  pooled across questions; ``train_corpus.json`` (``[{title, text}]``) reads as generic
-* ``timeqa``     TimeQA (gzip JSONL with ``paragraphs[{title, text}]``), one doc per page
-* ``strategyqa`` StrategyQA ``facts`` (one doc per question)
-* ``policy`` / ``generic``  ``{id, title, text, section?, version?, region?, acl?, url?, ...}``;
-  every other scalar key becomes filterable metadata
-* folders and files of ``.txt``, ``.md``, ``.rst``, ``.html``/``.htm``, ``.pdf`` and ``.docx``,
-  each also as ``.gz``; their metadata from a sidecar ``sleuth-metadata.toml``
-  (:mod:`sleuth.search.metadata`) or a Markdown file's front matter
-
-Bad files (binary, wrong encoding, empty, too large, unreadable, no passages)
-are skipped and named in the :class:`IngestReport`; bad JSON lines are skipped
-one by one and counted, the rest of the file is kept.
-
-This module walks the inputs and hands each file to its reader: JSON corpora to
-:mod:`sleuth.search.read_json`, document files to :mod:`sleuth.search.read_documents`;
-:class:`Doc` and :class:`IngestReport` live in :mod:`sleuth.search.doc`.
+The formats are listed in docs/knowledge.md.  Bad files and bad JSON lines are skipped and named or counted
+in the :class:`IngestReport`.  This module walks the inputs; JSON corpora go to :mod:`sleuth.search.read_json`,
+document files to :mod:`sleuth.search.read_documents`.
 """
 
 from __future__ import annotations

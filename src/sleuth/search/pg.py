@@ -1,25 +1,8 @@
-"""PostgreSQL (+ pgvector) as an external search engine, for corpora beyond one machine.
+"""PostgreSQL (+ pgvector) as an external search engine: :class:`PgRetriever` over one ``sleuth_passages`` table.
 
-:class:`PgRetriever` speaks the retriever protocol over one table::
-
-    sleuth_passages(row, id, doc_id, title, text, source, section, version, region, url,
-                    acl text[], eq text[], rng text[], metadata jsonb,
-                    tsv tsvector, embedding vector(dim))
-
-* Full text: the passage is tokenized by :mod:`sleuth.search.tokenize` (jieba for
-  Chinese) and stored as a ``simple`` tsvector with a GIN index; queries OR their
-  tokens and rank with ``ts_rank_cd``.
-* Vectors (optional): pgvector with an HNSW index (cosine).  A scoped vector query
-  is answered exactly (the planner is told not to use the approximate index, whose
-  pgvector 0.6 scan may stop short of ``k`` rows after filtering).
-* Scope: the same ``acl``/``eq``/``rng`` terms as the embedded index
-  (:mod:`sleuth.search.scope`), as GIN-indexed arrays in the ``WHERE`` clause, so
-  rows outside the caller's scope never reach ``ORDER BY ... LIMIT``.
-* Hybrid: reciprocal rank fusion of the two SQL rankings.
-
-:class:`LocalPostgres` starts a private PostgreSQL 16 (the binaries of the
-``pgserver`` package) listening on 127.0.0.1 - for tests and single-machine use.
-``open_retriever("pg:postgresql://user@host:port/db")`` opens an existing table.
+Full text as ``simple`` tsvectors, optional HNSW vectors (scoped vector queries answered exactly), the scope
+terms as GIN-indexed arrays in ``WHERE``, hybrid by RRF (docs/knowledge.md).  :class:`LocalPostgres` starts
+a private PostgreSQL 16 from the ``pgserver`` package on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -27,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import socket
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -372,10 +354,6 @@ class LocalPostgres:
     def stop(self) -> None:
         if (self.datadir / "postmaster.pid").exists():
             self._pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.datadir, user=self.user, timeout=60)
-
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.datadir, ignore_errors=True)
 
     def __enter__(self) -> LocalPostgres:
         return self.start()

@@ -1,11 +1,6 @@
-"""Readers of document files: plain text, Markdown and reStructuredText (sections from headings),
-HTML, PDF (sections are pages) and Word ``.docx`` (sections from heading styles); each also
-gzip-compressed (``report.pdf.gz``).
+"""Readers of document files (text, Markdown, reStructuredText, HTML, PDF, ``.docx``; each also gzipped).
 
-Markdown may open with front matter (``---`` lines around ``key: value`` pairs); its
-``title``, ``version``, ``region``, ``acl`` and ``url`` fill the document's fields and any
-other key becomes filterable metadata (:mod:`sleuth.search.metadata` reads the same keys
-from a sidecar file for every format).
+Markdown front matter fills the document's fields and metadata (the keys of :mod:`sleuth.search.metadata`).
 """
 
 from __future__ import annotations

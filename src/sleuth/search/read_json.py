@@ -1,8 +1,5 @@
-"""Readers of JSON and JSONL corpora: record shapes, format detection, one reader per format.
-
-See :mod:`sleuth.search.ingest` for the formats.  Bad lines and records of the wrong shape
-are counted in the :class:`~sleuth.search.doc.IngestReport` and skipped; the rest of the
-file is kept.
+"""Readers of JSON and JSONL corpora (formats: docs/knowledge.md); bad lines and records are counted
+and skipped.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""Embeddings and reranking from model servers.
+"""Embeddings (:class:`HttpEmbedder`, ``/v1/embeddings``) and reranking (:class:`HttpReranker`, Jina/Cohere or
+TEI bodies) from model servers, retried with the LLM client's :class:`~sleuth.llm.http_policy.HttpPolicy`.
 
-* :class:`HttpEmbedder`: any OpenAI-compatible ``/v1/embeddings`` server (OpenAI,
-  DashScope, vLLM, Text Embeddings Inference, Ollama, llama.cpp ``--embedding``), or a
-  pool of them. One request per batch of ``batch_size`` texts; the caller (the index
-  build, :func:`sleuth.search.dense.embed_stream`) keeps ``parallel`` requests in flight.
-  A failed attempt is retried on the next server of the pool.
-* :class:`HttpReranker`: ``/v1/rerank`` or ``/rerank`` in the Jina / Cohere body
-  (``query``, ``documents``, ``top_n`` -> ``results[].relevance_score``; llama.cpp
-  ``--reranking`` speaks it) or the TEI body (``query``, ``texts`` -> ``[{index, score}]``).
-
-Both retry 429/5xx/timeouts/connection errors with the LLM client's policy
-(:class:`sleuth.llm.http_policy.HttpPolicy`: ``Retry-After`` honoured, jittered backoff),
-send the key as ``Authorization: Bearer`` and never show it. Settings: arguments, else
-``SLEUTH_EMBED_BASE_URL`` / ``SLEUTH_EMBED_MODEL`` / ``SLEUTH_EMBED_API_KEY`` and
-``SLEUTH_RERANK_BASE_URL`` / ``SLEUTH_RERANK_MODEL`` / ``SLEUTH_RERANK_API_KEY``; a
-well-known host (api.openai.com, DashScope) also finds its provider's key variable.
+Settings and the servers they speak to: docs/knowledge.md.  Keys are sent as ``Authorization: Bearer`` and
+never shown.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""The optional rerank stage: after a source's own ranking (an index's fusion), before the top-k cut.
+"""The optional rerank stage, after a source's own ranking and before the top-k cut.
 
-:class:`RerankedRetriever` wraps any retriever.  It asks the source for ``depth``
-candidates *within the caller's filters* (the source enforces the scope inside its
-engine, and every candidate is checked again with :meth:`Filters.matches`), so a
-reranker never sees a passage outside the scope; it then orders them by the
-reranker's scores and keeps the top ``k``.  Because strategies, the server and the MCP
-tools all search through the retriever they are given, the stage applies to every
-strategy's searches on every surface.
-
-Rerankers (``scores(query, documents) -> [float]``):
-
-* :class:`~sleuth.search.remote.HttpReranker`: a rerank server (``/v1/rerank`` or
-  ``/rerank``; Jina / Cohere / TEI bodies);
-* :class:`LLMReranker`: the LLM itself orders the candidates (listwise, as RankGPT):
-  one call per search; an answer it cannot read keeps the source's order.
+:class:`RerankedRetriever` asks the source for ``depth`` candidates within the caller's filters, orders them
+by a reranker's ``scores(query, documents)`` (:class:`~sleuth.search.remote.HttpReranker` or
+:class:`LLMReranker`, listwise) and keeps the top ``k``.
 """
 
 from __future__ import annotations

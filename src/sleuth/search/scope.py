@@ -1,19 +1,5 @@
-"""Access scope as index terms: how :class:`~sleuth.search.base.Filters` become
-term sets that an index enforces natively, with exactly the reference
-semantics of :meth:`Filters.matches`.
-
-Every stored passage gets three groups of terms:
-
-* ``acl``  its ACL labels;
-* ``eq``   ``"key=value"`` for each filterable field and metadata value (one
-  term per element of a list value), for equality filters;
-* ``rng``  ``"key=value"`` with the value's canonical rendering, for range
-  filters: the index lists the distinct values of a key, keeps those inside
-  the range (decided by :meth:`Filters.matches` itself) and asks for that set.
-
-A filter then is a conjunction of term-set memberships; an empty set matches
-nothing.  Both the lexical index (tantivy term-set queries) and the vector
-index (row bitmaps) use these terms, so the two cannot disagree.
+"""Access scope as index terms (``acl``, ``eq``, ``rng``): how :class:`~sleuth.search.base.Filters` become term
+sets that the lexical and vector indexes enforce natively, with the semantics of :meth:`Filters.matches`.
 """
 
 from __future__ import annotations

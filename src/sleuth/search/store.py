@@ -1,9 +1,7 @@
 """The passage store of an index generation: one SQLite file.
 
-Rows are integers assigned in insertion order and never reused; the lexical
-index and the vector matrix refer to passages by row.  A replaced document's
-rows are marked dead (``alive = 0``), never renumbered.  Scope terms live in
-the lexical index only (one source of truth for visibility).
+Rows are assigned in insertion order and never reused or renumbered; a replaced document's rows are marked
+dead (``alive = 0``).  Scope terms live in the lexical index only.
 """
 
 from __future__ import annotations
@@ -13,8 +11,6 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-
-import numpy as np
 
 from sleuth.search.base import Passage
 
@@ -139,12 +135,6 @@ class PassageStore:
 
     def count_docs(self) -> int:
         return int(self.conn.execute("SELECT COUNT(DISTINCT doc_id) FROM passages WHERE alive=1").fetchone()[0])
-
-    def live_mask(self, n_rows: int) -> np.ndarray:
-        mask = np.zeros(n_rows, dtype=bool)
-        rows = np.fromiter((r for (r,) in self.conn.execute("SELECT row FROM passages WHERE alive=1")), dtype=np.int64)
-        mask[rows[rows < n_rows]] = True
-        return mask
 
     def close(self) -> None:
         with self._lock:

@@ -1,13 +1,5 @@
-"""One tokenizer for English and Chinese text, shared by indexing and querying.
-
-* Latin script: lower-cased word split (letters and digits, no stemming),
-  English stopwords removed.
-* Chinese (CJK runs): segmented with jieba's search mode (words plus their
-  shorter sub-words, which helps recall), Chinese stopwords removed.
-* Punctuation is dropped; numbers are kept ("15", "2025", "5%" -> "5").
-
-jieba is initialised once, quietly (it normally prints to stderr), and is
-deterministic: the same text always yields the same tokens.
+"""One deterministic tokenizer for English (lower-cased words) and Chinese (jieba search mode), shared by indexing
+and querying; stopwords and punctuation dropped, numbers kept.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Web search behind the retriever protocol: Tavily and a self-hosted SearXNG.
 
-Both return :class:`Passage` objects with the page URL as ``doc_id``/``url``,
-the engine's snippet as ``text`` and ``source`` set to the engine.
-
-Scope: the web has no ACLs, so web passages carry ``acl`` = the labels given
-at construction (default ``["all"]``: public to everyone holding "all") and no
-version/region.  :class:`Filters` are then applied to each result with their
-reference semantics before anything is returned - a scoped caller never sees a
-result outside its scope (a ``version=2025`` filter therefore drops every web
-result, since pages have no version).
-
-Failures: no key, no network, refused connections, time-outs, HTTP 401/403/429/5xx
-end in :class:`SearchUnavailable` with one clear sentence (429 and 5xx are
-retried first, honouring ``Retry-After``); an unreadable answer is a
-:class:`SearchError`.  API keys are never logged or put in messages.
+Web passages carry ``acl`` = the labels given at construction and no version/region; :class:`Filters`
+are applied to each result before it is returned.  Failures end in :class:`SearchUnavailable` (one clear
+sentence; 429/5xx retried first) or :class:`SearchError`; API keys are never logged or put in messages.
 """
 
 from __future__ import annotations
@@ -21,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -53,6 +42,14 @@ class WebRetriever:
 
     def _parse(self, data: Any, query: str) -> list[Passage]:
         raise NotImplementedError
+
+    def _results(self, data: Any) -> Iterator[tuple[dict[str, Any], str, str, str]]:
+        """The answer's results that are objects, each with its url, title and text (as strings)."""
+        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+            raise SearchError(f"{self.engine} returned an unexpected response (no 'results' list)")
+        for r in data["results"]:
+            if isinstance(r, dict):
+                yield r, str(r.get("url") or ""), str(r.get("title") or ""), str(r.get("content") or "")
 
     def _passage(
         self, url: str, title: str, text: str, *, source: str, score: Any, meta: dict[str, Any], or_title: bool = False
@@ -192,13 +189,8 @@ class TavilyRetriever(WebRetriever):
         return f"Tavily rejected the API key (HTTP {status}); check TAVILY_API_KEY"
 
     def _parse(self, data: Any, query: str) -> list[Passage]:
-        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-            raise SearchError("Tavily returned an unexpected response (no 'results' list)")
         out = []
-        for r in data["results"]:
-            if not isinstance(r, dict):
-                continue
-            url, title, text = str(r.get("url") or ""), str(r.get("title") or ""), str(r.get("content") or "")
+        for r, url, title, text in self._results(data):
             if not text.strip():
                 continue
             meta = {k: r[k] for k in ("published_date",) if r.get(k)}
@@ -248,13 +240,8 @@ class SearxngRetriever(WebRetriever):
         )
 
     def _parse(self, data: Any, query: str) -> list[Passage]:
-        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-            raise SearchError("SearXNG returned an unexpected response (no 'results' list)")
         out = []
-        for r in data["results"]:
-            if not isinstance(r, dict):
-                continue
-            url, title, text = str(r.get("url") or ""), str(r.get("title") or ""), str(r.get("content") or "")
+        for r, url, title, text in self._results(data):
             if not (text.strip() or title.strip()):
                 continue
             meta: dict[str, Any] = {}

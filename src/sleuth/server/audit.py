@@ -1,18 +1,7 @@
-"""The audit log: one JSON line per run and per refused request, in a rotated file.
+"""The audit log: one JSON line per run, per search without a run and per refused request, in a rotated file (0600).
 
-A run's line: ``time``, ``event: "run"``, ``principal``, ``kind``, ``scope`` (the effective
-one), ``strategy``, ``source``, ``endpoint``, ``stream``, ``trace_id``, ``passage_ids``
-(every passage the caller was shown: citations and the trace's searches) and
-``outcome`` (the finish reason).  A refusal's line: ``event: "denied"``, ``status``
-(401/403/...), ``principal`` (null when not known), ``path`` and ``reason``.  The question is
-written only with ``audit_questions``; keys and tokens never are.  A search without a run
-(the MCP ``search`` tool) writes ``event: "search"`` with ``principal``, ``scope``,
-``source``, ``endpoint`` and ``passage_ids``.
-
-Refusals are every request turned away before it ran: 401 (no or bad credential, an
-unsupported ``Authorization`` scheme), 403 (outside the scope), 400 (a credential in the URL;
-the credential itself is never written), 404 (an MCP session the caller did not open),
-408 (headers or body too slow) and 413 (body too large).  The files are 0600.
+The fields of each event are in docs/server.md.  The question is written only with ``audit_questions``; keys
+and tokens never are.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Everything the server writes can be sent: JSON bodies, stream events and stored traces.
 
-Requests are checked (:mod:`sleuth.text_input`), but text also comes from the model, the
-corpus and web pages, and a lone surrogate there cannot be encoded as UTF-8.  Such text
-leaves as a JSON escape (``"\\ud800"``, exactly what a JSON parser reads back), and a body
-without one is byte for byte what ``json.dumps(..., ensure_ascii=False)`` gives.
-
-A stream that fails after its headers went out ends with an error event and a proper end
-of stream (:func:`guard_stream`), never a cut connection.
+A lone surrogate leaves as a JSON escape (other bodies are exactly ``json.dumps(..., ensure_ascii=False)``),
+and a stream that fails after its headers ends with an error event (:func:`guard_stream`).
 """
 
 from __future__ import annotations

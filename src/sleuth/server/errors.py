@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -26,26 +27,19 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
+@dataclass(eq=False)
 class ApiError(Exception):
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        type: str = "invalid_request_error",
-        *,
-        param: str | None = None,
-        code: str | None = None,
-        trace_id: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-        self.trace_id = trace_id
-        self.headers = headers or {}
+    status: int
+    message: str
+    type: str = "invalid_request_error"
+    _: KW_ONLY
+    param: str | None = None
+    code: str | None = None
+    trace_id: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
         err: dict[str, Any] = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
@@ -151,15 +145,10 @@ def _send_error(status: int, message: str, code: str) -> Callable[[Send], Awaita
 
 
 class BodyLimit:
-    """Pure ASGI middleware: reads the whole request body before the app sees it, so that
-
-    * a body over ``max_bytes`` gets 413 whatever its transfer encoding (a declared length is
-      checked up front, a chunked body is counted as it arrives), before any parsing;
-    * a body that does not arrive within ``read_timeout_s`` (a client that declares a length and
-      sends nothing, or trickles) gets 408 and the connection is closed.
-
-    The app then gets the body in one message (bodies are small: the limit is 256 KiB by default).
-    ``on_refuse(status, path, reason)`` is told of each refusal (the audit log)."""
+    """Pure ASGI middleware: reads the whole body first, answering 413 past ``max_bytes`` (declared or chunked)
+    and 408 when it does not arrive within ``read_timeout_s``; ``on_refuse(status, path, reason)`` hears of
+    each refusal (docs/reliability.md).
+    """
 
     DRAIN_CAP = 16 * 1024 * 1024
     DRAIN_S = 2.0
@@ -292,11 +281,9 @@ class NoCredentialsInURL:
 
 # -- the last resort -----------------------------------------------------------------------
 class CatchAll:
-    """Pure ASGI middleware: an exception no handler took becomes the JSON 500 answer, and the
-    connection stays open for the client's next request.  (Starlette's own last resort answers
-    500 too, but then lets the exception reach the server, which closes a kept-alive connection
-    under the client's next request: a "connection reset by peer".)  An exception in the middle
-    of a body still ends the connection: the client must not take half a body for a whole one."""
+    """Pure ASGI middleware: an exception no handler took becomes the JSON 500 answer and the kept-alive
+    connection stays open (Starlette's last resort would reset it); one in the middle of a body still ends it.
+    """
 
     def __init__(self, app: Any) -> None:
         self.app = app

@@ -1,28 +1,7 @@
 """Who is asking: API keys and bearer JWTs mapped to principals, each with its widest scope.
 
-The configuration is a TOML (or JSON) file, ``sleuth serve --principals FILE``::
-
-    [anonymous]                     # optional: requests without credentials get this scope
-    acl = ["all"]                   # (without this table they get 401)
-    filters = ["region=境内"]
-
-    [principals.finance]
-    key_sha256 = ["<sha256 hex of the key>"]   # the file holds no secret
-    acl = ["all", "finance"]        # ACL groups; "*" = every passage, labelled or not
-    filters = {version = "2025"}    # fixed filters (expressions or a mapping), optional
-    sources = ["policy"]            # the sources it may search, optional (default: all)
-
-    [jwt]                           # optional: bearer JWTs, verified with PyJWT
-    algorithms = ["HS256"]          # allow-list; "none" is refused
-    secret_env = "SLEUTH_JWT_SECRET"   # HS*: the shared secret (or secret_file = PATH)
-    jwks_file = "keys.jwks.json"    # RS*/PS*/ES*/EdDSA: public keys (a JWKS) on disk
-    issuer = "https://login.example"
-    audience = "sleuth"
-    scope_claim = "sleuth_scope"    # {"acl": [...], "filters": ..., "sources": [...]} or a list of groups
-    name_claim = "sub"
-
-A passage without an ``acl`` field is visible only to a scope whose ``acl`` is ``"*"``; to
-publish a passage to everyone, label it (``acl: "all"``) and give every principal that group.
+The ``--principals`` file (TOML or JSON: ``[anonymous]``, ``[principals.NAME]``, ``[jwt]``) is described in
+docs/server.md.  A passage without an ``acl`` is visible only to a scope whose ``acl`` is ``"*"``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""uvicorn's HTTP/1.1 protocol with a deadline on request headers.
+"""uvicorn's HTTP/1.1 protocol with a deadline on request headers (:func:`header_timeout_protocol`).
 
-uvicorn closes a kept-alive connection that sends nothing for ``timeout_keep_alive`` seconds, but a
-new connection that sends nothing, or headers a byte at a time, is held open for as long as the
-client likes (300 such connections stay open).  :func:`header_timeout_protocol` gives the protocol
-class a deadline: from the moment a connection opens, and again after each response, the next
-request's headers must be complete within ``timeout_s`` or the connection is answered 408 and
-closed.  The body has its own deadline (:class:`~sleuth.server.errors.BodyLimit`)."""
+uvicorn would hold a silent new connection open forever; here the next request's headers must be complete
+within ``timeout_s`` or the connection is answered 408 and closed.  The body's deadline is
+:class:`~sleuth.server.errors.BodyLimit`.
+"""
 
 from __future__ import annotations
 

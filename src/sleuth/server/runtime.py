@@ -1,14 +1,8 @@
 """Shared resources of a running server and the life of one run.
 
-* The LLM(s) and retrievers are opened once and shared by every request.
-* A counter bounds the runs in flight; a request that finds it full is turned
-  away at once (429), never queued.
-* Each run happens in a worker thread so the event loop keeps serving; its
-  steps cross to the loop through a queue as they happen.
-* A run past its deadline, or whose client went away, is stopped cooperatively:
-  its LLM and retriever refuse further calls, so the strategy ends at its next
-  step with a finish reason (a thread cannot be killed).  Its slot is released
-  only when the thread has really finished, so the bound on work is real.
+Models and retrievers are opened once; a full run counter answers 429 at once, never queues.  Runs happen
+in worker threads and are stopped cooperatively (deadline or client gone); a slot is released only when its
+thread has really finished.
 """
 
 from __future__ import annotations

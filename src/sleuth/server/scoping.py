@@ -1,28 +1,8 @@
 """A request's scope: the principal's widest scope, narrowed (never widened) by what it asks.
 
-:func:`effective_scope` is framework-free so that every surface (the HTTP routes, an MCP
-server) applies the same rule::
-
-    effective = effective_scope(principal, requested)   # Filters, or raises ScopeError
-
-How filters compare (a scope is a conjunction: ACL groups, a value set per field, a
-range per field):
-
-* ``acl``: asked groups must all be held; the effective groups are the asked ones
-  (none asked: all the principal holds).  A principal with ``acl = "*"`` may ask any.
-* equality on a field the principal fixes: the asked values must be a subset of its
-  values; on a field the principal ranges over, each asked value must lie in the range;
-  on a field the principal does not restrict, any value is a narrowing.
-* range on a field the principal ranges over: an asked bound outside the principal's
-  range is refused; the effective range is the intersection.
-* field names and values compare exactly (case-sensitive, as stored in the corpus).
-  A field name that differs from a field of the principal's scope (or ``acl``) only by
-  case, width or surrounding space is refused, so ``ACL=finance`` is never mistaken
-  for a narrowing of ``acl``.
-
-Anything refused raises :class:`ScopeError` naming the part outside the scope (HTTP 403).
-The result always satisfies: ``effective.matches(p)`` implies ``principal.scope.matches(p)``
-and ``requested.matches(p)``.
+:func:`effective_scope` is framework-free so that every surface applies the same rule; the rule for each kind
+of filter is in docs/server.md.  Anything refused raises :class:`ScopeError` (HTTP 403).  Always:
+``effective.matches(p)`` implies ``principal.scope.matches(p)`` and ``requested.matches(p)``.
 """
 
 from __future__ import annotations

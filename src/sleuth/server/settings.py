@@ -6,8 +6,6 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sleuth.config import settings
-
 #: shown beside the quick-start corpus (GET /v1/sources, the MCP sources tool) and printed at start
 QUICKSTART_NOTE = (
     "the bundled quick-start corpus (Wikipedia passages), served because no --index was given; "
@@ -115,11 +113,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(h).is_loopback
     except ValueError:
         return False
-
-
-def keys_from_env() -> tuple[str, ...]:
-    """``SLEUTH_SERVER_KEY``: one key, or several separated by commas."""
-    return settings.server_keys()
 
 
 def source_entry(spec: str) -> tuple[str, str]:

@@ -1,11 +1,7 @@
 """Bounded stores of finished runs (in memory, or a SQLite file), each readable only by its owner.
 
-The owner of a trace is the pair (principal that asked, canonical scope the run had).
-A read with another key or another scope gets nothing, exactly as if the trace
-did not exist, so neither answers nor the existence of a run leak across scopes.
-Retention is per principal: each keeps its own ``capacity`` most recent traces, so one
-principal's flood of runs never evicts another's.  (Anonymous callers are all one
-principal, so their runs are not stored at all: :meth:`Runtime.keep_trace`.)
+The owner is (principal, canonical scope); any other reader gets nothing, as if the trace did not exist.
+Retention is per principal (``capacity`` each); anonymous runs are not stored (:meth:`Runtime.keep_trace`).
 """
 
 from __future__ import annotations
@@ -91,14 +87,8 @@ class TraceStore:
 
 
 class SqliteTraceStore:
-    """The same store kept in a SQLite file, so traces outlive a server restart.
-
-    Bounded like :class:`TraceStore` (per principal, and in bytes). Owners are stored as a
-    salted hash (the salt is random per file), so the file never holds anything derived from
-    an API key that could be checked against a guess without it.  The file (and its WAL) is
-    created 0600 whatever the umask: it holds answers and passages of restricted scopes.
-    WAL mode and one short transaction per call: a crash loses at most the trace being
-    written, never the file.
+    """The same store in a SQLite file (WAL, created 0600), so traces outlive a restart; owners are stored as a
+    salted hash, never anything derived from a key (docs/server.md).
     """
 
     def __init__(self, path: str | Path, capacity: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
