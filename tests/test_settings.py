@@ -23,7 +23,6 @@ PROBE = r"""
 import json
 from sleuth.cli.ask import data_dir
 from sleuth.config import settings
-from sleuth.eval.corpus import cache_root
 from sleuth.eval.metrics import Prices
 from sleuth.kvcache import default_cache_dir
 from sleuth.llm.settings import embedded_mode, resolve_llm_settings, timeout
@@ -35,7 +34,7 @@ tavily = TavilyRetriever()
 prices = Prices.parse(None)
 print(json.dumps({
     "cli.ask data_dir": str(data_dir()),
-    "eval.corpus cache_root": str(cache_root()),
+    "eval.corpus cache_root": str(settings.eval_cache()),
     "eval.metrics prices": [prices.prompt, prices.completion],
     "kvcache default_cache_dir": str(default_cache_dir()),
     "llm timeout": timeout(None, embedded=False),
