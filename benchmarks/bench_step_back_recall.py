@@ -41,8 +41,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_records import items_of, records
-from sleuth.eval.corpus import open_index
 from sleuth.llm import get_llm
+from sleuth.search import open_retriever
 from sleuth.strategies.step_back import StepBack
 from sleuth.strategies.text import content_tokens
 
@@ -102,7 +102,8 @@ def main() -> None:
     index = manifest.get("index") or {}
     if not index.get("spec"):
         sys.exit(f"{a.run} has no index (a closed or distractor run); give an open-setting run")
-    retriever = open_index(index["spec"], index.get("mode") or None)
+    mode = index.get("mode")
+    retriever = open_retriever(index["spec"], mode=mode) if mode else open_retriever(index["spec"])
     items = items_of(a.run)
     qids = list(dict.fromkeys(str(r["qid"]) for r in records(a.run)))
     chosen = [items[q] for q in qids if q in items and items[q].gold_titles][: a.limit]

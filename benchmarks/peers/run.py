@@ -150,13 +150,13 @@ def run_rows(args: argparse.Namespace, benches: list[Benchmark], work: Path) -> 
     With ``--time-limit`` no question starts after the limit (counted from here); the rows not
     reached are left for the next sitting, which the same command resumes."""
     deadline = None if args.time_limit is None else time.time() + args.time_limit
-    from sleuth.eval.corpus import open_index
     from sleuth.llm.embedded import stop_all
+    from sleuth.search import open_retriever
 
     not_run: dict[str, str] = {}
     for b in benches:
         b.plan.prepare()
-    endpoint = SearchEndpoint({b.name: open_index(b.plan.spec) for b in benches}).start()
+    endpoint = SearchEndpoint({b.name: open_retriever(b.plan.spec) for b in benches}).start()
     upstream, model = _model_server(args)
     proxy = CountingProxy(upstream).start()
     print(f"model {model} at {upstream}; proxy {proxy.url}; search {endpoint.url}", flush=True)
