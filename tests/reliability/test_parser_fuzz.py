@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as hs
+from sleuth.strategies.self_ask_questions import first_question, parse_parts
 
 from sleuth.strategies import FINISHED, STEP_LIMIT, get_strategy
 from sleuth.strategies.parsing import (
@@ -29,7 +30,6 @@ from sleuth.strategies.parsing import (
     split_paragraphs,
 )
 from sleuth.strategies.self_ask import _one_line
-from sleuth.strategies.self_ask_questions import first_question, parse_parts
 from sleuth.strategies.text import cited_numbers, clean_short
 
 from .conftest import ALL_STRATEGIES, fast_client

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sleuth.lang import abstains
 from sleuth.search.base import Passage
 from sleuth.strategies.text import CITE_MARK, content_tokens
 
@@ -99,22 +100,8 @@ _SCAFFOLD = re.compile(
 )
 
 
-#: a final answer that says there is no answer rests on no passage
-_ABSTAIN = re.compile(
-    r"\b(?:unknown|not\s+(?:found|mentioned|stated|given|provided|available)|no\s+(?:information|answer|relevant)"
-    r"|cannot\s+be\s+(?:answered|determined)|insufficient\s+(?:evidence|information))\b"
-    r"|无答案|未知|不知道|没有找到|未找到|无法回答|无法确定|没有相关|没有提供|没有直接|证据不足|信息不足",
-    re.I,
-)
-
-
 def is_yes_no(text: str) -> bool:
     return bool(_YES_NO.match(text.strip()))
-
-
-def abstains(text: str) -> bool:
-    """Whether ``text`` says there is no answer ("unknown", "not mentioned", "无法回答")."""
-    return bool(_ABSTAIN.search(text))
 
 
 def _new_words(text: str, query: str) -> set[str]:
