@@ -51,6 +51,7 @@ STEP_BACK = [
     "documents",
     "rule_form",
     "rerank",
+    "abstention_reread",
     "verdict",
     "verdict_clauses",
 ]
@@ -94,6 +95,7 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "documents": "auto",
             "rule_form": True,
             "rerank": True,
+            "abstention_reread": True,
             "verdict": True,
             "verdict_clauses": 3,
         },
@@ -145,6 +147,7 @@ def test_mode_paper_switches_every_repair_off_and_each_can_be_set() -> None:
         "extract_short",
         "rule_form",
         "rerank",
+        "abstention_reread",
     ]
     with pytest.raises(OptionsError, match="mode must be default or paper"):
         SelfAskOptions(mode="published")

@@ -410,6 +410,37 @@ CHOMSKY_ABSTAINS = (
 )
 
 
+def test_an_abstention_with_passages_is_read_again_and_rules_keep_theirs(tmp_path: Path) -> None:
+    """Tuning run (hotpotqa/train, step-back): the background held the answer, the answer line refused;
+    RAG, reading the same passages, answered "Avram Noam Chomsky"."""
+    idx = _wiki_index(tmp_path, CHOMSKY_DOCS)
+    read = "Noam Chomsky is the author of over 100 books [1].\nSo the answer is: Avram Noam Chomsky"
+    llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS, read])
+    r = get_strategy("step-back", llm, idx, k=2, lang="en").run(CHOMSKY_Q)
+    note = next(e.data for e in r.trace.of("repair") if e.data["name"] == "abstention_reread")
+    assert note["used"] is True and note["read"] == "Avram Noam Chomsky"
+    assert str(llm.calls[-1].payload[-1]["content"]).startswith("Answer the question using only the documents below")
+    assert r.short_answer == "Avram Noam Chomsky" and [c.doc_id for c in r.citations] == ["Noam Chomsky"]
+    assert "abstained" not in [e.data.get("type") for e in r.trace.of("note")]
+    # a second reading that also finds nothing: the abstention stands
+    llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS, "So the answer is: unknown"])
+    r = get_strategy("step-back", llm, idx, k=2, lang="en").run(CHOMSKY_Q)
+    notes = {e.data.get("type"): e.data for e in r.trace.of("note")}
+    reread = next(e.data for e in r.trace.of("repair") if e.data["name"] == "abstention_reread")
+    assert reread["used"] is False and "abstained" in notes
+    assert r.short_answer == "cannot be answered from the available documents" and r.citations == []
+    # rules: "insufficient evidence" is the form's answer; no second reading
+    llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS])
+    r = get_strategy("step-back", llm, idx, k=2, lang="en", documents="rules").run(CHOMSKY_Q)
+    assert len(llm.calls) == 2 and "abstention_reread" not in [e.data["name"] for e in r.trace.of("repair")]
+    # the repair off (and the paper mode): the abstention stands, no second reading
+    for opts in ({"abstention_reread": False}, {"mode": "paper"}):
+        llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS])
+        r = get_strategy("step-back", llm, idx, k=2, lang="en", **opts).run(CHOMSKY_Q)
+        assert "abstention_reread" not in [e.data["name"] for e in r.trace.of("repair")]
+        assert len(llm.calls) == 2 and r.citations == []
+
+
 # -- the verdict (issue 53): a yes/no question over rules decided from its deciding clause -----------------
 # the embedded 1.5B model's real replies on policy_zh q1 (`sleuth ask --strategy step-back`): its step-back
 # question and its verdict over the three best clauses

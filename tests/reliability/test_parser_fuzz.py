@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as hs
-from sleuth.strategies.self_ask_questions import first_question, parse_parts
 
 from sleuth.strategies import FINISHED, STEP_LIMIT, get_strategy
 from sleuth.strategies.parsing import (
@@ -89,8 +88,6 @@ PARSERS: dict[str, list[tuple[str, Callable[[str], Any]]]] = {
         ("parse_self_ask", parse_self_ask),
         ("parse_final_line", parse_final_line),
         ("_one_line", _one_line),
-        ("first_question", lambda t: first_question(_one_line(t))),
-        ("parse_parts", lambda t: parse_parts(t, QUESTION)),
     ],
     "rat": [
         ("parse_cot", parse_cot),

@@ -246,6 +246,10 @@ class StepBackOptions(StrategyOptions):
         "repair: the context is the pool reranked by reciprocal-rank fusion, the best of each route kept "
         "(`false`: both routes' passages, deduplicated, in order)"
     )
+    abstention_reread: bool = repair(
+        "repair: an answer over general documents that says they do not answer is read again with RAG's prompt "
+        "over the same context; the reading's answer stands when it finds one"
+    )
     verdict: bool = repair(
         "repair: a yes/no question over rules is decided from its deciding clause: the context's clauses ranked by "
         "the question's words, one short call names the deciding one and answers yes or no, and the answer quotes it"

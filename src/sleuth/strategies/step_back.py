@@ -12,8 +12,8 @@
 
 Repairs (:mod:`sleuth.strategies.repairs`, off with ``mode=paper``): ``rule_form`` (documents that
 are rules get the rule-and-clause prompts, steps 2 and 5), ``rerank`` (step 4: the context is the
-pool reranked, :mod:`sleuth.strategies.repairs.step_back`), ``verdict`` (step 5, a yes/no question
-over rules), and the finishing ones of every strategy.  The option ``documents`` sets the form.
+pool reranked, :mod:`sleuth.strategies.repairs.step_back`), ``verdict`` and ``abstention_reread``
+(step 5), and the finishing ones of every strategy.  The option ``documents`` sets the form.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_step_back
 from sleuth.strategies.prompts import load
 from sleuth.strategies.repairs import fired
-from sleuth.strategies.repairs.step_back import merge_routes, rerank, verdict
+from sleuth.strategies.repairs.step_back import merge_routes, reread, rerank, verdict
 from sleuth.strategies.step_back_form import GENERAL, RULES, document_form, parse_step_back_answer
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
@@ -88,6 +88,9 @@ class StepBack(Strategy):
         parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template, question)
         answer = parsed.answer
         st.result.answer = answer.strip()
+        if parsed.abstained and context and form != RULES and self.opts.abstention_reread:
+            if reread(self, st, question, context, answer):  # repair: read again, RAG's way
+                return
         if parsed.abstained:
             st.emit("note", type="abstained", message="the answer says the documents do not answer the question")
             st.result.short_answer = self.prompt(st, "step_back_abstain")

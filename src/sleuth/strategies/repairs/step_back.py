@@ -1,5 +1,6 @@
 """Step-back's repairs (:mod:`sleuth.strategies.repairs`): ``rerank`` (the context chosen from both
-routes by reciprocal-rank fusion) and ``verdict`` (a yes/no question over rules decided from its
+routes by reciprocal-rank fusion), ``abstention_reread`` (an abstention over general documents read
+again, RAG's way) and ``verdict`` (a yes/no question over rules decided from its
 deciding clause, :mod:`~sleuth.strategies.step_back_verdict`).  ``rule_form`` is
 :func:`~sleuth.strategies.step_back_form.document_form`."""
 
@@ -11,9 +12,11 @@ from typing import TYPE_CHECKING
 
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
+from sleuth.lang import ABSTAIN, NOTHING
 from sleuth.strategies.repairs import fired
+from sleuth.strategies.repairs.reading import read_passages
 from sleuth.strategies.step_back_verdict import deciding, parse_verdict, polarity, rank_clauses, referred, split_clauses
-from sleuth.strategies.text import content_tokens, strip_citations
+from sleuth.strategies.text import cited_numbers, content_tokens, strip_citations
 
 if TYPE_CHECKING:
     from sleuth.strategies.options import StepBackOptions
@@ -131,4 +134,19 @@ def verdict(strategy: Strategy, st: RunState, question: str, context: list[Passa
     answer = "\n".join([first, f"{'依据' if zh else 'Basis'}{'：' if zh else ': '}{lines[0]}", *lines[1:]])
     st.result.answer, st.result.short_answer = answer, short
     st.cite(context, claim=answer, query=question, marks=sorted({number[q.passage.key] for q in quoted}))
+    return True
+
+
+def reread(strategy: Strategy, st: RunState, question: str, context: list[Passage], written: str) -> bool:
+    """Repair ``abstention_reread``: an answer over general documents that says they do not answer, with
+    passages in the context, is read once more with RAG's prompt over the same context (step ``read``);
+    the reading's answer stands when it finds one (``True``), else the abstention does.  Rules keep
+    their abstention: there "insufficient evidence" is what the form asks for when the clause is missing."""
+    body, read = read_passages(strategy, st, question, context)
+    found = bool(read) and not NOTHING.match(read) and not ABSTAIN.search(read)
+    fired(st, "abstention_reread", written=written[:300], read=read[:300], used=found)
+    if not found:
+        return False
+    st.result.answer, st.result.short_answer = (body or read).strip(), read
+    st.cite(context, claim=body or read, query=question, marks=cited_numbers(body))
     return True
