@@ -25,7 +25,7 @@ from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_step_back
 from sleuth.strategies.prompts import load
 from sleuth.strategies.repairs import fired
-from sleuth.strategies.repairs.step_back import merge_routes, reread, rerank, verdict
+from sleuth.strategies.repairs.step_back import merge_routes, rerank, reread, verdict
 from sleuth.strategies.step_back_form import GENERAL, RULES, document_form, parse_step_back_answer
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
@@ -88,9 +88,9 @@ class StepBack(Strategy):
         parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template, question)
         answer = parsed.answer
         st.result.answer = answer.strip()
-        if parsed.abstained and context and form != RULES and self.opts.abstention_reread:
-            if reread(self, st, question, context, answer):  # repair: read again, RAG's way
-                return
+        reread_on = parsed.abstained and context and form != RULES and self.opts.abstention_reread
+        if reread_on and reread(self, st, question, context, answer):  # repair: read again, RAG's way
+            return
         if parsed.abstained:
             st.emit("note", type="abstained", message="the answer says the documents do not answer the question")
             st.result.short_answer = self.prompt(st, "step_back_abstain")

@@ -10,9 +10,9 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from sleuth.lang import ABSTAIN, NOTHING
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
-from sleuth.lang import ABSTAIN, NOTHING
 from sleuth.strategies.repairs import fired
 from sleuth.strategies.repairs.reading import read_passages
 from sleuth.strategies.step_back_verdict import deciding, parse_verdict, polarity, rank_clauses, referred, split_clauses
