@@ -26,6 +26,8 @@ NO_START = re.compile(rf"^(?:{zh.NO_START}|no\b|not\b)", re.I)
 YES_START = re.compile(rf"^(?:{zh.YES_START}|yes\b)", re.I)
 #: the question words of both languages ("where" in "Where is X from?", 谁)
 WH = re.compile(rf"\b{en.WH}\b|{zh.WH}", re.I)
+#: a whole answer that is a yes or a no ("Yes.", "不是")
+YES_NO_ANSWER = re.compile(rf"^\W*(?:{en.YES_NO_ANSWERS}|{zh.YES_NO_ANSWERS})\W*$", re.I)
 #: a question answered by yes or no
 YES_NO_QUESTION = re.compile(rf"^{en.AUX}\b|{zh.YES_NO_QUESTION}", re.I)
 

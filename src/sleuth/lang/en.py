@@ -24,6 +24,8 @@ NOTHING = (
 #: the words that decide a yes/no answer (metrics read the first of them)
 YES_WORDS = frozenset({"yes", "true", "correct"})
 NO_WORDS = frozenset({"no", "false", "incorrect", "not"})
+#: a whole answer that is a yes or a no
+YES_NO_ANSWERS = "yes|no|true|false"
 #: the auxiliaries that open a yes/no question ("Is ...", "Did ...")
 AUX = r"(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might|must)"
 #: the interrogatives that open a question asking for something other than yes/no

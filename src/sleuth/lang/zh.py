@@ -12,6 +12,8 @@ CANNOT = r"无法回答|不能回答"
 NOTHING = r"未知|文档中没有|没有找到|未找到|没有有用的信息|无有用信息|没有相关|无法回答|不知道"
 YES_WORDS = frozenset({"是", "是的", "对", "可以", "能"})
 NO_WORDS = frozenset({"否", "不", "不是", "不能", "不可以"})
+#: a whole answer that is a yes or a no
+YES_NO_ANSWERS = "是|否|不是|对|不对|正确|错误|能|不能|可以|不可以|会|不会|有|没有"
 #: the first words of a negative conclusion ("不是", "不需要", "不可以" …); checked before the positive ones
 NO_START = (
     r"不是|不需要|不用|不必|无需|无须|不能|不可以|不可|不得|不会|不适用|不属于|不要|不行|不允许|不予|不应|"

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sleuth.lang import abstains
+from sleuth.lang import YES_NO_ANSWER, abstains
 from sleuth.search.base import Passage
 from sleuth.strategies.text import CITE_MARK, content_tokens
 
@@ -47,10 +47,6 @@ MIN_SUPPORT = 0.5
 MIN_GAIN = 0.25
 #: passages one claim may cite without marks (a hop rests on one fact, a composed sentence on two)
 MAX_PER_CLAIM = 2
-
-_YES_NO = re.compile(
-    r"^\W*(?:yes|no|true|false|是|否|不是|对|不对|正确|错误|能|不能|可以|不可以|会|不会|有|没有)\W*$", re.I
-)
 
 
 @dataclass
@@ -101,7 +97,7 @@ _SCAFFOLD = re.compile(
 
 
 def is_yes_no(text: str) -> bool:
-    return bool(_YES_NO.match(text.strip()))
+    return bool(YES_NO_ANSWER.match(text.strip()))
 
 
 def _new_words(text: str, query: str) -> set[str]:
