@@ -170,6 +170,7 @@ def test_the_openai_endpoint_takes_a_paper_model_name(server: str) -> None:
     traces = [httpx.get(f"{server}/v1/traces/{i}", timeout=30).json() for i in ids]
     assert [_start(t["trace"])["mode"] for t in traces] == ["paper", "default"]
     assert "Casablanca" in (paper.choices[0].message.content or "")
+    assert sdk.models.retrieve("sleuth-search-o1-paper").id == "sleuth-search-o1-paper"
 
 
 def test_the_mcp_ask_tool_takes_a_mode(server: str) -> None:

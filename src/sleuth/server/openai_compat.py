@@ -116,7 +116,7 @@ async def get_model(model: str, request: Request) -> dict[str, Any]:
     checked_param(model, "model")
     if strategy_of(model) not in _rt(request).strategy_factories() or not model.startswith(PREFIX):
         raise ApiError(404, f"the model {model!r} does not exist", code="model_not_found", param="model")
-    return _card(strategy_of(model))
+    return {**_card(strategy_of(model)), "id": model}  # sleuth-self-ask-paper: the same strategy, paper mode
 
 
 def _card(name: str) -> dict[str, Any]:
