@@ -464,6 +464,32 @@ def test_a_yes_no_policy_question_is_decided_from_its_deciding_clause(data_dir: 
     assert r.answer.endswith("[1]") and [p.doc_id for p in r.citations] == ["trv-2025-02"]
 
 
+def test_switching_the_verdict_or_the_rule_form_off_removes_exactly_its_step(data_dir: Path, tmp_path: Path) -> None:
+    """The same policy question: ``verdict=false`` answers in the rule-and-clause form (no verdict call);
+    ``rule_form=false`` answers in the paper's one form (the general prompts, no verdict either);
+    ``grounding=false`` cites every passage in context instead of the ones the answer rests on."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    form = "一般规定：第二条 30个自然日 [3]\n专门条款：第十五条 退款到账后15个自然日内 [1]\n结论：不是，按第十五条。\n简短答案：不是"
+    q, scope = qs["q1"]["question"], _scope(qs["q1"])
+    on = get_strategy("step-back", ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT]), idx).run(q, filters=scope)
+    llm = ScriptedLLM([Q1_STEP_BACK, form])
+    off = get_strategy("step-back", llm, idx, verdict=False).run(q, filters=scope)
+    assert [e.data["step"] for e in off.trace.of("llm")] == ["step back", "answer"] and not off.trace.of("verdict")
+    assert "verdict" not in [e.data["name"] for e in off.trace.of("repair")]
+    assert [e.data["name"] for e in on.trace.of("repair")][-1] == "verdict"
+    assert off.trace.of("step_back")[0].data["form"] == "rules" and "专门条款" in str(llm.calls[1].payload)
+    general = ScriptedLLM([Q1_STEP_BACK, "Answer: 不是 [1]\nShort answer: 不是"])
+    r = get_strategy("step-back", general, idx, rule_form=False).run(q, filters=scope)
+    assert r.trace.of("step_back")[0].data["form"] == "general" and not r.trace.of("verdict")
+    assert "rule_form" not in [e.data["name"] for e in r.trace.of("repair")]
+    assert "rule_form" in [e.data["name"] for e in off.trace.of("repair")]
+    wide = get_strategy("step-back", ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT]), idx, grounding=False).run(
+        q, filters=scope
+    )
+    assert wide.answer == on.answer and len(wide.citations) > len(on.citations) == 1
+
+
 def test_a_clause_that_refers_to_the_general_rule_is_quoted_with_it(data_dir: Path, tmp_path: Path) -> None:
     """第十六条 says "按第二条一般规定执行": the answer quotes 第二条 (its 30 days) after it."""
     from sleuth.strategies.step_back_verdict import referred, split_clauses
