@@ -100,7 +100,7 @@ def test_step_back_paper_mode_shows_both_routes_deduplicated_in_order(index: Ret
     found = [p["id"] for e in r.trace.of("search") for p in e.data["passages"]]
     assert [p.id for p in r.citations] == list(dict.fromkeys(found))  # every passage it drew on, ungrounded
     d = get_strategy("step-back", ScriptedLLM(reply), index, k=2, lang="en").run(QUESTION)
-    assert [e.data["name"] for e in d.trace.of("repair")] == ["rerank"]
+    assert [e.data["name"] for e in d.trace.of("repair")] == ["rerank", "grounding"]
 
 
 def test_every_strategy_takes_the_mode() -> None:

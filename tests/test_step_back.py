@@ -477,7 +477,7 @@ def test_switching_the_verdict_or_the_rule_form_off_removes_exactly_its_step(dat
     off = get_strategy("step-back", llm, idx, verdict=False).run(q, filters=scope)
     assert [e.data["step"] for e in off.trace.of("llm")] == ["step back", "answer"] and not off.trace.of("verdict")
     assert "verdict" not in [e.data["name"] for e in off.trace.of("repair")]
-    assert [e.data["name"] for e in on.trace.of("repair")][-1] == "verdict"
+    assert "verdict" in [e.data["name"] for e in on.trace.of("repair")]
     assert off.trace.of("step_back")[0].data["form"] == "rules" and "专门条款" in str(llm.calls[1].payload)
     general = ScriptedLLM([Q1_STEP_BACK, "Answer: 不是 [1]\nShort answer: 不是"])
     r = get_strategy("step-back", general, idx, rule_form=False).run(q, filters=scope)

@@ -219,6 +219,8 @@ class Strategy:
             g = ground(st.claims, result.short_answer, result.question)
             result.citations, grounds = g.citations, {"grounds": g.picks, "final_grounded": g.final}
             result.answer = renumber(result.answer, st.claims, g.citations)  # [k] is citations[k-1]
+            drew_on = len({p.key for c in st.claims for p in c.passages})
+            fired(st, "grounding", cited=[p.id for p in g.citations], of=drew_on)
             if not g.citations:  # an honest empty list, not every passage retrieved
                 st.emit("note", type="no_citations", message=g.message)
         if (
