@@ -3,7 +3,7 @@
 For each question of a run directory that has RAG and Self-Ask records, the share of questions
 whose gold supporting passages are *all* among: RAG's passages (the question's own search),
 the first passages of Self-Ask's follow-up searches, and the two together as the reading pass
-lays them out (``sleuth.strategies.self_ask_final``: the question's own first, at most two
+lays them out (``sleuth.strategies.repairs.reading``: the question's own first, at most two
 thirds of the places, then the follow-ups' in retrieval order or by rank), for 6 and 8 places.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_read_recall.py docs/results/hotpotqa-open
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_records import items_of, records
 from sleuth.eval.metrics import recall
 from sleuth.eval.store import is_composed
-from sleuth.strategies.reading import interleave
+from sleuth.strategies.repairs.reading import interleave
 
 Found = list[dict[str, Any]]
 

@@ -1,6 +1,6 @@
 """The short answer's fail-safe, measured offline on recorded runs (no model is started).
 
-:func:`sleuth.strategies.short_support.unsupported_note` makes no model call and nothing in a run
+:func:`sleuth.strategies.repairs.support.unsupported_note` makes no model call and nothing in a run
 depends on it, so applying it to stored records is the paired comparison: "without" scores the
 stored short answer, "with" scores it as the check leaves it (empty when refused: the long answer
 stands), over the question, the stored answer and the passages of the trace's ``search`` events.
@@ -23,7 +23,7 @@ from sleuth.eval.datasets import load_dataset
 from sleuth.eval.metrics import primary_metric, score
 from sleuth.eval.splits import HOTPOTQA_REPORTING, MUSIQUE, musique_split
 from sleuth.eval.store import read_records
-from sleuth.strategies.short_support import unsupported_note
+from sleuth.strategies.repairs.support import unsupported_note
 
 
 def measure(run: Path) -> None:

@@ -265,8 +265,7 @@ def test_step_back_and_rat_runs_read_back_the_same(index) -> None:
                 "Indian Mound Cottage owner",
                 "Indian Mound Cottage was owned by William Rockefeller [1].",
                 "William Rockefeller co-founded company",
-                "Indian Mound Cottage was owned by William Rockefeller [1]. He co-founded Standard Oil [3].",
-                "Indian Mound Cottage was owned by William Rockefeller [1], a co-founder of Standard Oil [3].\n"
+                "Indian Mound Cottage was owned by William Rockefeller [1]. He co-founded Standard Oil [2].\n"
                 "So the answer is: Standard Oil",
             ]
         ),

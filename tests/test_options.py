@@ -40,12 +40,18 @@ STEP_BACK = [
     "context_chars",
     "rewrite",
     "history_tokens",
+    "mode",
+    "short_support",
+    "grounding",
+    "extract_short",
     "k_original",
     "k_stepback",
     "k_context",
     "rrf_k",
     "documents",
-    "settle_comparison",
+    "rule_form",
+    "rerank",
+    "abstention_reread",
     "verdict",
     "verdict_clauses",
 ]
@@ -59,6 +65,7 @@ DOCS = [
 # -- defaults: the values the strategies used before options were typed --------------------------
 def test_defaults_are_the_strategies_defaults() -> None:
     common = {"lang": "auto", "k": 5, "max_steps": 6, "context_chars": None, "rewrite": True, "history_tokens": 768}
+    common |= {"mode": "default", "short_support": True, "grounding": True, "extract_short": True}
     max_tokens = {
         "direct": 256,
         "cot": 256,
@@ -73,11 +80,10 @@ def test_defaults_are_the_strategies_defaults() -> None:
         "cot": {},
         "rag": {},
         "self-ask": {
-            "restate_threshold": 0.7,
-            "repeat_threshold": 0.9,
             "extract_k": 3,
             "extract_max_tokens": 64,
             "max_prompt_chars": 7000,
+            "repeat_guard": True,
             "final_read": True,
         },
         "rat": {"n_passages": 3},
@@ -87,7 +93,9 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "k_context": None,
             "rrf_k": 60,
             "documents": "auto",
-            "settle_comparison": False,
+            "rule_form": True,
+            "rerank": True,
+            "abstention_reread": True,
             "verdict": True,
             "verdict_clauses": 3,
         },
@@ -99,8 +107,8 @@ def test_defaults_are_the_strategies_defaults() -> None:
             "max_prompt_chars": 6000,
             "max_refusals": 2,
             "batch_window_s": 0.05,
+            "repeat_guard": True,
             "final_read": False,
-            "settle_comparison": False,
         },
     }
     assert set(own) == set(STRATEGIES)
@@ -124,13 +132,31 @@ def test_derived_defaults_follow_the_options_they_come_from() -> None:
     assert StrategyOptions(context_chars=600).context_budget("en") == 600
     assert get_strategy("rat", None, max_tokens=None).max_tokens == 400  # None: the strategy's default
     assert get_strategy("rat", None, max_tokens=50).max_tokens == 50
-    assert get_strategy("search-o1", None, max_steps=3).max_searches == 3
+    assert get_strategy("search-o1", None, max_steps=3).opts.max_searches == 3
+
+
+def test_mode_paper_switches_every_repair_off_and_each_can_be_set() -> None:
+    for name, cls in STRATEGIES.items():
+        assert cls.Options(mode="paper").repairs() == [], name
+        assert "short_support" in cls.Options().repairs(), name
+    assert SelfAskOptions(mode="paper", final_read=True).repairs() == ["final_read"]
+    assert SearchO1Options().final_read is False and SearchO1Options(final_read=True).final_read is True
+    assert StepBackOptions(verdict=False).repairs() == [
+        "short_support",
+        "grounding",
+        "extract_short",
+        "rule_form",
+        "rerank",
+        "abstention_reread",
+    ]
+    with pytest.raises(OptionsError, match="mode must be default or paper"):
+        SelfAskOptions(mode="published")
 
 
 def test_options_are_frozen_and_values_take_their_type() -> None:
-    o = SelfAskOptions(extract_k=2.0, restate_threshold=1)
+    o = SelfAskOptions(extract_k=2.0, max_prompt_chars=1.0)
     assert o.extract_k == 2 and isinstance(o.extract_k, int)
-    assert o.restate_threshold == 1.0 and isinstance(o.restate_threshold, float)
+    assert o.max_prompt_chars == 1 and isinstance(o.max_prompt_chars, int)
     with pytest.raises(AttributeError):
         o.extract_k = 5  # type: ignore[misc]
 
@@ -159,8 +185,8 @@ def test_unknown_option_names_the_closest_and_every_valid_one() -> None:
         ("step-back", {"rrf_k": -1}, "rrf_k must be a whole number from 0 to 10000, not -1"),
         ("self-ask", {"extract_k": True}, "extract_k must be a whole number"),
         ("self-ask", {"extract_k": 0}, "extract_k must be a whole number from 1 to 50, not 0"),
-        ("self-ask", {"restate_threshold": 2}, "restate_threshold must be a number from 0 to 1, not 2"),
-        ("self-ask", {"repeat_threshold": "high"}, "repeat_threshold must be a number from 0 to 1"),
+        ("self-ask", {"repeat_guard": "high"}, "repeat_guard must be true or false"),
+        ("self-ask", {"mode": "published"}, "mode must be default or paper"),
         ("search-o1", {"batch_window_s": -0.1}, "batch_window_s must be a number from 0 to 600"),
         ("search-o1", {"batch_window_s": float("nan")}, "batch_window_s must be a number"),
         ("search-o1", {"max_turns": None, "max_refusals": None}, "max_refusals must be a whole number"),
@@ -341,7 +367,7 @@ def test_http_refuses_unknown_options_with_422(api: Any) -> None:
         err = _error(c.post("/v1/chat/completions", json={**chat, "options": {"n_pasages": 2}}))
         assert "unknown option 'n_pasages' for rat; did you mean 'n_passages'?" in err["message"]
         assert err["message"].endswith(
-            "valid options: lang, k, max_steps, max_tokens, context_chars, rewrite, history_tokens, n_passages"
+            "valid options: lang, k, max_steps, max_tokens, context_chars, rewrite, history_tokens, mode, short_support, grounding, extract_short, n_passages"
         )
     assert len(fake.requests) == before  # nothing ran
 

@@ -565,7 +565,7 @@ def test_parse_reason_in_documents_facts_label(text: str, expected: str) -> None
     ],
 )
 def test_reason_in_documents_nothing_found_variants(info: str, nothing: bool) -> None:
-    from sleuth.strategies.search_o1 import _NOTHING
+    from sleuth.lang import NOTHING as _NOTHING
 
     assert bool(_NOTHING.search(info)) is nothing
 

@@ -1,12 +1,8 @@
 """RAT on HotpotQA-train 5a75b7bd5542992d0ec05fec, replayed on the scripted model.
 
-A committed run on the reporting split (docs/results/hotpotqa-open) showed RAT losing what it
-found: step 1 retrieved the answer's passage, later revisions shrank the notes to one sentence
-and brought back the draft's wrong answer, and the final pass, which saw only the notes,
-answered wrong.  The scripted model below replays replies of that shape on a tuning question
-("Harold Brent Wallis as producer and Humphrey Bogart as actor collaborated to make what 1942
-film?", gold Casablanca; the draft's memory answers "The Big Shot", another 1942 Bogart film);
-the index holds six of the question's HotpotQA paragraphs, shortened.
+The paper's steps: a draft from memory ("The Big Shot", another 1942 Bogart film; gold Casablanca),
+then per paragraph one query, a search and a revision of the growing prefix; the last revision is
+the answer.  The index holds six of the question's HotpotQA paragraphs, shortened.
 """
 
 from __future__ import annotations
@@ -47,11 +43,12 @@ REPLIES = [
     "So the answer is: The Big Shot",
     FIRST_QUERY,  # query 1
     "Harold Brent Wallis produced Casablanca (1942) [1].",  # revise 1: the prefix shrinks
-    FIRST_QUERY,  # query 2 repeats query 1, as the recorded run's queries 1 and 5 did
-    "Harold Brent Wallis was an American film producer. The 1942 film he made with Humphrey Bogart as actor is "
-    "The Big Shot.",  # revise 2: the draft's error is back, [1] is gone
-    "Harold Brent Wallis produced Casablanca (1942), with Humphrey Bogart as its star [1].\nShort answer: Casablanca",
+    "Humphrey Bogart 1942 film",  # query 2
+    "Harold Brent Wallis produced Casablanca (1942) [1]. The 1942 film he made with Humphrey Bogart as actor is "
+    "Casablanca [1].\nSo the answer is: Casablanca",  # revise 2
 ]
+#: the paper's prompt sequence: draft, then per paragraph a query and a revision
+PAPER_STEPS = ["draft", "query 1", "revise 1", "query 2", "revise 2"]
 
 
 @pytest.fixture(scope="module")
@@ -67,26 +64,30 @@ def _run(index):
     return llm, get_strategy("rat", llm, index, k=3).run(QUESTION)
 
 
-def test_the_final_pass_reads_every_passage_the_revisions_saw(film_index) -> None:
-    llm, r = _run(film_index)
-    steps = [e.data["step"] for e in r.trace.of("llm")]
-    assert steps == ["draft", "query 1", "revise 1", "query 2", "revise 2", "final"]
-    final_prompt = str(llm.calls[-1].payload)
-    # the passage step 1 found and the revisions dropped is in front of the final pass, under its step-1 number
-    step1 = r.trace.of("revision")[0].data["passages"]
-    assert step1[0].startswith("Hal B. Wallis")
-    assert "[1] (Hal B. Wallis)" in final_prompt
-    for title in DOCS:
-        assert f"({title})" in final_prompt
-    assert r.short_answer == "Casablanca"
-    # its [1] mark is grounded: the answer cites the Wallis passage
-    assert [c.id.split("#")[0] for c in r.citations][:1] == ["Hal B. Wallis"]
+@pytest.mark.parametrize("mode", ["default", "paper"])
+def test_the_last_revision_is_the_answer(film_index, mode: str) -> None:
+    llm = ScriptedLLM(REPLIES)
+    r = get_strategy("rat", llm, film_index, k=3, mode=mode).run(QUESTION)
+    assert [e.data["step"] for e in r.trace.of("llm")] == PAPER_STEPS and len(llm.calls) == len(REPLIES)
+    assert r.answer == REPLIES[-1] and r.short_answer == "Casablanca"
+    revs = r.trace.of("revision")
+    assert [len(e.data["passages"]) for e in revs] == [3, 3] and revs[0].data["passages"][0].startswith("Hal B.")
+    assert "--- before" in revs[0].data["diff"]
 
 
-def test_a_repeated_query_brings_passages_no_step_has_shown(film_index) -> None:
-    _, r = _run(film_index)
-    first, second = (set(e.data["passages"]) for e in r.trace.of("revision"))
-    assert len(first) == 3 and len(second) == 3 and not first & second
+def test_a_revision_without_an_answer_line_gets_the_extraction_call_only_with_the_repair(film_index) -> None:
+    replies = [*REPLIES[:-1], "Harold Brent Wallis produced Casablanca (1942) [1].", "Casablanca"]
+    llm = ScriptedLLM(replies)
+    r = get_strategy("rat", llm, film_index, k=3).run(QUESTION)
+    assert [e.data["step"] for e in r.trace.of("llm")] == [*PAPER_STEPS, "short answer"]
+    assert r.short_answer == "Casablanca" and [e.data["name"] for e in r.trace.of("repair")] == [
+        "extract_short",
+        "grounding",
+    ]
+    paper = get_strategy("rat", ScriptedLLM(replies), film_index, k=3, extract_short=False).run(QUESTION)
+    assert [e.data["step"] for e in paper.trace.of("llm")] == PAPER_STEPS
+    assert [e.data["name"] for e in paper.trace.of("repair")] == ["grounding"]
+    assert paper.short_answer == "Harold Brent Wallis produced Casablanca (1942)"  # the last line, as written
 
 
 def test_the_draft_keeps_its_own_short_answer_and_is_scored(film_index) -> None:
@@ -100,7 +101,7 @@ def test_the_draft_keeps_its_own_short_answer_and_is_scored(film_index) -> None:
     ]
     item = Item(id="5a75b7bd5542992d0ec05fec", question=QUESTION, answers=["Casablanca"])
     s = score(item, r.to_dict())
-    assert s["draft_score"] == 0.0 and s["f1"] > 0.5
+    assert s["draft_score"] == 0.0 and s["f1"] == 1.0
 
 
 def test_a_draft_without_an_answer_line_gets_one_extraction_call(film_index) -> None:
@@ -109,7 +110,7 @@ def test_a_draft_without_an_answer_line_gets_one_extraction_call(film_index) -> 
     r = get_strategy("rat", llm, film_index, k=3).run(QUESTION)
     assert [e.data["step"] for e in r.trace.of("llm")][:2] == ["draft", "short answer"]
     assert r.trace.of("draft")[0].data["short_answer"] == "The Big Shot"
-    assert "parse_fallback" in [e.data.get("type") for e in r.trace.of("note")]
+    assert "extract_short" in [e.data["name"] for e in r.trace.of("repair")]
 
 
 def test_records_made_before_drafts_had_a_short_answer_have_no_draft_score() -> None:
@@ -123,28 +124,21 @@ def test_sources_number_each_passage_once() -> None:
 
     a, b, c = (Passage(id=i, text=i) for i in "abc")
     s = Sources()
-    assert s.add([a, b]) == [1, 2]
-    assert s.prefer_new([a, c, b], 2) == [c, a]
-    assert s.add([c, a]) == [3, 1]
+    assert s.add([a, b]) == [1, 2] and s.add([c, a]) == [3, 1]
     assert [p.id for p in s.passages] == ["a", "b", "c"]
-    # the final pass: the cited ones first, then the earliest, shown in number order
-    assert s.chosen([3], 2) == ([a, c], [1, 3])
-    assert s.chosen([9, 2], 1) == ([b], [2])  # a number no passage has is ignored
-    assert s.chosen([], 5) == ([a, b, c], [1, 2, 3])
 
 
-def test_a_run_whose_searches_find_nothing_says_so_to_the_final_pass(tmp_path) -> None:
+def test_a_run_whose_searches_find_nothing_keeps_the_draft(tmp_path) -> None:
     """Every search of the run comes back empty (the scope hides the corpus): the revisions are
-    skipped, and the final pass is told there are no documents rather than shown an empty list."""
+    skipped and the draft's paragraphs are the answer (its short answer read by ``extract_short``)."""
     from sleuth.search.base import Filters
 
     (tmp_path / "docs.jsonl").write_text(json.dumps({"id": "x", "title": "X", "text": "x", "acl": "hr"}) + "\n")
     index = open_retriever(str(tmp_path / "docs.jsonl"), cache_dir=tmp_path / "idx")
-    llm = ScriptedLLM([REPLIES[0], FIRST_QUERY, FIRST_QUERY, "The Big Shot.\nShort answer: The Big Shot"])
+    llm = ScriptedLLM([REPLIES[0], FIRST_QUERY, FIRST_QUERY, "The Big Shot"])
     r = get_strategy("rat", llm, index, k=3).run(QUESTION, filters=Filters.parse(["acl=finance"]))
     assert [e.data.get("reason") for e in r.trace.of("revision")] == ["no passages", "no passages"]
-    assert "(no documents found)" in str(llm.calls[-1].payload)
-    assert r.short_answer == "The Big Shot" and not r.citations
+    assert r.short_answer == "The Big Shot" and not r.citations and len(llm.calls) == 4
 
 
 def test_the_cli_shows_the_drafts_own_answer(film_index) -> None:

@@ -91,7 +91,7 @@ def test_the_reading_answers_from_the_passages_and_keeps_the_reasonings_answer_a
     routes = [e.data["route"] for e in r.trace.of("search")]
     assert routes == ["search_o1", "original"]  # the question's own search comes after the reasoning's
     assert len(reads) == 1
-    shown = next(e.data["shown"] for e in r.trace.of("note") if e.data.get("type") == "final_read")
+    shown = next(e.data["shown"] for e in r.trace.of("repair") if e.data["name"] == "final_read")
     own = [p["id"] for p in r.trace.of("search")[-1].data["passages"]]
     assert shown[: len(own)] == own and len(shown) == len(set(shown))
     assert {f"{OTHONNA}#0", f"{STANGERIA}#0"} <= set(shown)

@@ -96,7 +96,7 @@ def test_the_reading_pass_answers_from_the_questions_own_passages_and_keeps_the_
     assert routes == ["follow_up", "follow_up", "original"]  # the question's own search comes last
     assert len(reads) == 1
     # the question's passages first (the battle's date), then the follow-ups' not yet shown
-    shown = next(e.data["shown"] for e in r.trace.of("note") if e.data.get("type") == "final_read")
+    shown = next(e.data["shown"] for e in r.trace.of("repair") if e.data["name"] == "final_read")
     own = [p["id"] for p in r.trace.of("search")[-1].data["passages"]]
     assert shown[: len(own)] == own and f"{BATTLE}#0" in own
     assert len(shown) == len(set(shown)) == 3  # the follow-ups' passages not found again, after them
@@ -163,7 +163,7 @@ def test_a_chinese_reading_keeps_places_for_the_follow_ups_passages(tmp_path_fac
     searches = r.trace.of("search")
     own = [p["id"] for p in searches[-1].data["passages"]]
     hops = [[p["id"] for p in e.data["passages"]] for e in searches[:-1]]
-    shown = next(e.data["shown"] for e in r.trace.of("note") if e.data.get("type") == "final_read")
+    shown = next(e.data["shown"] for e in r.trace.of("repair") if e.data["name"] == "final_read")
     assert len(own) == 5 and len(shown) == 6 and shown[:4] == own[:4]
     # then the follow-ups' by rank, each follow-up's best first: the director's page (the second
     # follow-up's best), which the question's search did not rank in its first four, comes first

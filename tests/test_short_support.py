@@ -13,11 +13,12 @@ from __future__ import annotations
 import pytest
 
 from conftest import titled_index
+from sleuth.lang.question import analyze
 from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search.base import Retriever
 from sleuth.strategies import Result, get_strategy
+from sleuth.strategies.repairs.support import seen_passages, support, unsupported_note
 from sleuth.strategies.result import Event
-from sleuth.strategies.short_support import seen_passages, support, unsupported_note
 
 QUESTION = "When was the director of the 1948 film Lost Harbour born?"
 PASSAGES = {
@@ -37,7 +38,7 @@ REPLY_ZH = "根据第十五条，退票费用应在退票之日起15个自然日
 
 
 def _supported(question: str, short: str, answer: str = "", passages: tuple[str, ...] = ()) -> bool:
-    return unsupported_note(question, short, answer, passages) is None
+    return unsupported_note(question, short, answer, passages, analyze(question).yes_no) is None
 
 
 # -- what counts as stated ----------------------------------------------------------------------
@@ -106,7 +107,7 @@ def test_chinese_by_character_bigrams_and_numerals(short: str, verdict: bool) ->
 
 def test_the_note_counts_the_words_and_keeps_the_refused_span() -> None:
     note = unsupported_note(QUESTION, "Tom Cruise", REPLY, tuple(PASSAGES.values()))
-    assert note is not None and note["type"] == "short_answer_unsupported"
+    assert note is not None
     assert (note["refused"], note["found"], note["words"]) == ("Tom Cruise", 0, 2)
     assert support(QUESTION, "", REPLY, ()) == (0, 0)  # nothing to judge
 
@@ -131,8 +132,8 @@ def retriever_zh(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
     return titled_index(tmp_path_factory, "refund", PASSAGES_ZH)
 
 
-def _notes(r: Result, kind: str) -> list[dict]:
-    return [e.data for e in r.trace.of("note") if e.data.get("type") == kind]
+def _notes(r: Result, name: str) -> list[dict]:
+    return [e.data for e in r.trace.of("repair") if e.data.get("name") == name]
 
 
 def _run(strategy: str, retriever: Retriever | None, question: str, reply: str, short: str) -> tuple[Result, int]:
@@ -146,33 +147,38 @@ def test_a_made_up_short_answer_is_refused_and_the_long_answer_stands(strategy: 
     r, calls = _run(strategy, retriever if strategy == "rag" else None, QUESTION, REPLY, "Tom Cruise")
     assert calls == 2  # the reply and the short-answer call: the check costs no call
     assert r.short_answer == "" and "born in 1916" in r.answer
-    (note,) = _notes(r, "short_answer_unsupported")
+    (note,) = _notes(r, "short_support")
     assert note["refused"] == "Tom Cruise"
     answer = r.trace.of("answer")[-1].data
     assert answer["short_answer"] == "" and answer["answer"] == r.answer
     if strategy == "rag":  # the answer's own citations still stand
         assert [p.doc_id for p in r.citations] == ["Lost Harbour", "Mirela Vost"]
+    # the repair switched off: the made-up span is returned, nothing else changes (no call either way)
+    llm = ScriptedLLM([REPLY, "Tom Cruise"])
+    off = get_strategy(strategy, llm, retriever if strategy == "rag" else None, short_support=False).run(QUESTION)
+    assert off.short_answer == "Tom Cruise" and off.answer == r.answer and len(llm.calls) == calls
+    assert not _notes(off, "short_support")
 
 
 @pytest.mark.parametrize("strategy", ["rag", "cot"])
 def test_a_short_answer_the_run_states_stands(strategy: str, retriever: Retriever) -> None:
     r, _ = _run(strategy, retriever if strategy == "rag" else None, QUESTION, REPLY, "1916")
-    assert r.short_answer == "1916" and not _notes(r, "short_answer_unsupported")
+    assert r.short_answer == "1916" and not _notes(r, "short_support")
 
 
 def test_a_short_answer_only_the_passages_state_stands(retriever: Retriever) -> None:
     # the reply says only the year; the call's full date is in the director's passage
     r, _ = _run("rag", retriever, QUESTION, REPLY, "3 May 1916")
-    assert r.short_answer == "3 May 1916" and not _notes(r, "short_answer_unsupported")
+    assert r.short_answer == "3 May 1916" and not _notes(r, "short_support")
     r, _ = _run("cot", None, QUESTION, REPLY, "3 May 1916")  # closed book: nothing states the day
-    assert r.short_answer == "" and _notes(r, "short_answer_unsupported")[0]["found"] == 1
+    assert r.short_answer == "" and _notes(r, "short_support")[0]["found"] == 1
 
 
 @pytest.mark.parametrize(("short", "kept"), [("十五个自然日", "十五个自然日"), ("汤姆·克鲁斯", "")])
 def test_chinese_in_a_run(retriever_zh: Retriever, short: str, kept: str) -> None:
     r, _ = _run("rag", retriever_zh, QUESTION_ZH, REPLY_ZH, short)
     assert r.short_answer == kept
-    assert bool(_notes(r, "short_answer_unsupported")) is (kept == "")
+    assert bool(_notes(r, "short_support")) is (kept == "")
 
 
 def test_a_country_for_its_people_and_a_number_with_its_unit() -> None:

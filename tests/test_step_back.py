@@ -22,7 +22,6 @@ from sleuth.search.base import Filters, Passage
 from sleuth.strategies import get_strategy
 from sleuth.strategies.prompts import load
 from sleuth.strategies.step_back_form import document_form, parse_step_back_answer, rule_like
-from sleuth.strategies.time_span import drop_time_span, has_time_span
 
 # written on HotpotQA-train 5ab6bdd255429953192ad36e ("In what country are both Ugni and Stenomesson native
 # plants?"), as a yes/no question of the kind the recorded runs answered in the old rule-and-clause format: both
@@ -268,7 +267,7 @@ def test_policy_answer_with_evidence_is_not_an_abstention(data_dir: Path, tmp_pa
     r = get_strategy("step-back", llm, idx, k=3).run(qs["q6"]["question"], filters=_scope(qs["q6"]))
     assert r.trace.of("step_back")[0].data["form"] == "rules"
     assert r.trace.of("answerable")[0].data["settled"] is True
-    assert r.short_answer == "5%"  # the number the question asks for (short_fit)
+    assert "5%" in r.short_answer  # the reply's first sentence (the span is no longer fitted to a number)
     assert not [e for e in r.trace.of("note") if e.data["type"] == "abstained"]
     assert [p.doc_id for p in r.citations] == ["fin-audit-2025"]
 
@@ -321,37 +320,7 @@ M_ANSWER = (
 )
 
 
-def test_time_question_steps_back_to_the_whole_history(tmp_path: Path) -> None:
-    docs = [(f"{t} {i}", x) for i, (t, x) in enumerate(M_DOCS)]
-    llm = ScriptedLLM([M_STEP_BACK, M_ANSWER])
-    r = get_strategy("step-back", llm, _wiki_index(tmp_path, docs), k=2, lang="en").run(M_Q)
-    sb = r.trace.of("step_back")[0].data
-    assert sb["form"] == "general" and sb["generated"] == M_STEP_BACK
-    assert sb["question"] == "Who was M in James Bond films?"  # the span dropped: the timeline is asked for
-    assert [e.data["query"] for e in r.trace.of("search")] == [M_Q, "Who was M in James Bond films?"]
-    answer_prompt = str(llm.calls[1].payload)
-    assert f'Answer: <one sentence that answers "{M_Q}">' in answer_prompt
-    assert r.short_answer == "Ralph Fiennes" and r.answer.startswith("Background:")
-
-
-@pytest.mark.parametrize(
-    ("text", "dropped"),
-    [
-        (M_STEP_BACK, "Who was M in James Bond films?"),
-        ("What label was Luis Aute recording under in early 2000s?", "What label was Luis Aute recording under?"),
-        ("Who owned the Newton D. Baker House before Mar 1811?", "Who owned the Newton D. Baker House?"),
-        ("2004年3月至2005年10月，该公司的CEO是谁？", "该公司的CEO是谁？"),
-        ("Which sport was first played at the stadium in 1958?", None),  # an event's year, not a time span
-        ("The song Medicine by The 1975 appears in which film?", None),
-        ("2022年G20峰会的时间和地点？", None),  # RGB-zh: the year names the event
-    ],
-)
-def test_time_span(text: str, dropped: str | None) -> None:
-    assert has_time_span(text) is (dropped is not None)
-    assert drop_time_span(text) == (dropped or text)
-
-
-def test_rule_time_spans_are_kept(data_dir: Path, tmp_path: Path) -> None:
+def test_a_version_question_keeps_its_year_in_the_rule_form(data_dir: Path, tmp_path: Path) -> None:
     """policy_zh q3 asks under the 2024 version: in the rule form "2024年时" stays in the step-back question."""
     qs = _policy(data_dir)
     idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
@@ -408,8 +377,12 @@ def test_a_copied_instruction_is_no_answer() -> None:
             assert "依据专门条款" not in text and "“" + "根据现有可查阅的材料无法回答" not in text
 
 
+def _rerank(r) -> dict:
+    return next(e.data for e in r.trace.of("repair") if e.data["name"] == "rerank")
+
+
 def _in_context(r) -> list[str]:
-    return [x["id"] for x in r.trace.of("rerank")[0].data["ranking"] if x["in_context"]]
+    return [x["id"] for x in _rerank(r)["ranking"] if x["in_context"]]
 
 
 def test_general_documents_show_as_many_passages_as_rag(tmp_path: Path) -> None:
@@ -418,12 +391,12 @@ def test_general_documents_show_as_many_passages_as_rag(tmp_path: Path) -> None:
     idx = _wiki_index(tmp_path, LYCORIS_DOCS)
     r = get_strategy("step-back", ScriptedLLM([LYCORIS_STEP_BACK, LYCORIS_ANSWER]), idx, k=2, lang="en").run(LYCORIS_Q)
     assert r.trace.of("step_back")[0].data["form"] == "general"
-    pool = r.trace.of("rerank")[0].data["ranking"]
+    pool = _rerank(r)["ranking"]
     assert len(pool) > 2 and len(_in_context(r)) == 2
     wide = get_strategy(
         "step-back", ScriptedLLM([LYCORIS_STEP_BACK, LYCORIS_ANSWER]), idx, k=2, lang="en", k_context=4
     ).run(LYCORIS_Q)
-    assert len(_in_context(wide)) == min(4, len(wide.trace.of("rerank")[0].data["ranking"]))
+    assert len(_in_context(wide)) == min(4, len(_rerank(wide)["ranking"]))
 
 
 def test_rules_keep_both_quotas_so_the_step_back_rule_stays(data_dir: Path, tmp_path: Path) -> None:
@@ -435,7 +408,7 @@ def test_rules_keep_both_quotas_so_the_step_back_rule_stays(data_dir: Path, tmp_
     llm = ScriptedLLM(["差旅住宿费用的报销标准和超标处理规定是什么？", "结论：不能全额报销。\n简短答案：不能"])
     r = get_strategy("step-back", llm, idx).run(qs["q8"]["question"], filters=_scope(qs["q8"]))
     assert r.trace.of("step_back")[0].data["form"] == "rules"
-    ctx, pool = _in_context(r), r.trace.of("rerank")[0].data["ranking"]
+    ctx, pool = _in_context(r), _rerank(r)["ranking"]
     assert len(ctx) == min(10, len(pool)) and len(ctx) > 5  # more than k_original
     assert "trv-2025-04#0" in ctx  # the evidence (第九条 住宿标准)
 
@@ -456,25 +429,6 @@ CHOMSKY_CUT = (
 )
 
 
-def test_a_reply_cut_inside_its_short_answer_asks_for_the_short_answer(tmp_path: Path) -> None:
-    from sleuth.llm.scripted import tokens
-
-    reply = CHOMSKY_CUT + " Chomsky wrote more than 100 books.\nShort answer: Avram Noam Chomsky"
-    idx = _wiki_index(tmp_path, CHOMSKY_DOCS)
-    cut_at = len(tokens(CHOMSKY_CUT))  # the model's reply stops at max_tokens, after "Avram Noam"
-    llm = ScriptedLLM(["Who has written more than 100 books?", reply, "Avram Noam Chomsky"])
-    r = get_strategy("step-back", llm, idx, k=2, lang="en", max_tokens=cut_at).run(CHOMSKY_Q)
-    cut = [e.data for e in r.trace.of("note") if e.data.get("type") == "short_answer_cut"]
-    assert cut and cut[0]["written"] == "Avram Noam"
-    assert [c.params.max_tokens for c in llm.calls][-1] == 32 and len(llm.calls) == 3  # one extraction call
-    assert r.short_answer == "Avram Noam Chomsky"
-    # a reply that ends on its own keeps its short answer, with no extra call
-    llm = ScriptedLLM(["Who has written more than 100 books?", reply])
-    r = get_strategy("step-back", llm, idx, k=2, lang="en").run(CHOMSKY_Q)
-    assert r.short_answer == "Avram Noam Chomsky" and len(llm.calls) == 2
-    assert "short_answer_cut" not in [e.data.get("type") for e in r.trace.of("note")]
-
-
 CHOMSKY_ABSTAINS = (
     "Background: Noam Chomsky is described as an American linguist who has written over 100 books [1].\n"
     "Evidence: The documents do not provide information about Yasar Kemal, so the answer cannot be determined.\n"
@@ -489,7 +443,7 @@ def test_an_abstention_with_passages_is_read_again_and_rules_keep_theirs(tmp_pat
     read = "Noam Chomsky is the author of over 100 books [1].\nSo the answer is: Avram Noam Chomsky"
     llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS, read])
     r = get_strategy("step-back", llm, idx, k=2, lang="en").run(CHOMSKY_Q)
-    note = next(e.data for e in r.trace.of("note") if e.data.get("type") == "abstention_reread")
+    note = next(e.data for e in r.trace.of("repair") if e.data["name"] == "abstention_reread")
     assert note["used"] is True and note["read"] == "Avram Noam Chomsky"
     assert str(llm.calls[-1].payload[-1]["content"]).startswith("Answer the question using only the documents below")
     assert r.short_answer == "Avram Noam Chomsky" and [c.doc_id for c in r.citations] == ["Noam Chomsky"]
@@ -498,12 +452,19 @@ def test_an_abstention_with_passages_is_read_again_and_rules_keep_theirs(tmp_pat
     llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS, "So the answer is: unknown"])
     r = get_strategy("step-back", llm, idx, k=2, lang="en").run(CHOMSKY_Q)
     notes = {e.data.get("type"): e.data for e in r.trace.of("note")}
-    assert notes["abstention_reread"]["used"] is False and "abstained" in notes
+    reread = next(e.data for e in r.trace.of("repair") if e.data["name"] == "abstention_reread")
+    assert reread["used"] is False and "abstained" in notes
     assert r.short_answer == "cannot be answered from the available documents" and r.citations == []
     # rules: "insufficient evidence" is the form's answer; no second reading
     llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS])
     r = get_strategy("step-back", llm, idx, k=2, lang="en", documents="rules", verdict=False).run(CHOMSKY_Q)
-    assert len(llm.calls) == 2 and "abstention_reread" not in [e.data.get("type") for e in r.trace.of("note")]
+    assert len(llm.calls) == 2 and "abstention_reread" not in [e.data["name"] for e in r.trace.of("repair")]
+    # the repair off (and the paper mode): the abstention stands, no second reading
+    for opts in ({"abstention_reread": False}, {"mode": "paper"}):
+        llm = ScriptedLLM(["Who has written more than 100 books?", CHOMSKY_ABSTAINS])
+        r = get_strategy("step-back", llm, idx, k=2, lang="en", **opts).run(CHOMSKY_Q)
+        assert "abstention_reread" not in [e.data["name"] for e in r.trace.of("repair")]
+        assert len(llm.calls) == 2 and r.citations == []
 
 
 # -- the verdict (issue 53): a yes/no question over rules decided from its deciding clause -----------------
@@ -527,6 +488,32 @@ def test_a_yes_no_policy_question_is_decided_from_its_deciding_clause(data_dir: 
     assert r.short_answer == "不是"
     assert r.answer.startswith("不是。\n依据：第十五条 因公取消行程产生的退票费用") and "15个自然日" in r.answer
     assert r.answer.endswith("[1]") and [p.doc_id for p in r.citations] == ["trv-2025-02"]
+
+
+def test_switching_the_verdict_or_the_rule_form_off_removes_exactly_its_step(data_dir: Path, tmp_path: Path) -> None:
+    """The same policy question: ``verdict=false`` answers in the rule-and-clause form (no verdict call);
+    ``rule_form=false`` answers in the paper's one form (the general prompts, no verdict either);
+    ``grounding=false`` cites every passage in context instead of the ones the answer rests on."""
+    qs = _policy(data_dir)
+    idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
+    form = "一般规定：第二条 30个自然日 [3]\n专门条款：第十五条 退款到账后15个自然日内 [1]\n结论：不是，按第十五条。\n简短答案：不是"
+    q, scope = qs["q1"]["question"], _scope(qs["q1"])
+    on = get_strategy("step-back", ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT]), idx).run(q, filters=scope)
+    llm = ScriptedLLM([Q1_STEP_BACK, form])
+    off = get_strategy("step-back", llm, idx, verdict=False).run(q, filters=scope)
+    assert [e.data["step"] for e in off.trace.of("llm")] == ["step back", "answer"] and not off.trace.of("verdict")
+    assert "verdict" not in [e.data["name"] for e in off.trace.of("repair")]
+    assert "verdict" in [e.data["name"] for e in on.trace.of("repair")]
+    assert off.trace.of("step_back")[0].data["form"] == "rules" and "专门条款" in str(llm.calls[1].payload)
+    general = ScriptedLLM([Q1_STEP_BACK, "Answer: 不是 [1]\nShort answer: 不是"])
+    r = get_strategy("step-back", general, idx, rule_form=False).run(q, filters=scope)
+    assert r.trace.of("step_back")[0].data["form"] == "general" and not r.trace.of("verdict")
+    assert "rule_form" not in [e.data["name"] for e in r.trace.of("repair")]
+    assert "rule_form" in [e.data["name"] for e in off.trace.of("repair")]
+    wide = get_strategy("step-back", ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT]), idx, grounding=False).run(
+        q, filters=scope
+    )
+    assert wide.answer == on.answer and len(wide.citations) > len(on.citations) == 1
 
 
 def test_a_clause_that_refers_to_the_general_rule_is_quoted_with_it(data_dir: Path, tmp_path: Path) -> None:

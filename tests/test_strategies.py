@@ -83,7 +83,7 @@ EXPECTED_STEPS = {
     "rag": {"llm", "search"},
     "self-ask": {"llm", "follow_up", "intermediate_answer"},
     "rat": {"llm", "draft", "revision"},
-    "step-back": {"llm", "step_back", "search", "rerank"},
+    "step-back": {"llm", "step_back", "search", "repair"},
     "search-o1": {"llm"},
 }
 
@@ -162,11 +162,11 @@ def test_strategy_end_to_end(name: str, llm, retriever) -> None:
         routes = {e.data["route"] for e in r.trace.of("search")}
         assert routes == {"original", "stepback"}
         assert all(set(p.found_by) <= {"original", "stepback"} for p in r.citations)
-        ranking = r.trace.of("rerank")[0].data["ranking"]
+        ranking = next(e.data for e in r.trace.of("repair") if e.data["name"] == "rerank")["ranking"]
         ids = [x["id"] for x in ranking]
         assert len(ids) == len(set(ids))  # deduped
     if name == "search-o1":
-        assert r.searches <= s.max_searches
+        assert r.searches <= s.opts.max_searches
         for e in r.trace.of("reason_in_documents"):
             assert "<|" not in e.data["info"] and "\\boxed" not in e.data["info"]
     for e in r.trace.of("search"):
@@ -430,29 +430,7 @@ def test_search_o1_repeat_guard_forces_the_answer(retriever) -> None:
 
     s = get_strategy("search-o1", ScriptedLLM(script), retriever, k=2, max_steps=5, lang="en")
     r = s.run(QUESTION, filters=SCOPE)
-    notes = [e.data.get("type") for e in r.trace.of("note")]
-    assert notes.count("repeated_query") == 1 and "repeat_guard" in notes
+    assert [e.data["refused"] for e in r.trace.of("repair") if e.data["name"] == "repeat_guard"] == [1, 2]
     reasoning_calls = [e for e in r.trace.of("llm") if str(e.data["step"]).startswith("reason ")]
     assert len(reasoning_calls) == 3  # one search, one steered repeat, then the forced answer
     assert r.finish_reason == "repeat_limit" and r.searches == 1
-
-
-def test_self_ask_final_answer_drops_a_copied_repeat_notice(retriever) -> None:
-    """Recorded from qwen2.5-1.5b on HotpotQA: after a repeated follow-up the model copied the
-    intermediate answer line, notice included, into its final answer."""
-
-    def script(payload: str | list[Message], params: GenParams) -> str:
-        if isinstance(payload, list):  # the extraction call (a chat call)
-            return "Steven Spielberg"
-        mine = payload.rsplit("Are follow up questions needed here:", 1)[-1]
-        if "already asked" in mine:
-            return (
-                " So the final answer is: Steven Spielberg (This follow up was already asked. "
-                "Ask a different follow up question, or give the final answer.)"
-            )
-        return " Yes.\nFollow up: Who directed Jaws?\nIntermediate answer:"
-
-    llm = ScriptedLLM(script)
-    r = get_strategy("self-ask", llm, retriever, k=2, max_steps=4, lang="en").run(QUESTION, filters=SCOPE)
-    assert [e.data.get("repeat_of") for e in r.trace.of("follow_up")][1] == "Who directed Jaws?"
-    assert r.answer == "Steven Spielberg" and r.short_answer == "Steven Spielberg"

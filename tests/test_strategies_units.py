@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.llm.scripted import ScriptedLLM, tokens
+from sleuth.lang import detect_lang
+from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage
 from sleuth.strategies import STRATEGIES, UnknownStrategy, get_strategy, resolve_name
 from sleuth.strategies.base import RunState
-from sleuth.strategies.lang import detect_lang
 from sleuth.strategies.prompts import PROMPT_DIR, PromptError, load, names, render
+from sleuth.strategies.repairs.step_back import merge_routes, rrf_rerank
 from sleuth.strategies.result import Result
-from sleuth.strategies.step_back import merge_routes, rrf_rerank
 from sleuth.strategies.text import format_passages, sanitize
 
 
@@ -174,7 +174,12 @@ def test_missing_answer_line_asks_for_the_short_answer(name: str, first: str, pa
         "answer" if name == "rag" else "reason",
         "short answer",
     ]
-    assert [e.data["type"] for e in r.trace.of("note")] == ["parse_fallback"]
+    assert [e.data["name"] for e in r.trace.of("repair") if e.data["name"] != "grounding"] == ["extract_short"]
+    # in the paper mode (the repair off) no call is made: the reply's last line stands
+    paper = ScriptedLLM([first])
+    p = get_strategy(name, paper, paris_index if name == "rag" else None, k=1, mode="paper")
+    rp = p.run("What is the capital of France?")
+    assert len(paper.calls) == 1 and not rp.trace.of("repair") and rp.short_answer != "Paris"
     # the extraction call reads the question and the long answer, not the placeholder line
     assert "What is the capital of France?" in asked and "Paris is the capital of France" in asked
     assert "<short answer>" not in asked.split("Long answer")[-1]
@@ -189,55 +194,7 @@ def test_answer_line_present_means_one_call(name: str, paris_index) -> None:
     assert not r.trace.of("note")
 
 
-# a RAG reply cut at max_tokens inside its answer line (Step-back's Chomsky trace, as RAG would write it)
-CUT_EN = "Avram Noam Chomsky has written over 100 books [1].\nSo the answer is: Avram Noam"
-# rgb_zh q22, Self-Ask's reading: the reply reached max_tokens inside "所以答案是：..."
-CUT_ZH = (
-    "2. 2018年平昌冬奥会花样滑冰女子单人滑比赛金牌得主阿琳娜·扎吉托娃。\n所以答案是：俄罗斯花样滑冰女子单人滑金牌得主是"
-)
-
-
-@pytest.mark.parametrize("name", ["rag", "cot"])
-@pytest.mark.parametrize(
-    ("cut", "rest", "extracted", "question"),
-    [
-        (CUT_EN, " Chomsky", "Avram Noam Chomsky", "Who has written more than 100 books?"),
-        # the extraction reads a name the cut reply states (one it states nowhere would be refused: the
-        # short answer's fail-safe, tests/test_short_support.py)
-        (CUT_ZH, " 谢尔巴科娃", "阿琳娜·扎吉托娃", "花样滑冰女子单人滑比赛金牌得主是谁？"),
-    ],
-    ids=["en", "zh"],
-)
-def test_a_reply_cut_inside_its_answer_line_asks_for_the_short_answer(
-    name: str, cut: str, rest: str, extracted: str, question: str, paris_index
-) -> None:
-
-    llm = ScriptedLLM([cut + rest, extracted])
-    strategy = get_strategy(name, llm, paris_index if name == "rag" else None, k=1, max_tokens=len(tokens(cut)))
-    r = strategy.run(question)
-    notes = [e.data for e in r.trace.of("note") if e.data.get("type") == "short_answer_cut"]
-    assert notes and notes[0]["written"] == cut.rsplit("：" if "：" in cut else ": ", 1)[1]
-    assert r.short_answer == extracted and [e.data["step"] for e in r.trace.of("llm")][-1] == "short answer"
-    assert cut in llm.calls[-1].payload[-1]["content"]  # it reads the whole cut reply
-    # an extraction that returns nothing leaves the cut span; a reply that ended on its own makes no call
-    r = get_strategy(
-        name, ScriptedLLM([cut + rest, ""]), paris_index if name == "rag" else None, k=1, max_tokens=len(tokens(cut))
-    ).run(question)
-    assert r.short_answer == notes[0]["written"]
-    llm = ScriptedLLM([cut])
-    r = get_strategy(name, llm, paris_index if name == "rag" else None, k=1).run(question)
-    assert len(llm.calls) == 1 and not [e for e in r.trace.of("note") if e.data.get("type") == "short_answer_cut"]
-
-
-def test_empty_extraction_keeps_a_span() -> None:
-    """An extraction call that returns nothing leaves CoT the last line of its reasoning,
-    cut to the words that answer the question (the rest restates it)."""
-    llm = ScriptedLLM(["Step one.\nParis is the capital [1].", ""])
-    cot = get_strategy("cot", llm, None).run("What is the capital of France?")
-    assert cot.short_answer == "Paris"
-
-
-@pytest.mark.parametrize("name", ["cot", "rag", "rat_draft", "rat_final"])
+@pytest.mark.parametrize("name", ["cot", "rag", "rat_draft"])
 def test_chinese_answer_lines_leave_no_placeholder_to_copy(name: str) -> None:
     """policy_zh / sleuth ask: with "所以答案是：<简短答案>，简短答案是“是”或“否”" in the prompt the 1.5B model
     wrote only "是" (RAG 3 of 8 must-mention, RAT a one-word draft); the sentences come first now."""

@@ -29,7 +29,6 @@ from sleuth.strategies.parsing import (
     split_paragraphs,
 )
 from sleuth.strategies.self_ask import _one_line
-from sleuth.strategies.self_ask_questions import first_question, parse_parts
 from sleuth.strategies.text import cited_numbers, clean_short
 
 from .conftest import ALL_STRATEGIES, fast_client
@@ -89,8 +88,6 @@ PARSERS: dict[str, list[tuple[str, Callable[[str], Any]]]] = {
         ("parse_self_ask", parse_self_ask),
         ("parse_final_line", parse_final_line),
         ("_one_line", _one_line),
-        ("first_question", lambda t: first_question(_one_line(t))),
-        ("parse_parts", lambda t: parse_parts(t, QUESTION)),
     ],
     "rat": [
         ("parse_cot", parse_cot),

@@ -2,7 +2,7 @@
 
     sleuth ask "QUESTION" --strategy self-ask [--index DIR | --corpus FILE]
                [--filter key=value ...] [--model NAME] [--base-url URL]
-               [--lang en|zh] [--k 5] [--max-steps N] [--opt key=value ...] [--json]
+               [--lang en|zh] [--k 5] [--max-steps N] [--mode default|paper] [--opt key=value ...] [--json]
 
 ``--opt`` sets any option of the strategy (see :mod:`sleuth.strategies.options`),
 read by :func:`~sleuth.strategies.options.parse_opts` as ``sleuth eval`` reads it;
@@ -119,8 +119,9 @@ class StepPrinter:
         d, p = ev.data, self.out.print
         t = f"[dim]{ev.t:6.1f}s[/]"
         if ev.kind == "start":
+            mode = f" · mode {d['mode']}" if d.get("mode") else ""
             p(
-                f"{t} [bold]{escape(d['strategy'])}[/] · lang {d['lang']} · filters {escape(json.dumps(d['filters'], ensure_ascii=False))}"
+                f"{t} [bold]{escape(d['strategy'])}[/]{mode} · lang {d['lang']} · filters {escape(json.dumps(d['filters'], ensure_ascii=False))}"
             )
         elif ev.kind == "llm":
             u = d.get("usage", {})
@@ -156,9 +157,12 @@ class StepPrinter:
         elif ev.kind == "step_back":
             fb = " [yellow](fallback)[/]" if d.get("fallback") else ""
             p(f"{t} [bold magenta]step back[/] {escape(d['question'])}{fb}")
-        elif ev.kind == "rerank":
+        elif ev.kind == "repair" and d.get("name") == "rerank":
             top = ", ".join(f"{x['id']}<{'+'.join(x['found_by'])}>" for x in d["ranking"] if x.get("in_context"))
-            p(f"{t} [cyan]rerank[/] context: {escape(top)}")
+            p(f"{t} [cyan]repair rerank[/] context: {escape(top)}")
+        elif ev.kind == "repair":
+            what = d.get("message") or d.get("repeat_of") or d.get("refused") or ""
+            p(f"{t} [yellow]repair {escape(str(d.get('name', '')))}[/] {escape(_clip(str(what), 200))}")
         elif ev.kind == "draft" and d.get("stage") == "scaffold":  # Self-Ask, before its final reading pass
             p(f"{t} [bold magenta]scaffold's answer[/] {escape(_clip(str(d.get('short_answer') or ''), 120))}")
         elif ev.kind == "draft":
@@ -229,6 +233,11 @@ def ask(
     k: flags.K = 5,
     max_steps: flags.MaxSteps = 6,
     max_tokens: flags.MaxTokens = None,
+    mode: str = typer.Option(
+        "default",
+        "--mode",
+        help="default: the paper's method and the repairs that earned their place; paper: exactly as published.",
+    ),
     opt: flags.Opts = [],  # noqa: B006  (typer copies it)
     embed_model: flags.EmbedModel = None,
     embed_base_url: flags.EmbedURL = None,
@@ -259,7 +268,7 @@ def ask(
         filters = Filters.parse([checked(f, "--filter") for f in filter_])
     except FilterError as e:
         raise UserError(str(e)) from None
-    options = {"lang": lang, "k": k, "max_steps": max_steps, "max_tokens": max_tokens}
+    options = {"lang": lang, "k": k, "max_steps": max_steps, "max_tokens": max_tokens, "mode": mode}
     try:
         options.update(parse_opts(opt))  # an --opt overrides the flag of the same option
         STRATEGIES[name].Options.parse(options, strategy=name)  # before the model starts

@@ -19,6 +19,7 @@ from sleuth.config import settings
 from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
 from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits, token_f1
 from sleuth.eval.policy import conclusion_score, has_term, scope_violations
+from sleuth.lang import ABSTAIN, NO_WORDS, YES_WORDS
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
@@ -87,31 +88,19 @@ def parse_choice(answer: str, choices: Sequence[str] = ()) -> str:
     return m.group(1).upper() if m else ""
 
 
-_YES = {"yes", "true", "correct", "是", "是的", "对", "可以", "能"}
-_NO = {"no", "false", "incorrect", "not", "否", "不", "不是", "不能", "不可以"}
-
-
 def parse_yesno(answer: str) -> str:
     """ "yes", "no" or "" from the first decisive word of an answer."""
     for tok in tokens(answer):
-        if tok in _YES:
+        if tok in YES_WORDS:
             return "yes"
-        if tok in _NO:
+        if tok in NO_WORDS:
             return "no"
     return ""
 
 
-_ABSTAIN = re.compile(
-    r"(unknown|cannot (be )?(answer|determine)|can't (answer|determine)|not enough information|no answer|"
-    r"unanswerable|insufficient|not (mentioned|stated|provided|found)|no (relevant )?information|"
-    r"不能回答|无法回答|没有相关|未找到|无法确定|不知道)",
-    re.I,
-)
-
-
 def abstains(answer: str) -> bool:
     """True when an answer declines to answer (empty or an explicit "cannot answer")."""
-    return not (answer or "").strip() or bool(_ABSTAIN.search(answer))
+    return not (answer or "").strip() or bool(ABSTAIN.search(answer))
 
 
 def mentions(answer: str, must: Sequence[str], must_not: Sequence[str] = ()) -> float:

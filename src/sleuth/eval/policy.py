@@ -26,6 +26,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from sleuth.lang import ABSTAIN, NO_START, YES_START
 from sleuth.search.base import Filters, Passage
 
 __all__ = [
@@ -42,17 +43,6 @@ __all__ = [
 
 YES, NO = "是", "否"
 
-#: the first words of a negative conclusion ("不是", "不需要", "不可以" …); checked before the positive ones
-_NO_START = re.compile(
-    r"^(?:不是|不需要|不用|不必|无需|无须|不能|不可以|不可|不得|不会|不适用|不属于|不要|不行|不允许|不予|不应|"
-    r"不按|不在|不包括|不含|没有|不|否|no\b|not\b)",
-    re.I,
-)
-_YES_START = re.compile(
-    r"^(?:是的|是(?!否)|需要|要的|可以|能够|能|必须|应当|应该|仍然|仍需|仍要|仍应|仍|依然|适用|属于|对的|对|允许|包含|包括|"
-    r"yes\b)",
-    re.I,
-)
 #: negations inside a first sentence that starts with neither ("退票费用不按一般期限，…")
 _NO_INSIDE = re.compile(r"不是|不需要|不必|无需|无须|不用|不适用|不按|不能|不可以")
 #: what a reply's conclusion is labelled with (Step-back's form, RAG's last line, answers' labels)
@@ -63,14 +53,6 @@ _CONCLUSION_LABEL = re.compile(
 )
 #: a reply that starts with a field label ("一般规定：", "Background:"): its start is no conclusion
 _FIELD_START = re.compile(r"^[\s*>#-]*[\w ]{1,12}\**[:：]")
-#: a reply that declines: the accessible documents do not settle the question
-_ABSTAIN_ZH = re.compile(
-    r"无法回答|不能回答|无法确定|无法判断|无法得知|无从|不足以|"
-    r"(?:没有|未|并未|并没有)(?:直接|明确|具体)?(?:给出|提供|相关|提到|提及|涉及|说明|规定|找到|包含|记载)|不知道|"
-    r"cannot be (?:answered|determined)|insufficient|not enough (?:evidence|information)"
-    r"|do(?:es)? not (?:say|state|mention|specify)",
-    re.I,
-)
 
 
 def _norm(text: str) -> str:
@@ -100,9 +82,9 @@ def polarity(text: str) -> str:
     s = unicodedata.normalize("NFKC", text or "").strip()
     s = re.sub(r"^[\s*_>#\-\"'“”‘’「」【】\[\]()（）]+", "", s)
     first = re.split(r"[。！？!?\n]", s, maxsplit=1)[0]
-    if _NO_START.match(first):
+    if NO_START.match(first):
         return NO
-    if _YES_START.match(first):
+    if YES_START.match(first):
         return YES
     if _NO_INSIDE.search(first):
         return NO
@@ -129,7 +111,7 @@ def answer_polarity(answer: str, short: str = "") -> tuple[str, bool]:
 
 def abstains_zh(answer: str) -> bool:
     """The answer says the (accessible) documents do not settle the question."""
-    return not (answer or "").strip() or bool(_ABSTAIN_ZH.search(answer))
+    return not (answer or "").strip() or bool(ABSTAIN.search(answer))
 
 
 def conclusion_of_gold(question: str, answer: str) -> str | None:

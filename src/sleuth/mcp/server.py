@@ -96,6 +96,10 @@ def build_server(rt: Runtime, principal_of: PrincipalOf, *, endpoint: str, local
         k: Annotated[int | None, Field(ge=K_MIN, le=K_MAX, description="passages per search")] = None,
         max_steps: Annotated[int | None, Field(ge=STEPS_MIN, le=STEPS_MAX, description="most search steps")] = None,
         source: Source = None,
+        mode: Annotated[
+            Literal["default", "paper"] | None,
+            Field(description="paper: the strategy exactly as published, no repair; default: with the repairs"),
+        ] = None,
         options: Annotated[
             dict[str, Any] | None,
             Field(description='the strategy\'s own options, e.g. {"k_stepback": 3} for step-back'),
@@ -114,7 +118,7 @@ def build_server(rt: Runtime, principal_of: PrincipalOf, *, endpoint: str, local
 
         return await tools.ask(principal_of(ctx), question, strategy=strategy, filters=filters, k=k,
                                max_steps=max_steps, source=source, options=options, on_step=on_step,
-                               history=history)  # fmt: skip
+                               history=history, mode=mode)  # fmt: skip
 
     @mcp.tool(
         description="What this server can search: its sources (with index statistics within your scope) "

@@ -142,6 +142,7 @@ class Tools:
         options: dict[str, Any] | None,
         on_step: OnStep,
         history: Any = None,
+        mode: str | None = None,
     ) -> dict[str, Any]:
         try:
             question = validate_question(question)
@@ -155,7 +156,8 @@ class Tools:
         scope, source = self.scope(principal, filters, source)
         try:
             check_run(self.rt, strategy=strategy, source=source, model=None)
-            opts = run_options(self.rt, strategy, {"k": k, "max_steps": max_steps}, options)
+            own = {"k": k, "max_steps": max_steps} | ({"mode": mode} if mode is not None else {})
+            opts = run_options(self.rt, strategy, own, options)
             self.rt.acquire()
         except ApiError as e:
             raise ToolError(e.message) from None

@@ -215,7 +215,7 @@ def _lang(rt: Runtime, name: str) -> str:
     be told, e.g. a web or remote source), so the page can greet in it.  Read once per source."""
     langs: dict[str, str] = rt.__dict__.setdefault("_source_langs", {})
     if name not in langs:
-        from sleuth.strategies.lang import detect_lang
+        from sleuth.lang import detect_lang
 
         text = ""
         try:

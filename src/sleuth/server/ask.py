@@ -49,6 +49,8 @@ async def ask(body: AskRequest, request: Request) -> Any:
     filters, source = await run_scope(rt, request, body.filters, body.index)
     check_run(rt, strategy=strategy, source=source, model=body.model)
     own = {"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_tokens, "lang": body.lang}
+    if body.mode is not None:
+        own["mode"] = body.mode
     options = run_options(rt, strategy, own, body.options)
     admit(rt)
     job = rt.new_job(

@@ -38,8 +38,13 @@ def _rt(request: Request) -> Runtime:
     return request.app.state.runtime
 
 
+#: a model name ending in it runs the strategy in the paper mode (``sleuth-self-ask-paper``)
+PAPER = "-paper"
+
+
 def strategy_of(model: str) -> str:
-    return model[len(PREFIX) :] if model.startswith(PREFIX) else model
+    name = model[len(PREFIX) :] if model.startswith(PREFIX) else model
+    return name.removesuffix(PAPER)
 
 
 def conversation_of(req: ChatRequest) -> tuple[str, list[dict[str, str]]]:
@@ -111,7 +116,7 @@ async def get_model(model: str, request: Request) -> dict[str, Any]:
     checked_param(model, "model")
     if strategy_of(model) not in _rt(request).strategy_factories() or not model.startswith(PREFIX):
         raise ApiError(404, f"the model {model!r} does not exist", code="model_not_found", param="model")
-    return _card(strategy_of(model))
+    return {**_card(strategy_of(model)), "id": model}  # sleuth-self-ask-paper: the same strategy, paper mode
 
 
 def _card(name: str) -> dict[str, Any]:
@@ -136,6 +141,9 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
     filters, source = await run_scope(rt, request, body.filters, body.index)
     check_run(rt, strategy=strategy, source=source, model=None, param="model")
     own = {"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_completion_tokens or body.max_tokens}
+    mode = "paper" if body.model.endswith(PAPER) else body.mode
+    if mode is not None:
+        own["mode"] = mode
     options = run_options(rt, strategy, own, body.options)
     question, history = conversation_of(body)
     admit(rt)

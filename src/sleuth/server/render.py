@@ -52,6 +52,8 @@ def step_line(ev: Event) -> str | None:
         return f"{head}: searched {_clip(str(d.get('query', '')), 120)!r}, " + (
             "draft changed" if d.get("changed", True) else "draft unchanged"
         )
+    if k == "repair":
+        return f"Repair {d.get('name', '')}" + (f": {_clip(text)}" if (text := _first_text(d)) else "")
     if k == "reason_in_documents":
         return f"Condensed documents for {_clip(str(d.get('query', '')), 120)!r}: {_clip(str(d.get('info', '')))}"
     label = {

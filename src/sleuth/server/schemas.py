@@ -170,8 +170,15 @@ def _history(v: Any) -> Any:
     return v
 
 
+MODE_DOC = (
+    "`paper`: the strategy exactly as published, no repair; `default`: the paper's method and the repairs that "
+    "earned their place (docs/strategies.md, Repairs); the same as the option `mode`"
+)
+
+
 class AskRequest(ModelOptions):
     question: str = Field(description="1 to 4000 characters of text")
+    mode: Literal["default", "paper"] | None = Field(None, description=MODE_DOC)
     history: list[HistoryTurn] | None = Field(None, description=HISTORY_DOC)
     strategy: str | None = Field(None, description="direct, cot, rag, self-ask, rat, step-back, search-o1 ...")
     index: str | None = Field(
@@ -251,9 +258,9 @@ class StreamOptions(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """OpenAI's chat request; ``model`` picks the strategy (``sleuth-self-ask``).  Unknown OpenAI
-    parameters are accepted and ignored; Sleuth's own extras are ``filters``, ``index``, ``k``, ``max_steps``,
-    ``options``."""
+    """OpenAI's chat request; ``model`` picks the strategy (``sleuth-self-ask``; ``sleuth-self-ask-paper``
+    runs it in the paper mode).  Unknown OpenAI parameters are accepted and ignored; Sleuth's own extras are
+    ``filters``, ``index``, ``k``, ``max_steps``, ``mode``, ``options``."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -270,6 +277,7 @@ class ChatRequest(BaseModel):
     index: str | None = None
     k: int | None = Field(None, ge=K_MIN, le=K_MAX)
     max_steps: int | None = Field(None, ge=STEPS_MIN, le=STEPS_MAX)
+    mode: Literal["default", "paper"] | None = Field(None, description=MODE_DOC + "; a model name ending in -paper")
     options: dict[str, Any] | None = Field(None, description=OPTIONS_DOC)
 
     _check_text = field_validator("model", "index", "filters")(classmethod(lambda cls, v: _text(v)))

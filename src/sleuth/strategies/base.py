@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from sleuth.lang.question import Question, analyze
 from sleuth.llm.base import LLM, Completion, GenParams, LLMError, Message, prompt_chars
 from sleuth.search.base import Filters, Passage, Retriever, SearchError
 from sleuth.strategies.conversation import (
@@ -29,9 +30,9 @@ from sleuth.strategies.conversation import (
 )
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
+from sleuth.strategies.repairs import fired
+from sleuth.strategies.repairs.support import seen_passages, unsupported_note
 from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
-from sleuth.strategies.short_fit import fitted_note
-from sleuth.strategies.short_support import seen_passages, unsupported_note
 from sleuth.strategies.text import strip_scaffold
 from sleuth.text_input import BadText, check_text
 
@@ -51,8 +52,13 @@ class RunState:
     result: Result
     filters: Filters
     listeners: list[Listener]
+    q: Question = None  # type: ignore[assignment]  # the question's analysis, computed once (begin)
     t0: float = field(default_factory=time.perf_counter)
     claims: list[Claim] = field(default_factory=list)  # what the answer rests on (strategies.grounding)
+
+    def __post_init__(self) -> None:
+        if self.q is None:
+            self.q = analyze(self.result.question, self.result.lang or "auto")
 
     def emit(self, kind: str, duration_s: float = 0.0, **data: Any) -> Event:
         ev = Event(kind, data, round(time.perf_counter() - self.t0, 4), round(duration_s, 4))
@@ -126,14 +132,20 @@ class Strategy:
         filters: Filters | None = None,
         listeners: Sequence[Listener] = (),
     ) -> RunState:
-        """Validate the question, pick the language, emit ``start``."""
-        from sleuth.strategies.lang import detect_lang  # local: avoid cycles
-
+        """Validate the question, analyse it once (language, expected answer), emit ``start``."""
         question = validate_question(question)
-        lang = detect_lang(question) if self.lang == "auto" else self.lang
-        result = Result(question=question, strategy=self.name, model=getattr(self.llm, "model", ""), lang=lang)
-        st = RunState(result, filters or Filters(), list(listeners))
-        st.emit("start", question=question, strategy=self.name, lang=lang, filters=st.filters.to_dict())
+        q = analyze(question, self.lang)
+        result = Result(question=question, strategy=self.name, model=getattr(self.llm, "model", ""), lang=q.lang)
+        st = RunState(result, filters or Filters(), list(listeners), q)
+        st.emit(
+            "start",
+            question=question,
+            strategy=self.name,
+            lang=q.lang,
+            filters=st.filters.to_dict(),
+            mode=self.opts.mode,
+            repairs=self.opts.repairs(),
+        )
         return st
 
     def standalone(self, st: RunState, turns: Sequence[Turn]) -> None:
@@ -157,6 +169,7 @@ class Strategy:
         if fallback:  # the model repeated a question: search with the one before and the message
             rewritten = validate_question(with_context(original, win.kept)[-MAX_QUESTION_CHARS:])
         st.result.question = rewritten
+        st.q = analyze(rewritten, st.result.lang)
         st.emit(
             "rewrite",
             original=original,
@@ -187,27 +200,27 @@ class Strategy:
             result.finish_reason = ERROR
             result.error = f"{type(e).__name__}: {e}"
 
-    @staticmethod
-    def finish(st: RunState) -> Result:
-        """Ground the citations in the claims (:func:`~sleuth.strategies.grounding.ground`), emit ``error``/``answer``."""
+    def finish(self, st: RunState) -> Result:
+        """Apply the finishing repairs (``short_support``, ``grounding``), emit ``error``/``answer``."""
         result = st.result
-        fitted = fitted_note(result.question, result.short_answer)  # fitted to the question's answer type
-        if fitted is not None:
-            st.emit("note", **fitted)
-            result.short_answer = fitted["fitted"]
-        refused = unsupported_note(
-            result.question, result.short_answer, result.answer, seen_passages(st.claims, result.trace.events)
-        )
+        refused = None
+        if self.opts.short_support:
+            seen = seen_passages(st.claims, result.trace.events)
+            refused = unsupported_note(result.question, result.short_answer, result.answer, seen, st.q.yes_no)
         if refused is not None:  # a short answer nothing in the run states is not returned: the answer stands
-            st.emit("note", **refused)
+            fired(st, "short_support", **refused)
             result.short_answer = ""
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
         grounds: dict[str, Any] = {}
+        if not result.citations and st.claims and not self.opts.grounding:  # every passage the claims drew on
+            result.citations = list({p.key: p for c in st.claims for p in c.passages}.values())
         if not result.citations and st.claims:
             g = ground(st.claims, result.short_answer, result.question)
             result.citations, grounds = g.citations, {"grounds": g.picks, "final_grounded": g.final}
             result.answer = renumber(result.answer, st.claims, g.citations)  # [k] is citations[k-1]
+            drew_on = len({p.key for c in st.claims for p in c.passages})
+            fired(st, "grounding", cited=[p.id for p in g.citations], of=drew_on)
             if not g.citations:  # an honest empty list, not every passage retrieved
                 st.emit("note", type="no_citations", message=g.message)
         if (
@@ -233,13 +246,12 @@ class Strategy:
         """Render ``prompts/<lang>/<name>.txt`` in the run's language.
 
         A template may also use ``$expected``: the answer the question expects, in words
-        (:meth:`~sleuth.strategies.answer_type.AnswerType.expected`: "a date or a year", …).
+        (:meth:`~sleuth.lang.question.Question.expected`: "a date or a year", …).
         """
-        from sleuth.strategies.answer_type import answer_type  # local: keep base import-light
         from sleuth.strategies.prompts import render
 
         if "expected" not in fields:
-            fields["expected"] = answer_type(st.result.question).expected(st.result.lang)
+            fields["expected"] = st.q.expected()
         return render(name, st.result.lang, **fields)
 
     def context_chars(self, st: RunState) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sleuth.strategies.answers import last_line, short_answer
+from sleuth.strategies.answers import short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import CoTOptions
 
@@ -10,10 +10,7 @@ from sleuth.strategies.options import CoTOptions
 class ChainOfThought(Strategy):
     """One call; the short answer is parsed from the last "So the answer is:" line.
 
-    When the model never writes that line (or copies the ``<short answer>``
-    placeholder), a short extraction call reads the reasoning, as RAT's last
-    step does, and a ``note`` says so; the last line of the reasoning is the
-    answer only if that call returns nothing.
+    Without that line, the repair ``extract_short`` reads it (:mod:`sleuth.strategies.answers`).
     """
 
     name = "cot"
@@ -21,5 +18,5 @@ class ChainOfThought(Strategy):
 
     def solve(self, question: str, st: RunState) -> None:
         c = self.ask(st, self.prompt(st, "cot", question=question), step="reason")
-        st.result.short_answer = short_answer(self, st, question, c, last_resort=last_line)
+        st.result.short_answer = short_answer(self, st, question, c)
         st.result.answer = c.text.strip()

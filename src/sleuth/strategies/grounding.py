@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sleuth.lang import YES_NO_ANSWER, abstains
 from sleuth.search.base import Passage
 from sleuth.strategies.text import CITE_MARK, content_tokens
 
@@ -46,10 +47,6 @@ MIN_SUPPORT = 0.5
 MIN_GAIN = 0.25
 #: passages one claim may cite without marks (a hop rests on one fact, a composed sentence on two)
 MAX_PER_CLAIM = 2
-
-_YES_NO = re.compile(
-    r"^\W*(?:yes|no|true|false|是|否|不是|对|不对|正确|错误|能|不能|可以|不可以|会|不会|有|没有)\W*$", re.I
-)
 
 
 @dataclass
@@ -99,22 +96,8 @@ _SCAFFOLD = re.compile(
 )
 
 
-#: a final answer that says there is no answer rests on no passage
-_ABSTAIN = re.compile(
-    r"\b(?:unknown|not\s+(?:found|mentioned|stated|given|provided|available)|no\s+(?:information|answer|relevant)"
-    r"|cannot\s+be\s+(?:answered|determined)|insufficient\s+(?:evidence|information))\b"
-    r"|无答案|未知|不知道|没有找到|未找到|无法回答|无法确定|没有相关|没有提供|没有直接|证据不足|信息不足",
-    re.I,
-)
-
-
 def is_yes_no(text: str) -> bool:
-    return bool(_YES_NO.match(text.strip()))
-
-
-def abstains(text: str) -> bool:
-    """Whether ``text`` says there is no answer ("unknown", "not mentioned", "无法回答")."""
-    return bool(_ABSTAIN.search(text))
+    return bool(YES_NO_ANSWER.match(text.strip()))
 
 
 def _new_words(text: str, query: str) -> set[str]:

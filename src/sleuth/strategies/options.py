@@ -59,6 +59,17 @@ def option(
     return field(default=default, metadata=meta)
 
 
+MODES = ("default", "paper")
+
+
+def repair(help: str, *, on: bool = True) -> Any:
+    """The switch of one repair (:mod:`sleuth.strategies.repairs`): ``None`` follows ``mode`` (on in the
+    default mode when ``on``, off in the paper mode); ``true``/``false`` set it whatever the mode."""
+    derived = "on in mode `default`, off in `paper`" if on else "off (opt-in, any mode)"
+    meta = {"help": help, "min": None, "max": None, "choices": (), "derived": derived, "repair": on}
+    return field(default=None, metadata=meta)
+
+
 @dataclass(frozen=True)
 class StrategyOptions:
     """The options every strategy takes.
@@ -95,13 +106,28 @@ class StrategyOptions:
     history_tokens: int = option(
         768, "tokens of earlier turns the rewrite reads (the most recent kept)", minimum=16, maximum=MAX_HISTORY_TOKENS
     )
+    mode: str = option(
+        "default",
+        "`paper`: the strategy exactly as published, no repair; `default`: the paper's method and the repairs "
+        "that earned their place (docs/strategies.md, Repairs)",
+        choices=MODES,
+    )
+    short_support: bool = repair("repair: a short answer that nothing in the run states is not returned")
+    grounding: bool = repair("repair: cite only the passages the answer rests on (else every passage it drew on)")
+    extract_short: bool = repair("repair: one short call reads the short answer of a reply without an answer line")
 
     def __post_init__(self) -> None:
         hints = _hints(type(self))
         for f in fields(self):
             self._set(f.name, _checked(f.name, hints[f.name], getattr(self, f.name), f.metadata))
+            if "repair" in f.metadata and getattr(self, f.name) is None:
+                self._set(f.name, self.mode == "default" and f.metadata["repair"])
         if self.max_tokens is None:
             self._set("max_tokens", self.DEFAULT_MAX_TOKENS)
+
+    def repairs(self) -> list[str]:
+        """The names of the repairs switched on."""
+        return [f.name for f in fields(self) if "repair" in f.metadata and getattr(self, f.name)]
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)  # frozen: only while the object is being built
@@ -159,21 +185,8 @@ class RAGOptions(StrategyOptions):
 
 @dataclass(frozen=True)
 class SelfAskOptions(StrategyOptions):
-    """Self-Ask's thresholds and extraction call."""
+    """Self-Ask's extraction call, prompt size and repairs."""
 
-    restate_threshold: float = option(
-        0.7,
-        "content-token Jaccard overlap with the question above which a follow-up restates it",
-        minimum=0.0,
-        maximum=1.0,
-    )
-    repeat_threshold: float = option(
-        0.9,
-        "overlap with an earlier follow-up asking the same kind of fact above which it is a repeat (one "
-        "with no word the earlier one lacks is one at 0.5 already; one that adds words is not)",
-        minimum=0.0,
-        maximum=1.0,
-    )
     extract_k: int = option(
         3,
         "how many of the top passages the extraction call reads (those holding the answer are cited)",
@@ -187,11 +200,8 @@ class SelfAskOptions(StrategyOptions):
         minimum=1,
         maximum=MAX_CHARS,
     )
-    final_read: bool = option(
-        True,
-        "a final reading pass: answer once more, RAG's way, from the question's own search and the "
-        "follow-ups' passages (`false`: the scaffold's answer, as the paper)",
-    )
+    repeat_guard: bool = repair("repair: a repeated follow-up is not searched again; a second one ends them")
+    final_read: bool = repair("repair: answer once more, RAG's way, from the question's and the follow-ups' passages")
 
 
 @dataclass(frozen=True)
@@ -229,18 +239,22 @@ class StepBackOptions(StrategyOptions):
         "evidence, answer) or `auto` (rules when at least half the passages found for the question are rule-like)",
         choices=("auto", "rules", "general"),
     )
-    settle_comparison: bool = option(
-        False,
-        "a comparison's answer (yes/no, or one of the options it names) chosen once more from the "
-        "facts the reply stated, with the options offered in either order, standing only when both choose it "
-        "(`false`: the reply's answer, as the paper)",
+    rule_form: bool = repair(
+        "repair: documents that are rules get the rule-and-clause form (general rule, specific clause, conclusion)"
     )
-    verdict: bool = option(
-        True,
-        "a yes/no question over rules is decided from its deciding clause: the context's clauses ranked by the "
-        "question's words, one short call names the deciding one and answers yes or no, and the answer quotes it; "
+    rerank: bool = repair(
+        "repair: the context is the pool reranked by reciprocal-rank fusion, the best of each route kept "
+        "(`false`: both routes' passages, deduplicated, in order)"
+    )
+    abstention_reread: bool = repair(
+        "repair: an answer over general documents that says they do not answer is read again with RAG's prompt "
+        "over the same context; the reading's answer stands when it finds one"
+    )
+    verdict: bool = repair(
+        "repair: a yes/no question over rules is decided from its deciding clause: the context's clauses ranked by "
+        "the question's words, one short call names the deciding one and answers yes or no, and the answer quotes it; "
         "any other question over rules is first asked whether those clauses settle it, and is answered that the "
-        "accessible documents do not when they do not (`false`: the rule-and-clause form's own conclusion)",
+        "accessible documents do not when they do not"
     )
     verdict_clauses: int = option(3, "clauses shown to the verdict call", minimum=1, maximum=MAX_K)
 
@@ -275,7 +289,7 @@ class SearchO1Options(StrategyOptions):
     )
     max_refusals: int = option(
         2,
-        "repeated or refused queries (in all, not only in a row) after which the answer is forced "
+        "repeated (with `repeat_guard`) or refused queries, in all, after which the answer is forced "
         "(`repeat_limit` / `step_limit`)",
         minimum=1,
         maximum=MAX_STEPS,
@@ -283,16 +297,12 @@ class SearchO1Options(StrategyOptions):
     batch_window_s: float = option(
         0.05, "batch mode: the longest a query waits to share a search batch (seconds)", minimum=0.0, maximum=600.0
     )
-    final_read: bool = option(
-        False,
-        "a final reading pass: answer once more, RAG's way, from the question's own search and the "
-        "passages the reasoning's searches found (`false`: the reasoning's answer, as the paper)",
+    repeat_guard: bool = repair(
+        "repair: a repeated query is not searched again (its result again, with a push to something new); "
+        "after `max_refusals` the answer is forced"
     )
-    settle_comparison: bool = option(
-        False,
-        "a comparison's answer (yes/no, or one of the options it names) chosen once more from the "
-        "search results the reasoning inserted, with the options offered in either order, standing only when "
-        "both choose it (`false`: the reasoning's answer, as the paper)",
+    final_read: bool = repair(
+        "repair: answer once more, RAG's way, from the question's and the reasoning's passages", on=False
     )
 
     def __post_init__(self) -> None:

@@ -5,16 +5,14 @@ from __future__ import annotations
 from sleuth.strategies.answers import short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import RAGOptions
-from sleuth.strategies.text import cited_numbers, clean_short, format_passages
+from sleuth.strategies.text import cited_numbers, format_passages
 
 
 class RAG(Strategy):
     """Retrieve ``k`` passages for the question, then one answering call.
 
-    The short answer is the answer's "So the answer is:" line.  When the model
-    leaves that line out (or copies the ``<short answer>`` placeholder), a short
-    extraction call reads the answer, as RAT's last step does, so that RAG's
-    short answer is a span like every other strategy's and not a sentence.
+    The short answer is the answer's "So the answer is:" line; without it, the repair
+    ``extract_short`` reads it (:mod:`sleuth.strategies.answers`).
     """
 
     name = "rag"
@@ -27,6 +25,6 @@ class RAG(Strategy):
             st.emit("note", message="search found nothing; answering without documents", type="no_passages")
         docs = format_passages(passages, budget=self.context_chars(st)) if passages else "(no documents found)"
         c = self.ask(st, self.prompt(st, "rag", question=question, documents=docs), step="answer")
-        st.result.short_answer = short_answer(self, st, question, c, last_resort=clean_short)
+        st.result.short_answer = short_answer(self, st, question, c)
         st.result.answer = c.text.strip()
         st.cite(passages, claim=c.text, query=question, marks=cited_numbers(c.text))  # grounded in finish

@@ -1,22 +1,14 @@
 """RAT: Retrieval-Augmented Thoughts (Wang et al., 2024).
 
-1. Draft a step-by-step answer (zero-shot chain of thought) ending in "So the
-   answer is:", so the draft has a short answer of its own (as CoT's: one short
-   extraction call when the line is missing); the ``draft`` event records it, and
-   the eval compares it with the final short answer ("RAT: draft and final").
-2. Split the draft's reasoning into paragraphs T1..Tn (at most ``max_steps``).
-3. For i = 1..n: from the question and the growing prefix (revised T1..T(i-1)
-   plus the draft's Ti) write one search query, retrieve, and revise the
-   prefix with at most ``n_passages`` passages, preferring passages no earlier
-   step showed.  The revision replaces the prefix; its unified diff goes into
-   the trace (``revision`` event).  A step whose LLM call or search fails or
-   times out is skipped (recorded) and the unrevised paragraph is kept.
-4. A final pass writes the answer from the revised notes *and* the passages the
-   revisions saw (numbered once, in order of first use, as the revisions cite
-   them; those the notes cite first, as many as the context budget gives about
-   500 characters each, at least ``k``) and gives a short answer.  The paper stops at step 3; the last pass is
-   Sleuth's, because a 1.5B model's revisions often shrink the prefix to one
-   sentence and drop what an earlier step found (docs/strategies.md, "RAT").
+1. Draft a step-by-step answer (zero-shot chain of thought) ending in "So the answer is:"; the
+   ``draft`` event records it (the eval compares its short answer with the final one).
+2. Split the draft into paragraphs T1..Tn (at most ``max_steps``).
+3. For i = 1..n: from the question and the growing prefix (revised T1..T(i-1) plus the draft's Ti)
+   write one search query, retrieve ``n_passages`` passages and revise the prefix with them.  The
+   revision replaces the prefix; its unified diff goes into the trace (``revision`` event).  A step
+   whose LLM call or search fails is skipped (recorded) and the unrevised paragraph kept.
+4. The revised text is the answer; its "So the answer is:" line the short answer (without one, the
+   repair ``extract_short`` reads it; :mod:`sleuth.strategies.repairs`).
 """
 
 from __future__ import annotations
@@ -29,12 +21,8 @@ from sleuth.search.base import Passage, SearchError
 from sleuth.strategies.answers import extract_short, last_line, short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import RATOptions
-from sleuth.strategies.parsing import parse_cot, parse_long_answer, parse_query, parse_revision, split_paragraphs
-from sleuth.strategies.short_fit import fit_short
+from sleuth.strategies.parsing import parse_cot, parse_query, parse_revision, split_paragraphs
 from sleuth.strategies.text import cited_numbers, format_passages
-
-#: the final pass shows as many passages as the budget gives this many characters each (at least ``k``)
-FINAL_CHARS_PER_PASSAGE = 500
 
 
 def unified_diff(old: str, new: str) -> str:
@@ -59,19 +47,6 @@ class Sources:
                 self._number[p.id] = len(self.passages)
         return [self._number[p.id] for p in passages]
 
-    def chosen(self, cited: Sequence[int], limit: int) -> tuple[list[Passage], list[int]]:
-        """At most ``limit`` passages and their numbers, in number order: the ones ``cited`` first
-        (numbers the notes' ``[n]`` marks give), then the rest in order of first use."""
-        order = [n for n in dict.fromkeys(cited) if 0 < n <= len(self.passages)]
-        order += [n for n in range(1, len(self.passages) + 1) if n not in order]
-        keep = sorted(order[: max(1, limit)])
-        return [self.passages[n - 1] for n in keep], keep
-
-    def prefer_new(self, found: Sequence[Passage], n: int) -> list[Passage]:
-        """The first ``n`` passages of ``found`` no earlier step showed, topped up with shown ones."""
-        fresh = [p for p in found if p not in self]
-        return [*fresh, *(p for p in found if p in self)][:n]
-
 
 class RAT(Strategy):
     """Options: :class:`~sleuth.strategies.options.RATOptions` (``n_passages`` per revision);
@@ -88,12 +63,14 @@ class RAT(Strategy):
         revised = ""
         for i, para in enumerate(parts, 1):  # 3.
             revised = self._revise(question, st, i, (revised + "\n\n" + para).strip(), sources)
-        self._final(question, st, revised, sources)  # 4.
+        body, short = parse_cot(revised)  # 4.
+        st.result.answer = revised.strip()
+        st.result.short_answer = short or extract_short(self, st, question, body) or last_line(body)
+        st.cite(sources.passages, claim=revised, query=question, marks=cited_numbers(revised))  # grounded in finish
 
     def _draft(self, question: str, st: RunState) -> list[str]:
         c = self.ask(st, self.prompt(st, "rat_draft", question=question), step="draft", max_tokens=self.max_tokens)
-        short = short_answer(self, st, question, c, last_resort=last_line)  # no call when the line is there
-        short = fit_short(question, short)  # as the final short answer is fitted (finish)
+        short = short_answer(self, st, question, c)  # no call when the line is there
         parts = split_paragraphs(parse_cot(c.text)[0], self.max_steps)
         st.emit("draft", text=c.text.strip(), paragraphs=parts, short_answer=short)
         if not parts:
@@ -109,7 +86,7 @@ class RAT(Strategy):
                 st, self.prompt(st, "rat_query", question=question, draft=prefix), step=f"query {i}", max_tokens=48
             )
             query = parse_query(qc.text) or prefix.split("\n\n")[-1][:200]
-            passages = sources.prefer_new(self.retrieve(st, query, k=2 * n, route=f"rat_step_{i}"), n)
+            passages = self.retrieve(st, query, k=n, route=f"rat_step_{i}")
             if not passages:
                 st.emit("revision", step=i, query=query, skipped=True, reason="no passages", diff="")
                 return prefix
@@ -134,22 +111,3 @@ class RAT(Strategy):
             changed=new != prefix,
         )
         return new
-
-    def _final(self, question: str, st: RunState, notes: str, sources: Sources) -> None:
-        budget = self.context_chars(st)
-        shown, numbers = sources.chosen(cited_numbers(notes), max(self.k, budget // FINAL_CHARS_PER_PASSAGE))
-        docs = format_passages(shown, numbers=numbers, budget=budget) if shown else "(no documents found)"
-        fc = self.ask(
-            st,
-            self.prompt(st, "rat_final", question=question, draft=notes, documents=docs),
-            step="final",
-            max_tokens=self.max_tokens,
-        )
-        answer, short = parse_long_answer(fc.text)
-        if not answer.strip():
-            answer = notes
-        if short is None:
-            short = extract_short(self, st, question, answer)
-        st.result.answer = answer.strip()
-        st.result.short_answer = short
-        st.cite(sources.passages, claim=answer, query=question, marks=cited_numbers(answer))  # grounded in finish

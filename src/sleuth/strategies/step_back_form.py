@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sleuth.lang import ABSTAIN as LEXICON_ABSTAIN
 from sleuth.search.base import Passage
 from sleuth.strategies.parse_common import cap
 from sleuth.strategies.text import cited_numbers, clean_short
@@ -69,16 +70,7 @@ _LABEL_LINE = re.compile(  # at a line's start, or inline right after a sentence
 _FIELD = {x.lower(): name for name, xs in _LABELS.items() for x in xs}
 
 #: an answer that declines: the documents do not say, it cannot be answered (English and Chinese)
-ABSTAIN = re.compile(
-    r"cannot be (?:answered|determined)|can't be (?:answered|determined)|cannot (?:answer|determine)"
-    r"|(?:do|does|did) not (?:explicitly |directly |specifically |clearly )?"
-    r"(?:provide|mention|contain|say|state|specify|include|give|answer)"
-    r"|(?:is|are) not (?:explicitly |directly |specifically |clearly )?(?:mentioned|provided|stated|specified|given)"
-    r"|no (?:specific )?(?:information|mention|answer)"
-    r"|insufficient (?:evidence|information)|not enough (?:evidence|information)|unknown"
-    r"|无法回答|不能回答|无法确定|无法判断|没有(?:相关|提到|提及|涉及|说明|规定)|未(?:提到|提及|涉及|说明|规定)|不知道",
-    re.I,
-)
+ABSTAIN = LEXICON_ABSTAIN
 
 
 def _copied(value: str, template: str) -> bool:

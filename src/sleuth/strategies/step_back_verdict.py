@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sleuth.lang.question import YESNO, answer_type
 from sleuth.search.base import Passage
-from sleuth.strategies.answer_type import YESNO, answer_type
 
 if TYPE_CHECKING:
     from sleuth.strategies.base import RunState, Strategy

@@ -14,6 +14,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from sleuth.lang import en, zh
 from sleuth.search.base import Passage
 
 # -- sanitising -------------------------------------------------------------
@@ -86,75 +87,7 @@ def format_passages(
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[0-9a-z\u00c0-\u024f]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "and",
-        "or",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "do",
-        "does",
-        "did",
-        "what",
-        "who",
-        "whom",
-        "whose",
-        "which",
-        "when",
-        "where",
-        "why",
-        "how",
-        "that",
-        "this",
-        "these",
-        "those",
-        "it",
-        "its",
-        "as",
-        "into",
-        "than",
-        "then",
-        "there",
-        "their",
-        "his",
-        "her",
-        "he",
-        "she",
-        "they",
-        "them",
-        "i",
-        "you",
-        "we",
-        "us",
-        "our",
-        "your",
-        "me",
-        "my",
-        "up",
-        "so",
-        "if",
-        "not",
-        "no",
-        "yes",
-        *list("的了吗呢是在和与及或对于把被从到吧啊么什谁哪怎个"),
-    ]
-)
+_STOP = en.STOPWORDS | zh.STOPWORDS
 
 
 def content_tokens(text: str) -> set[str]:

@@ -1,16 +1,19 @@
-"""What kind of answer a question expects: yes/no, one of its own two options, a person,
-a date, a place, a number or some other entity (English and Chinese).
+"""The question analysis: its language and the kind of answer it expects (yes/no, one of its own
+two options, a person, a date, a place, a number or some other entity; several parts or one),
+computed once per question (:func:`analyze`, kept on the run's state) and read by every step.
 
 :func:`answer_type` is deterministic and reads only the question's wording (its
 interrogative and the head noun after "which/what"); nothing here looks at a model.
-The short-answer prompt states the type (``expected``), and
-:mod:`sleuth.strategies.short_fit` uses it to fit a reply's span to it.
+The prompts state the type (``$expected``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from sleuth.lang import detect_lang
+from sleuth.lang.en import AUX as _AUX
 
 YESNO = "yesno"
 CHOICE = "choice"  # one of the question's own options ("Who was born first, A or B?")
@@ -32,14 +35,6 @@ class AnswerType:
     kind: str
     options: tuple[str, ...] = ()
     detail: str = ""
-
-    def holds(self, text: str) -> bool | None:
-        """Whether ``text`` can be an answer of this kind: for a number or a date, whether it has a
-        numeral (digits other than an ordinal's "7th", a number word, Chinese numerals) or, for a date, a month; ``None`` for the kinds one cannot tell
-        from the surface (a name is a name)."""
-        if self.kind not in (NUMBER, DATE):
-            return None
-        return bool(_NUMERAL.search(text or "") or (self.kind == DATE and _MONTH.search(text or "")))
 
     def expected(self, lang: str = "en") -> str:
         """The expected answer in words, for the short-answer prompt."""
@@ -70,22 +65,9 @@ class AnswerType:
         }.get(self.kind, "a name or a few words")
 
 
-_NUMERAL = re.compile(
-    r"\d+(?!\d|st\b|nd\b|rd\b|th\b)|[零一二三四五六七八九十百千万亿两]|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty"
-    r"|thirty|forty|fifty|hundred|thousand|million|billion|dozen)\b",
-    re.I,
-)
-
-_MONTH = re.compile(
-    r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\b|[春夏秋冬]季|月",
-    re.I,
-)
-
 # -- English ------------------------------------------------------------------------
 
 _WS = re.compile(r"\s+")
-_AUX = r"(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might|must)"
 _YESNO_EN = re.compile(rf"^{_AUX}\b", re.I)
 _OPT = r"([^,:?]{1,80}?)"
 _CMP_WORD = (
@@ -254,3 +236,34 @@ def answer_type(question: str) -> AnswerType:
         return _answer_type_zh(q)
     t = _answer_type_en(q)
     return AnswerType(t.kind, t.options, LIST) if t.kind != CHOICE and _LIST_EN.search(q) else t
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question, analysed once: its text, language and expected answer."""
+
+    text: str
+    lang: str
+    type: AnswerType
+
+    @property
+    def yes_no(self) -> bool:
+        return self.type.kind == YESNO
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The two options of a comparison that names them ("…, A or B?"), else ``()``."""
+        return self.type.options
+
+    @property
+    def parts(self) -> bool:
+        """The question asks for several parts ("分别", "respectively")."""
+        return self.type.detail == LIST
+
+    def expected(self) -> str:
+        return self.type.expected(self.lang)
+
+
+def analyze(question: str, lang: str = "auto") -> Question:
+    """The analysis of ``question``; ``lang`` ``auto`` is read from the question itself."""
+    return Question(question, detect_lang(question) if lang == "auto" else lang, answer_type(question))

@@ -14,9 +14,8 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-from sleuth.strategies.answer_type import YESNO, answer_type
-from sleuth.strategies.grounding import Claim, abstains, is_yes_no
-from sleuth.strategies.short_fit import fit_yes_no
+from sleuth.lang import abstains, en, polarity, zh
+from sleuth.strategies.grounding import Claim, is_yes_no
 from sleuth.strategies.text import query_tokens
 
 # -- the fail-safe: a short answer the run's own texts do not support ----------------------
@@ -26,15 +25,8 @@ _THOUSANDS = re.compile(r"(?<=\d)[,，](?=\d{3}(?!\d))")
 _SCALED = re.compile(r"(\d+(?:\.\d+)?)\s*(thousand|million|billion|万|亿)")
 _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "万": 10**4, "亿": 10**8}
 _ZH_NUMERAL = re.compile(r"[〇零一二两三四五六七八九十百千]+")
-_ZH_DIGITS = {ch: i for i, ch in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
-_ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
-_UNITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-_TEENS = ("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")
-_TENS = ("thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate((*_UNITS, *_TEENS, "twenty"))}
-_NUMBER_WORDS |= {w: str(10 * i) for i, w in enumerate(_TENS, start=3)}
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october")
-_MONTHS += ("november", "december")
+_ZH_DIGITS, _ZH_UNITS = zh.DIGITS, zh.UNITS
+_NUMBER_WORDS, _MONTHS = en.NUMBER_WORDS, en.MONTHS
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 #: a run of capitalised words (lower-case name particles inside): what an acronym abbreviates
 _CAPS_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|and|for|de|du|la)\s+)*[A-Z][\w'’-]*)+")
@@ -110,17 +102,17 @@ def _common(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
-def support(question: str, short: str, answer: str, passages: Iterable[str]) -> tuple[int, int]:
+def support(question: str, short: str, answer: str, passages: Iterable[str], yes_no: bool = False) -> tuple[int, int]:
     """How many of ``short``'s words the question, the long answer and the passages state, of how
     many: (found, words).  Equal when the span is found as written (after :func:`_normal`), an
-    abstention or a yes/no (for a yes/no question, or as the long answer says it)."""
+    abstention or a yes/no (for a yes/no question, ``yes_no``, or as the long answer says it)."""
     s = (short or "").strip()
     if not s or abstains(s):
         return 0, 0
     texts = [question, answer, *passages]
     if is_yes_no(s):
-        said = fit_yes_no(answer or "")
-        ok = answer_type(question).kind == YESNO or (said is not None and said == fit_yes_no(s))
+        said = polarity(answer)
+        ok = yes_no or (said is not None and said == polarity(s))
         return (1, 1) if ok else (0, 1)
     flats = [" ".join(re.findall(r"\w+", _normal(t))) for t in texts if t]
     items = [" ".join(re.findall(r"\w+", _normal(x))) for x in _LIST_ITEMS.split(s)]
@@ -140,16 +132,17 @@ def support(question: str, short: str, answer: str, passages: Iterable[str]) -> 
     return len(found), len(words)
 
 
-def unsupported_note(question: str, short: str, answer: str, passages: Iterable[str]) -> dict[str, Any] | None:
+def unsupported_note(
+    question: str, short: str, answer: str, passages: Iterable[str], yes_no: bool = False
+) -> dict[str, Any] | None:
     """The ``short_answer_unsupported`` note when no more than half of ``short``'s words are stated
     by the question, the long answer or the passages the run saw (a name the model made up: "Tom
     Cruise" for a reply that says "...was born in 1916."); None when it is supported.  The short
     answer is then not returned: the long answer stands (``refused`` keeps the span)."""
-    found, words = support(question, short, answer, list(passages))
+    found, words = support(question, short, answer, list(passages), yes_no)
     if found * 2 > words or not words:
         return None
     return {
-        "type": "short_answer_unsupported",
         "message": "the short answer is not stated by the question, the answer or the passages; the answer stands",
         "refused": short,
         "found": found,

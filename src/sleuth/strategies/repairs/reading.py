@@ -1,4 +1,4 @@
-"""The final reading pass (Sleuth's addition to Self-Ask and Search-o1, option ``final_read``).
+"""The repair ``final_read`` (Self-Ask; Search-o1 opt-in): a final reading pass.
 
 After a multi-hop strategy has found its answer, the question is answered once more, RAG's way
 (``rag.txt``), from documents: the question's own search first, then the passages the strategy's
@@ -12,22 +12,17 @@ documents do not answer.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 
+from sleuth.lang import NOTHING
 from sleuth.search.base import Passage, SearchError
 from sleuth.strategies.answers import short_answer
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.parsing import parse_cot
+from sleuth.strategies.repairs import fired
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
-
-UNKNOWN = re.compile(
-    r"^\W*(?:unknown|not\s+(?:found|mentioned|stated|given)|(?:the\s+)?documents?\s+(?:do(?:es)?\s+not|don't)"
-    r"|no\s+(?:information|answer)|i\s+(?:do\s+not|don't)\s+know|未知|文档中没有|没有找到|无法回答|不知道)",
-    re.I,
-)
 
 #: the reading pass shows as many passages as the budget gives this many characters each (at least
 #: ``k``), by language (Chinese is denser: 2000 characters show six passages, not four)
@@ -44,7 +39,7 @@ def read_passages(strategy: Strategy, st: RunState, question: str, passages: Seq
     strategy's context budget: the reply's body and its short answer."""
     docs = format_passages(passages, budget=strategy.context_chars(st))
     c = strategy.ask(st, strategy.prompt(st, "rag", question=question, documents=docs), step="read")
-    read = short_answer(strategy, st, question, c, last_resort=clean_short)
+    read = short_answer(strategy, st, question, c)
     return parse_cot(c.text)[0], read
 
 
@@ -92,16 +87,28 @@ def read_again(
     passages = list(shown.values())[:limit]
     st.emit("draft", text=draft[0], short_answer=draft[1], stage=stage)
     body, read = read_passages(strategy, st, question, passages)
-    st.emit(
-        "note",
-        type="final_read",
+    fired(
+        st,
+        "final_read",
         message=f"answered again from {len(passages)} passages (the question's own search, then {found_by})",
         shown=[p.id for p in passages],
         read=read[:300],
     )
-    if not read or UNKNOWN.match(read):
+    if not read or NOTHING.match(read):
         st.emit("note", type="read_abstained", message=f"the reading found no answer; the {stage}'s answer stands")
         return None
     st.claims.clear()
     st.cite(passages, claim=body, query=question, marks=cited_numbers(body))
     return Reading(body or read, read, passages)
+
+
+def final_read(
+    strategy: Strategy, st: RunState, found: Sequence[Sequence[Passage]], answer: str, *, stage: str, found_by: str
+) -> tuple[str, str]:
+    """Repair ``final_read`` at a strategy's end: its answer and short answer, or, when the option is on
+    and the reading answers, the reading's (:func:`read_again`; the strategy's stays as the ``draft``)."""
+    short = clean_short(answer)
+    if not getattr(strategy.opts, "final_read", False) or strategy.retriever is None:
+        return answer, short
+    reading = read_again(strategy, st, st.result.question, found, (answer, short), stage=stage, found_by=found_by)
+    return (answer, short) if reading is None else (reading.answer, clean_short(reading.short))
