@@ -178,6 +178,113 @@ def with_context(question: str, turns: Sequence[Turn]) -> str:
     return f"{prev}{sep}{question}"
 
 
+#: an earlier answer this short is an entity ("Tesla.", "曹雪芹。") that a reference can stand for
+ENTITY_WORDS, ENTITY_CHARS = 8, 60
+_NOUNS_EN = (
+    "person|man|woman|people|author|writer|artist|singer|actor|actress|player|director|founder|company|firm|"
+    "organi[sz]ation|institution|band|group|team|club|party|school|university|college|place|location|city|town|"
+    "village|country|nation|state|province|county|region|area|continent|island|river|lake|mountain|building|"
+    "year|date|time|film|movie|book|novel|work|song|album|show|series|game|sport|language|war|conflict|"
+    "event|label|publisher|network|station|airport|league|church|museum|species|thing|one"
+)
+#: "that city", "this fictional work", "the same person"; the personal pronouns; then "it", "its", "they", …
+_REF_PHRASE_EN = re.compile(rf"\b(?:that|this|the same|the said)\s+(?:[a-z]+\s+)?(?:{_NOUNS_EN})\b", re.IGNORECASE)
+_REF_PERSON_EN = re.compile(r"\b(he|she|him)\b", re.IGNORECASE)
+_REF_PERSON_POSS_EN = re.compile(r"\b(his)\b", re.IGNORECASE)
+_REF_IT_EN = re.compile(r"\b(it|they|them)\b", re.IGNORECASE)
+_REF_IT_POSS_EN = re.compile(r"\b(its|their)\b", re.IGNORECASE)
+_REF_PHRASE_ZH = re.compile(
+    r"(?:那个|这个|那位|这位|该|此)(?:人|作者|城市|地方|国家|公司|机构|组织|学校|大学|地区|省|州|河|湖|山|电影|书|作品|"
+    r"歌曲|球队|政党|部门)|他们|她们|他|她|那里|那儿"
+)
+_REF_IT_ZH = re.compile(r"它们|它")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(re.sub(r"['’]s\b", "", text))]
+
+
+def previous_entity(turns: Sequence[Turn]) -> str:
+    """The last assistant turn when it is a short answer (an entity: "Tesla.", "曹雪芹。"), else ''."""
+    last = next((t.content for t in reversed(turns) if t.role == "assistant"), "")
+    last = last.strip().rstrip(".。!！")
+    if not last or len(last) > ENTITY_CHARS or "\n" in last:
+        return ""
+    if (not _CJK.search(last) and len(last.split()) > ENTITY_WORDS) or re.search(r"[.。;；:：?？]", last):
+        return ""
+    return last
+
+
+def names(text: str, entity: str) -> bool:
+    """``text`` contains ``entity`` (its words in order, case, punctuation and "'s" aside; CJK: as a substring)."""
+    if _CJK.search(entity):
+        return re.sub(r"\s+", "", entity) in re.sub(r"\s+", "", text)
+    want, have = _words(entity), _words(text)
+    return bool(want) and any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Where a message refers to something it does not name: ``span`` of ``text`` in the message."""
+
+    start: int
+    end: int
+    text: str
+    possessive: bool
+    #: "that city", "he", "他": most often the previous answer; "it", "they", "它" just as often an
+    #: entity of the earlier question, so they are only filled in when the rewrite left them unresolved
+    typed: bool
+
+
+def find_reference(question: str) -> Reference | None:
+    """The first reference of ``question``, the typed kinds first (see :class:`Reference`)."""
+    if _CJK.search(question):
+        kinds = ((_REF_PHRASE_ZH, False, True), (_REF_IT_ZH, False, False))
+    else:
+        kinds = (
+            (_REF_PHRASE_EN, False, True),
+            (_REF_PERSON_EN, False, True),
+            (_REF_PERSON_POSS_EN, True, True),
+            (_REF_IT_EN, False, False),
+            (_REF_IT_POSS_EN, True, False),
+        )
+    for pattern, possessive, typed in kinds:
+        m = pattern.search(question)
+        if m:
+            return Reference(m.start(), m.end(), m.group(0), possessive, typed)
+    return None
+
+
+def substitute_reference(question: str, ref: Reference, entity: str) -> str:
+    """``question`` with the reference replaced by ``entity`` ("Who founded it?" -> "Who founded Tesla?")."""
+    repl = f"{entity}'s" if ref.possessive else entity
+    out = question[: ref.start] + repl + question[ref.end :]
+    return out[:1].upper() + out[1:] if ref.start == 0 else out
+
+
+def kept_entity(rewritten: str, question: str, turns: Sequence[Turn]) -> str | None:
+    """The check after the rewrite (option ``rewrite_check``): when the message refers to the previous
+    short answer ("Which continent is that river on?" after "Atbara River.") and the model's rewrite
+    does not name that answer (it kept "that river", named another entity of the conversation, or
+    repeated a question), the message with its reference replaced by the answer; None when the
+    rewrite stands or the check does not apply (a long previous answer, no reference).
+
+    "it", "they" and "它" may just as well mean the earlier question's subject, so for them the
+    check only fills in a reference the rewrite left unresolved (still in it, or a repeated question)."""
+    entity = previous_entity(turns)
+    if not entity or names(rewritten, entity) or names(question, entity):
+        return None
+    ref = find_reference(question)
+    if ref is None:
+        return None
+    if not ref.typed:
+        unresolved = names(rewritten, ref.text) if not _CJK.search(ref.text) else ref.text in rewritten
+        if not unresolved and not resolved_nothing(rewritten, question, turns):
+            return None
+    return substitute_reference(question, ref, entity)
+
+
 def last_user_turn(messages: Sequence[Turn]) -> tuple[str, list[Turn]]:
     """Split a conversation into (the last user message, the turns before it).
 
