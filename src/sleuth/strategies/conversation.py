@@ -187,17 +187,14 @@ _NOUNS_EN = (
     "year|date|time|film|movie|book|novel|work|song|album|show|series|game|sport|language|war|conflict|"
     "event|label|publisher|network|station|airport|league|church|museum|species|thing|one"
 )
-#: "that city", "this fictional work", "the same person"; the personal pronouns; then "it", "its", "they", …
+#: "that city", "this fictional work", "the same person"; "he", "she", "him", "his"; "那个城市", "他", "那里"
 _REF_PHRASE_EN = re.compile(rf"\b(?:that|this|the same|the said)\s+(?:[a-z]+\s+)?(?:{_NOUNS_EN})\b", re.IGNORECASE)
 _REF_PERSON_EN = re.compile(r"\b(he|she|him)\b", re.IGNORECASE)
 _REF_PERSON_POSS_EN = re.compile(r"\b(his)\b", re.IGNORECASE)
-_REF_IT_EN = re.compile(r"\b(it|they|them)\b", re.IGNORECASE)
-_REF_IT_POSS_EN = re.compile(r"\b(its|their)\b", re.IGNORECASE)
-_REF_PHRASE_ZH = re.compile(
+_REF_ZH = re.compile(
     r"(?:那个|这个|那位|这位|该|此)(?:人|作者|城市|地方|国家|公司|机构|组织|学校|大学|地区|省|州|河|湖|山|电影|书|作品|"
     r"歌曲|球队|政党|部门)|他们|她们|他|她|那里|那儿"
 )
-_REF_IT_ZH = re.compile(r"它们|它")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
@@ -226,63 +223,49 @@ def names(text: str, entity: str) -> bool:
 
 @dataclass(frozen=True)
 class Reference:
-    """Where a message refers to something it does not name: ``span`` of ``text`` in the message."""
+    """Where a message refers to something it does not name: ``message[start:end]``."""
 
     start: int
     end: int
-    text: str
-    possessive: bool
-    #: "that city", "he", "他": most often the previous answer; "it", "they", "它" just as often an
-    #: entity of the earlier question, so they are only filled in when the rewrite left them unresolved
-    typed: bool
+    possessive: bool  # "his": the entity gets "'s"
 
 
 def find_reference(question: str) -> Reference | None:
-    """The first reference of ``question``, the typed kinds first (see :class:`Reference`)."""
+    """The first reference of ``question`` that most often stands for the previous answer: a typed one
+    ("that city", "the same person", "那个城市") or a personal pronoun ("he", "他").
+
+    "it", "they" and "它" are left out: after "Who founded Lumen Works? — Ayla Brandt.", "When did it
+    open?" means the studio, so they are only the rewrite model's to resolve."""
     if _CJK.search(question):
-        kinds = ((_REF_PHRASE_ZH, False, True), (_REF_IT_ZH, False, False))
+        kinds: tuple[tuple[re.Pattern[str], bool], ...] = ((_REF_ZH, False),)
     else:
-        kinds = (
-            (_REF_PHRASE_EN, False, True),
-            (_REF_PERSON_EN, False, True),
-            (_REF_PERSON_POSS_EN, True, True),
-            (_REF_IT_EN, False, False),
-            (_REF_IT_POSS_EN, True, False),
-        )
-    for pattern, possessive, typed in kinds:
+        kinds = ((_REF_PHRASE_EN, False), (_REF_PERSON_EN, False), (_REF_PERSON_POSS_EN, True))
+    for pattern, possessive in kinds:
         m = pattern.search(question)
         if m:
-            return Reference(m.start(), m.end(), m.group(0), possessive, typed)
+            return Reference(m.start(), m.end(), possessive)
     return None
 
 
 def substitute_reference(question: str, ref: Reference, entity: str) -> str:
-    """``question`` with the reference replaced by ``entity`` ("Who founded it?" -> "Who founded Tesla?")."""
-    repl = f"{entity}'s" if ref.possessive else entity
-    out = question[: ref.start] + repl + question[ref.end :]
+    """``question`` with the reference replaced by ``entity`` ("When did that person die?" -> "When did
+    Herman Melville die?")."""
+    out = question[: ref.start] + (f"{entity}'s" if ref.possessive else entity) + question[ref.end :]
     return out[:1].upper() + out[1:] if ref.start == 0 else out
 
 
 def kept_entity(rewritten: str, question: str, turns: Sequence[Turn]) -> str | None:
     """The check after the rewrite (option ``rewrite_check``): when the message refers to the previous
-    short answer ("Which continent is that river on?" after "Atbara River.") and the model's rewrite
-    does not name that answer (it kept "that river", named another entity of the conversation, or
-    repeated a question), the message with its reference replaced by the answer; None when the
-    rewrite stands or the check does not apply (a long previous answer, no reference).
-
-    "it", "they" and "它" may just as well mean the earlier question's subject, so for them the
-    check only fills in a reference the rewrite left unresolved (still in it, or a repeated question)."""
+    short answer (:func:`find_reference`: "Which continent is that river on?" after "Atbara River.")
+    and the model's rewrite does not name that answer (it kept "that river", named another entity
+    of the conversation, or repeated a question), the message with its reference replaced by the
+    answer; None when the rewrite stands or the check does not apply (a long previous answer, no
+    reference of those kinds)."""
     entity = previous_entity(turns)
     if not entity or names(rewritten, entity) or names(question, entity):
         return None
     ref = find_reference(question)
-    if ref is None:
-        return None
-    if not ref.typed:
-        unresolved = names(rewritten, ref.text) if not _CJK.search(ref.text) else ref.text in rewritten
-        if not unresolved and not resolved_nothing(rewritten, question, turns):
-            return None
-    return substitute_reference(question, ref, entity)
+    return substitute_reference(question, ref, entity) if ref else None
 
 
 def last_user_turn(messages: Sequence[Turn]) -> tuple[str, list[Turn]]:
