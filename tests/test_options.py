@@ -39,6 +39,7 @@ STEP_BACK = [
     "max_tokens",
     "context_chars",
     "rewrite",
+    "rewrite_check",
     "history_tokens",
     "k_original",
     "k_stepback",
@@ -58,7 +59,15 @@ DOCS = [
 
 # -- defaults: the values the strategies used before options were typed --------------------------
 def test_defaults_are_the_strategies_defaults() -> None:
-    common = {"lang": "auto", "k": 5, "max_steps": 6, "context_chars": None, "rewrite": True, "history_tokens": 768}
+    common = {
+        "lang": "auto",
+        "k": 5,
+        "max_steps": 6,
+        "context_chars": None,
+        "rewrite": True,
+        "rewrite_check": True,
+        "history_tokens": 768,
+    }
     max_tokens = {
         "direct": 256,
         "cot": 256,
@@ -341,7 +350,7 @@ def test_http_refuses_unknown_options_with_422(api: Any) -> None:
         err = _error(c.post("/v1/chat/completions", json={**chat, "options": {"n_pasages": 2}}))
         assert "unknown option 'n_pasages' for rat; did you mean 'n_passages'?" in err["message"]
         assert err["message"].endswith(
-            "valid options: lang, k, max_steps, max_tokens, context_chars, rewrite, history_tokens, n_passages"
+            "valid options: lang, k, max_steps, max_tokens, context_chars, rewrite, rewrite_check, history_tokens, n_passages"
         )
     assert len(fake.requests) == before  # nothing ran
 
