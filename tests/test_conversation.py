@@ -319,11 +319,14 @@ def test_the_rewrite_check_only_fills_references_that_stand_for_a_short_previous
     assert previous_entity(long) == "" and kept_entity("x", "When did that person die?", long) is None
     assert kept_entity("Who won in 1990?", "Who won in 1990?", melville) is None
     assert find_reference("Is this true?") is None and find_reference("Who founded it?") is None
+    assert kept_entity("Who won the league this year?", "Who won the league this year?", turns("Chelsea.")) is None
+    assert kept_entity("x", "Who lived there?", turns("Paris.")) is None
     # Chinese: 他/她, 那个城市, 那里
     cao = [Turn("user", "《红楼梦》的作者是谁？"), Turn("assistant", "曹雪芹。")]
     assert kept_entity("他是哪个朝代的人？", "他是哪个朝代的人？", cao) == "曹雪芹是哪个朝代的人？"
     assert kept_entity("曹雪芹是哪个朝代的人？", "他是哪个朝代的人？", cao) is None
     assert kept_entity("x", "那个城市有多少人？", [Turn("assistant", "杭州。")]) == "杭州有多少人？"
+    assert kept_entity("x", "那里的气温怎么样？", [Turn("assistant", "杭州。")]) is None
 
 
 def test_tasks_group_by_their_conversation_even_when_ids_hold_the_separator() -> None:

@@ -187,13 +187,14 @@ _NOUNS_EN = (
     "year|date|time|film|movie|book|novel|work|song|album|show|series|game|sport|language|war|conflict|"
     "event|label|publisher|network|station|airport|league|church|museum|species|thing|one"
 )
-#: "that city", "this fictional work", "the same person"; "he", "she", "him", "his"; "那个城市", "他", "那里"
-_REF_PHRASE_EN = re.compile(rf"\b(?:that|this|the same|the said)\s+(?:[a-z]+\s+)?(?:{_NOUNS_EN})\b", re.IGNORECASE)
+#: "that city", "that fictional work", "the same person"; "he", "she", "him", "his"; "那个城市", "他".
+#: Not "this" ("this year" is rarely the previous answer), nor "there" / "那里" (as often the earlier question's place)
+_REF_PHRASE_EN = re.compile(rf"\b(?:that|the same|the said)\s+(?:[a-z]+\s+)?(?:{_NOUNS_EN})\b", re.IGNORECASE)
 _REF_PERSON_EN = re.compile(r"\b(he|she|him)\b", re.IGNORECASE)
 _REF_PERSON_POSS_EN = re.compile(r"\b(his)\b", re.IGNORECASE)
 _REF_ZH = re.compile(
     r"(?:那个|这个|那位|这位|该|此)(?:人|作者|城市|地方|国家|公司|机构|组织|学校|大学|地区|省|州|河|湖|山|电影|书|作品|"
-    r"歌曲|球队|政党|部门)|他们|她们|他|她|那里|那儿"
+    r"歌曲|球队|政党|部门)|他们|她们|他|她"
 )
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
