@@ -256,6 +256,43 @@ def test_the_musique_builder_makes_follow_ups_from_decompositions(data_dir: Path
         assert it.paragraphs and (not it.gold_ids or it.gold_ids[0] in {p.id for p in it.paragraphs})
 
 
+def test_the_builder_keeps_one_half_of_musique_and_the_rewrite_benchmark_scores_rewrites(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_rewrite as br
+        import build_conversations as bc
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    ids = {}
+    for part in ("tuning", "reporting"):
+        out = tmp_path / f"{part}.jsonl"
+        assert bc.main([str(data_dir / "musique/train.json"), str(out), "--split", part]) == 0
+        recs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        assert len(recs) >= 40 and {r["metadata"]["split"] for r in recs} == {part}
+        ids[part] = {r["metadata"]["source_id"] for r in recs}
+    assert not ids["tuning"] & ids["reporting"]
+    with pytest.raises(SystemExit, match="reporting"):  # never tuned on by accident
+        br.load(tmp_path / "reporting.jsonl", reporting=False)
+    recs = br.load(tmp_path / "tuning.jsonl", reporting=False)[:3]
+    # a model that keeps the reference: the check repairs typed references, the rows say which
+    rows = br.measure(ScriptedLLM(lambda payload, params: "Standalone question: " + recs_last(payload)), recs, {})
+    off = br.measure(ScriptedLLM(lambda payload, params: "Standalone question: " + recs_last(payload)), recs,
+                     {"rewrite_check": False})  # fmt: skip
+    for r, o, rec in zip(rows, off, recs, strict=True):
+        assert o["rewritten"].endswith(r["question"]) and o["calls"] == r["calls"] == 1  # no call for the check
+        if rec["metadata"]["reference"] != "it":
+            assert r["bridge"] == 1.0 and r["fallback"] == 1.0 and r["f1"] >= o["f1"]
+    assert "n=3" in br.summary("defaults", rows)
+
+
+def recs_last(payload: Any) -> str:
+    """The last question of a rewrite prompt, given back unchanged (a model that resolves nothing)."""
+    text = payload if isinstance(payload, str) else "\n".join(m["content"] for m in payload)
+    return text.rsplit("Last question: ", 1)[1].split("\n", 1)[0]
+
+
 def test_a_rewrite_that_only_repeats_a_question_falls_back_to_the_one_before_and_the_message(glass: Any) -> None:
     zh = [{"role": "user", "content": "国内出差的报销期限是多久？"}, {"role": "assistant", "content": "30天。"}]
     for echoed in ("那出境的呢？", "国内出差的报销期限是多久？"):  # the message itself, or the earlier question
