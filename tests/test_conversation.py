@@ -334,6 +334,23 @@ def test_a_rewrite_that_lost_the_previous_answer_gets_it_back_in_place_of_the_re
     assert r.question == good and not r.trace.of("rewrite")[0].data["fallback"]
 
 
+def test_self_ask_works_on_the_repaired_question(glass: Any) -> None:
+    hist = [{"role": "user", "content": "Who founded the Lumen Works studio?"},
+            {"role": "assistant", "content": "Ayla Brandt."}]  # fmt: skip
+
+    def reply(payload: Any, params: Any) -> str:
+        text = payload if isinstance(payload, str) else "\n".join(m["content"] for m in payload)
+        if "Standalone question:" in text:
+            return "Where was that person born?"  # the model kept the reference
+        return "Are follow up questions needed here: No.\nSo the final answer is: Tallinn"
+
+    llm = ScriptedLLM(reply)
+    r = get_strategy("self-ask", llm, glass, k=2).run("Where was that person born?", history=hist)
+    assert r.question == "Where was Ayla Brandt born?" and r.trace.of("rewrite")[0].data["fallback"] == "entity"
+    later = [c.payload if isinstance(c.payload, str) else c.payload[-1]["content"] for c in llm.calls[1:]]
+    assert later and all("Where was Ayla Brandt born?" in p and "that person" not in p for p in later)
+
+
 def test_the_rewrite_check_only_fills_references_that_stand_for_a_short_previous_answer() -> None:
     def turns(answer: str) -> list[Turn]:
         return [Turn("user", "Who wrote the novel?"), Turn("assistant", answer)]
