@@ -13,12 +13,15 @@ For every MuSiQue question whose second hop refers to the first (``#1``):
   ``paragraphs``: all of the question's paragraphs, so ``--setting open`` pools the same corpus
   as the MuSiQue runs.
 
-Every MuSiQue question of ``../shared/data/musique/train.json`` belongs to the published MuSiQue
-comparison (a reporting split), so these conversations are for reporting only: nothing is tuned
-on them (the rewrite prompts were written against the hand-made examples in their own text and
-the tuning half of ``benchmarks/conversations/policy_zh.jsonl``).
+``--split tuning|reporting`` keeps one half of MuSiQue's file, as :mod:`sleuth.eval.splits` defines
+the halves: tune the rewrite on the conversations of the tuning half
+(``benchmarks/bench_rewrite.py``), report on those of the reporting half, and never look at the
+reporting conversations' traces to design anything.
 
-    python benchmarks/build_conversations.py ../shared/data/musique/train.json runs/conv/musique_conv.jsonl
+    python benchmarks/build_conversations.py ../shared/data/musique/train.json runs/conv/musique_conv_tuning.jsonl \\
+        --split tuning
+    python benchmarks/build_conversations.py ../shared/data/musique/train.json runs/conv/musique_conv.jsonl \\
+        --split reporting
     sleuth eval --data runs/conv/musique_conv.jsonl --format jsonl --setting open \\
         --strategies rag,self-ask --out runs/conv/musique --time-limit 1h
 
@@ -41,6 +44,7 @@ from typing import Any
 from sleuth.eval.datasets import DatasetError, load_dataset
 from sleuth.eval.gap import _PERSON_RELATIONS, _TRIPLE, as_question, substitute
 from sleuth.eval.items import Item
+from sleuth.eval.splits import MUSIQUE_PARTS, musique_split
 
 _REF = re.compile(r"#(\d+)")
 #: a triple's relation -> the reference its answer gets ("that country")
@@ -170,16 +174,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("musique", type=Path, help="MuSiQue JSON (e.g. ../shared/data/musique/train.json)")
     ap.add_argument("out", type=Path, help="the conversations JSONL to write")
+    ap.add_argument(
+        "--split",
+        choices=MUSIQUE_PARTS,
+        help="only this half of MuSiQue's file (sleuth.eval.splits); default: every question",
+    )
     args = ap.parse_args(argv)
     try:
         ds = load_dataset(args.musique, "musique")
     except DatasetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.split:
+        ds = musique_split(ds, args.split)
     records, skipped = build(ds.items)
+    for r in records:
+        r["metadata"]["split"] = args.split or "all"
     write_jsonl(records, args.out)
     refs = Counter(r["metadata"]["reference"] for r in records)
-    print(f"{len(records)} conversations from {len(ds.items)} MuSiQue questions -> {args.out}")
+    part = f" ({args.split} half)" if args.split else ""
+    print(f"{len(records)} conversations from {len(ds.items)} MuSiQue questions{part} -> {args.out}")
     for why, n in skipped.most_common():
         print(f"  skipped {n}: {why}")
     print("  references: " + ", ".join(f"{r!r} {n}" for r, n in refs.most_common()))

@@ -22,10 +22,13 @@ from sleuth.strategies.conversation import (
     BadHistory,
     Turn,
     estimate_tokens,
+    find_reference,
     fit,
+    kept_entity,
     leans_on_context,
     parse_history,
     parse_rewrite,
+    previous_entity,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,6 +256,43 @@ def test_the_musique_builder_makes_follow_ups_from_decompositions(data_dir: Path
         assert it.paragraphs and (not it.gold_ids or it.gold_ids[0] in {p.id for p in it.paragraphs})
 
 
+def test_the_builder_keeps_one_half_of_musique_and_the_rewrite_benchmark_scores_rewrites(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_rewrite as br
+        import build_conversations as bc
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    ids = {}
+    for part in ("tuning", "reporting"):
+        out = tmp_path / f"{part}.jsonl"
+        assert bc.main([str(data_dir / "musique/train.json"), str(out), "--split", part]) == 0
+        recs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        assert len(recs) >= 40 and {r["metadata"]["split"] for r in recs} == {part}
+        ids[part] = {r["metadata"]["source_id"] for r in recs}
+    assert not ids["tuning"] & ids["reporting"]
+    with pytest.raises(SystemExit, match="reporting"):  # never tuned on by accident
+        br.load(tmp_path / "reporting.jsonl", reporting=False)
+    recs = br.load(tmp_path / "tuning.jsonl", reporting=False)[:3]
+    # a model that keeps the reference: the check repairs typed references, the rows say which
+    rows = br.measure(ScriptedLLM(lambda payload, params: "Standalone question: " + recs_last(payload)), recs, {})
+    off = br.measure(ScriptedLLM(lambda payload, params: "Standalone question: " + recs_last(payload)), recs,
+                     {"rewrite_check": False})  # fmt: skip
+    for r, o, rec in zip(rows, off, recs, strict=True):
+        assert o["rewritten"].endswith(r["question"]) and o["calls"] == r["calls"] == 1  # no call for the check
+        if rec["metadata"]["reference"] != "it":
+            assert r["bridge"] == 1.0 and r["fallback"] == 1.0 and r["f1"] >= o["f1"]
+    assert "n=3" in br.summary("defaults", rows)
+
+
+def recs_last(payload: Any) -> str:
+    """The last question of a rewrite prompt, given back unchanged (a model that resolves nothing)."""
+    text = payload if isinstance(payload, str) else "\n".join(m["content"] for m in payload)
+    return text.rsplit("Last question: ", 1)[1].split("\n", 1)[0]
+
+
 def test_a_rewrite_that_only_repeats_a_question_falls_back_to_the_one_before_and_the_message(glass: Any) -> None:
     zh = [{"role": "user", "content": "国内出差的报销期限是多久？"}, {"role": "assistant", "content": "30天。"}]
     for echoed in ("那出境的呢？", "国内出差的报销期限是多久？"):  # the message itself, or the earlier question
@@ -269,6 +309,78 @@ def test_a_rewrite_that_only_repeats_a_question_falls_back_to_the_one_before_and
     assert not r.trace.of("rewrite")[0].data["fallback"]
     assert leans_on_context("往返那天怎么算？") and leans_on_context("那里花的外币怎么折算？")
     assert not leans_on_context("员工出差坐火车可以选什么座位？") and not leans_on_context("Who founded Tesla?")
+
+
+def test_a_rewrite_that_lost_the_previous_answer_gets_it_back_in_place_of_the_reference(glass: Any) -> None:
+    hist = [{"role": "user", "content": "Where was the founder of Lumen Works born?"},
+            {"role": "assistant", "content": "Tallinn."}]  # fmt: skip
+    # the model kept "that city", or named the earlier question's entity instead of the answer
+    for reply in ("What country is that city the capital of?", "What country is Lumen Works the capital of?"):
+        r = get_strategy("rag", rag_model(reply), glass, k=2).run("What country is that city the capital of?",
+                                                                  history=hist)  # fmt: skip
+        rw = r.trace.of("rewrite")[0].data
+        assert rw["fallback"] == "entity" and r.question == "What country is Tallinn the capital of?"
+        assert r.trace.of("search")[0].data["query"] == r.question  # the strategy searches for the repaired question
+        assert r.llm_calls == 2  # the check costs no call
+        off = get_strategy("rag", rag_model(reply), glass, k=2, rewrite_check=False).run(
+            "What country is that city the capital of?", history=hist
+        )
+        # without the check: the model's rewrite, or for a repeated message the older fallback (the earlier question too)
+        want = reply if "Lumen" in reply else f"{hist[0]['content']} {reply}"
+        assert off.question == want and off.trace.of("rewrite")[0].data["fallback"] != "entity"
+    # a rewrite that names the answer stands
+    good = "Which country is Tallinn, the city, the capital of?"
+    r = get_strategy("rag", rag_model(good), glass, k=2).run("What country is that city the capital of?", history=hist)
+    assert r.question == good and not r.trace.of("rewrite")[0].data["fallback"]
+
+
+def test_self_ask_works_on_the_repaired_question(glass: Any) -> None:
+    hist = [{"role": "user", "content": "Who founded the Lumen Works studio?"},
+            {"role": "assistant", "content": "Ayla Brandt."}]  # fmt: skip
+
+    def reply(payload: Any, params: Any) -> str:
+        text = payload if isinstance(payload, str) else "\n".join(m["content"] for m in payload)
+        if "Standalone question:" in text:
+            return "Where was that person born?"  # the model kept the reference
+        return "Are follow up questions needed here: No.\nSo the final answer is: Tallinn"
+
+    llm = ScriptedLLM(reply)
+    r = get_strategy("self-ask", llm, glass, k=2).run("Where was that person born?", history=hist)
+    assert r.question == "Where was Ayla Brandt born?" and r.trace.of("rewrite")[0].data["fallback"] == "entity"
+    later = [c.payload if isinstance(c.payload, str) else c.payload[-1]["content"] for c in llm.calls[1:]]
+    assert later and all("Where was Ayla Brandt born?" in p and "that person" not in p for p in later)
+
+
+def test_the_rewrite_check_only_fills_references_that_stand_for_a_short_previous_answer() -> None:
+    def turns(answer: str) -> list[Turn]:
+        return [Turn("user", "Who wrote the novel?"), Turn("assistant", answer)]
+
+    melville = turns("Herman Melville.")
+    assert kept_entity("When did that person die?", "When did that person die?", melville) == (
+        "When did Herman Melville die?"
+    )
+    assert kept_entity("x", "Where did he live?", melville) == "Where did Herman Melville live?"
+    assert kept_entity("x", "What was his first book?", melville) == "What was Herman Melville's first book?"
+    assert kept_entity("x", "That fictional work has what character?", turns("Dracula.")) == (
+        "Dracula has what character?"
+    )
+    # the rewrite named the answer ("'s", case and punctuation aside): it stands
+    assert kept_entity("When did herman melville's son die?", "When did that person's son die?", melville) is None
+    # "it" may mean the earlier question's subject: the model's reading stands
+    assert kept_entity("When was Lumen Works opened?", "When was it opened?", turns("Ayla Brandt.")) is None
+    # a long answer is not an entity; a message with no reference is left alone
+    long = turns("The novel was written by Herman Melville in 1851, during his stay in Massachusetts.")
+    assert previous_entity(long) == "" and kept_entity("x", "When did that person die?", long) is None
+    assert kept_entity("Who won in 1990?", "Who won in 1990?", melville) is None
+    assert find_reference("Is this true?") is None and find_reference("Who founded it?") is None
+    assert kept_entity("Who won the league this year?", "Who won the league this year?", turns("Chelsea.")) is None
+    assert kept_entity("x", "Who lived there?", turns("Paris.")) is None
+    # Chinese: 他/她, 那个城市, 那里
+    cao = [Turn("user", "《红楼梦》的作者是谁？"), Turn("assistant", "曹雪芹。")]
+    assert kept_entity("他是哪个朝代的人？", "他是哪个朝代的人？", cao) == "曹雪芹是哪个朝代的人？"
+    assert kept_entity("曹雪芹是哪个朝代的人？", "他是哪个朝代的人？", cao) is None
+    assert kept_entity("x", "那个城市有多少人？", [Turn("assistant", "杭州。")]) == "杭州有多少人？"
+    assert kept_entity("x", "那里的气温怎么样？", [Turn("assistant", "杭州。")]) is None
 
 
 def test_tasks_group_by_their_conversation_even_when_ids_hold_the_separator() -> None:

@@ -39,6 +39,7 @@ STEP_BACK = [
     "max_tokens",
     "context_chars",
     "rewrite",
+    "rewrite_check",
     "history_tokens",
     "mode",
     "short_support",
@@ -65,6 +66,7 @@ DOCS = [
 # -- defaults: the values the strategies used before options were typed --------------------------
 def test_defaults_are_the_strategies_defaults() -> None:
     common = {"lang": "auto", "k": 5, "max_steps": 6, "context_chars": None, "rewrite": True, "history_tokens": 768}
+    common |= {"rewrite_check": True}
     common |= {"mode": "default", "short_support": True, "grounding": True, "extract_short": True}
     max_tokens = {
         "direct": 256,
@@ -367,7 +369,7 @@ def test_http_refuses_unknown_options_with_422(api: Any) -> None:
         err = _error(c.post("/v1/chat/completions", json={**chat, "options": {"n_pasages": 2}}))
         assert "unknown option 'n_pasages' for rat; did you mean 'n_passages'?" in err["message"]
         assert err["message"].endswith(
-            "valid options: lang, k, max_steps, max_tokens, context_chars, rewrite, history_tokens, mode, short_support, grounding, extract_short, n_passages"
+            "valid options: lang, k, max_steps, max_tokens, context_chars, rewrite, rewrite_check, history_tokens, mode, short_support, grounding, extract_short, n_passages"
         )
     assert len(fake.requests) == before  # nothing ran
 

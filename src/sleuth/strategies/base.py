@@ -22,6 +22,7 @@ from sleuth.strategies.conversation import (
     REWRITE_MAX_TOKENS,
     Turn,
     fit,
+    kept_entity,
     parse_history,
     parse_rewrite,
     render_history,
@@ -165,9 +166,13 @@ class Strategy:
             rewritten = validate_question(rewritten)
         except BadQuestion:
             rewritten = original
-        fallback = resolved_nothing(rewritten, original, win.kept)
-        if fallback:  # the model repeated a question: search with the one before and the message
-            rewritten = validate_question(with_context(original, win.kept)[-MAX_QUESTION_CHARS:])
+        fallback: str | bool = False
+        entity_fix = kept_entity(rewritten, original, win.kept) if self.opts.rewrite_check else None
+        if entity_fix:  # the rewrite lost the previous answer the message refers to: put it in
+            rewritten, fallback = validate_question(entity_fix[:MAX_QUESTION_CHARS]), "entity"
+        elif resolved_nothing(rewritten, original, win.kept):
+            # the model repeated a question: search with the one before and the message
+            rewritten, fallback = validate_question(with_context(original, win.kept)[-MAX_QUESTION_CHARS:]), "context"
         st.result.question = rewritten
         st.q = analyze(rewritten, st.result.lang)
         st.emit(

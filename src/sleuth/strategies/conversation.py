@@ -178,6 +178,97 @@ def with_context(question: str, turns: Sequence[Turn]) -> str:
     return f"{prev}{sep}{question}"
 
 
+#: an earlier answer this short is an entity ("Tesla.", "曹雪芹。") that a reference can stand for
+ENTITY_WORDS, ENTITY_CHARS = 8, 60
+_NOUNS_EN = (
+    "person|man|woman|people|author|writer|artist|singer|actor|actress|player|director|founder|company|firm|"
+    "organi[sz]ation|institution|band|group|team|club|party|school|university|college|place|location|city|town|"
+    "village|country|nation|state|province|county|region|area|continent|island|river|lake|mountain|building|"
+    "year|date|time|film|movie|book|novel|work|song|album|show|series|game|sport|language|war|conflict|"
+    "event|label|publisher|network|station|airport|league|church|museum|species|thing|one"
+)
+#: "that city", "that fictional work", "the same person"; "he", "she", "him", "his"; "那个城市", "他".
+#: Not "this" ("this year" is rarely the previous answer), nor "there" / "那里" (as often the earlier question's place)
+_REF_PHRASE_EN = re.compile(rf"\b(?:that|the same|the said)\s+(?:[a-z]+\s+)?(?:{_NOUNS_EN})\b", re.IGNORECASE)
+_REF_PERSON_EN = re.compile(r"\b(he|she|him)\b", re.IGNORECASE)
+_REF_PERSON_POSS_EN = re.compile(r"\b(his)\b", re.IGNORECASE)
+_REF_ZH = re.compile(
+    r"(?:那个|这个|那位|这位|该|此)(?:人|作者|城市|地方|国家|公司|机构|组织|学校|大学|地区|省|州|河|湖|山|电影|书|作品|"
+    r"歌曲|球队|政党|部门)|他们|她们|他|她"
+)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(re.sub(r"['’]s\b", "", text))]
+
+
+def previous_entity(turns: Sequence[Turn]) -> str:
+    """The last assistant turn when it is a short answer (an entity: "Tesla.", "曹雪芹。"), else ''."""
+    last = next((t.content for t in reversed(turns) if t.role == "assistant"), "")
+    last = last.strip().rstrip(".。!！")
+    if not last or len(last) > ENTITY_CHARS or "\n" in last:
+        return ""
+    if (not _CJK.search(last) and len(last.split()) > ENTITY_WORDS) or re.search(r"[.。;；:：?？]", last):
+        return ""
+    return last
+
+
+def names(text: str, entity: str) -> bool:
+    """``text`` contains ``entity`` (its words in order, case, punctuation and "'s" aside; CJK: as a substring)."""
+    if _CJK.search(entity):
+        return re.sub(r"\s+", "", entity) in re.sub(r"\s+", "", text)
+    want, have = _words(entity), _words(text)
+    return bool(want) and any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Where a message refers to something it does not name: ``message[start:end]``."""
+
+    start: int
+    end: int
+    possessive: bool  # "his": the entity gets "'s"
+
+
+def find_reference(question: str) -> Reference | None:
+    """The first reference of ``question`` that most often stands for the previous answer: a typed one
+    ("that city", "the same person", "那个城市") or a personal pronoun ("he", "他").
+
+    "it", "they" and "它" are left out: after "Who founded Lumen Works? — Ayla Brandt.", "When did it
+    open?" means the studio, so they are only the rewrite model's to resolve."""
+    if _CJK.search(question):
+        kinds: tuple[tuple[re.Pattern[str], bool], ...] = ((_REF_ZH, False),)
+    else:
+        kinds = ((_REF_PHRASE_EN, False), (_REF_PERSON_EN, False), (_REF_PERSON_POSS_EN, True))
+    for pattern, possessive in kinds:
+        m = pattern.search(question)
+        if m:
+            return Reference(m.start(), m.end(), possessive)
+    return None
+
+
+def substitute_reference(question: str, ref: Reference, entity: str) -> str:
+    """``question`` with the reference replaced by ``entity`` ("When did that person die?" -> "When did
+    Herman Melville die?")."""
+    out = question[: ref.start] + (f"{entity}'s" if ref.possessive else entity) + question[ref.end :]
+    return out[:1].upper() + out[1:] if ref.start == 0 else out
+
+
+def kept_entity(rewritten: str, question: str, turns: Sequence[Turn]) -> str | None:
+    """The check after the rewrite (option ``rewrite_check``): when the message refers to the previous
+    short answer (:func:`find_reference`: "Which continent is that river on?" after "Atbara River.")
+    and the model's rewrite does not name that answer (it kept "that river", named another entity
+    of the conversation, or repeated a question), the message with its reference replaced by the
+    answer; None when the rewrite stands or the check does not apply (a long previous answer, no
+    reference of those kinds)."""
+    entity = previous_entity(turns)
+    if not entity or names(rewritten, entity) or names(question, entity):
+        return None
+    ref = find_reference(question)
+    return substitute_reference(question, ref, entity) if ref else None
+
+
 def last_user_turn(messages: Sequence[Turn]) -> tuple[str, list[Turn]]:
     """Split a conversation into (the last user message, the turns before it).
 

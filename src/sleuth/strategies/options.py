@@ -103,6 +103,11 @@ class StrategyOptions:
         "with earlier turns (`history`), first rewrite the question to stand alone (one short LLM call); "
         "`false`: the last message is answered as it is",
     )
+    rewrite_check: bool = option(
+        True,
+        'after the rewrite: when the follow-up refers to the previous short answer ("that city", "he", "他") '
+        "and the rewrite does not name it, the reference is replaced by that answer (no LLM call)",
+    )
     history_tokens: int = option(
         768, "tokens of earlier turns the rewrite reads (the most recent kept)", minimum=16, maximum=MAX_HISTORY_TOKENS
     )
