@@ -305,9 +305,11 @@ def test_a_rewrite_that_only_repeats_a_question_falls_back_to_the_one_before_and
     alone = "How many glassblowers work at Lumen Works?"
     r = get_strategy("rag", rag_model(alone), glass, k=2).run(alone, history=HISTORY)
     assert r.question == alone and not r.trace.of("rewrite")[0].data["fallback"]
-    r = get_strategy("rag", rag_model("一万元的报销单要谁批？"), glass, k=2).run("一万元的报销单要谁批？", history=zh)
+    r = get_strategy("rag", rag_model("差旅住宿费的报销需要哪些票据？"), glass, k=2).run(
+        "差旅住宿费的报销需要哪些票据？", history=zh
+    )
     assert not r.trace.of("rewrite")[0].data["fallback"]
-    assert leans_on_context("往返那天怎么算？") and leans_on_context("那里花的外币怎么折算？")
+    assert leans_on_context("往返那天怎么算？") and leans_on_context("那里的餐费怎么报？")
     assert not leans_on_context("员工出差坐火车可以选什么座位？") and not leans_on_context("Who founded Tesla?")
 
 

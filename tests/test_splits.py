@@ -3,6 +3,7 @@ MuSiQue halves are fixed, disjoint and hold the peers comparison's questions."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -45,6 +46,23 @@ def test_no_reporting_question_in_code_or_tests(data_dir: Path) -> None:
         probes = {_norm(q), _norm(q)[:60]}
         found += [f"{path}: {q}" for path, text in texts.items() if any(p in text for p in probes)]
     assert not found, "reporting-split questions in src/ or tests/ (use a tuning split):\n" + "\n".join(found)
+
+
+def test_no_question_of_our_own_reporting_halves_in_code_or_tests() -> None:
+    """The benchmarks written for the project keep a reporting half too (policy_zh, its follow-up
+    conversations): their questions stay out of src/ and tests/ as well."""
+    questions = [
+        json.loads(line)["question"]
+        for line in (ROOT / "benchmarks/data/policy_zh/reporting.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    for line in (ROOT / "benchmarks/conversations/policy_zh.jsonl").read_text(encoding="utf-8").splitlines():
+        conv = json.loads(line)
+        if (conv.get("split") or conv.get("metadata", {}).get("split")) == "reporting":
+            questions += [m["content"] for m in conv["messages"] if m["role"] == "user"]
+    assert len(questions) >= 40
+    texts = _sources()
+    found = [f"{path}: {q}" for q in questions for path, text in texts.items() if _norm(q) in text]
+    assert not found, "reporting-half questions in src/ or tests/ (use the tuning half):\n" + "\n".join(found)
 
 
 def test_musique_halves(data_dir: Path) -> None:
