@@ -334,6 +334,15 @@ def is_composed(rec: Mapping[str, Any]) -> bool:
     return (rec.get("task") or {}).get("kind", "main") == "main"
 
 
+def composed_by_strategy(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The records of composed questions (not gap hops), grouped by strategy."""
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if is_composed(r):
+            by.setdefault(r["strategy"], []).append(r)
+    return by
+
+
 def primary_score(rec: Mapping[str, Any]) -> float:
     """The record's primary score (0 when it has none, e.g. a failed run)."""
     return float((rec.get("scores") or {}).get("score") or 0.0)
