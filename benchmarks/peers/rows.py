@@ -107,10 +107,7 @@ def sleuth_config(model: str, base_url: str, k: int, bench: Benchmark) -> dict[s
     return {
         "model": model,
         "base_url": base_url,
-        "k": k,
-        "max_steps": None,
-        "max_tokens": None,
-        "strategy_options": {},
+        "options": {"k": k},
         # no response cache: every call reaches the model, so calls and seconds are comparable;
         # the embedded backend's own request settings (prompt cache on, its timeout) kept behind the proxy
         "llm_options": {

@@ -68,11 +68,10 @@ class EvalConfig:
         """Whether tasks are isolated: only possible one at a time (concurrent tasks share slots)."""
         return self.concurrency == 1 and (self.isolate if self.isolate is not None else True)
 
-    def options(self, strategies: list[str]) -> dict[str, Any]:
-        """Each strategy's typed options, as the workers build them (``ValueError`` for a bad one)."""
+    def run_options(self) -> dict[str, Any]:
+        """The options every strategy of the run is built with: ``k``, ``--option``s, step and token caps."""
         given = {"max_steps": self.max_steps, "max_tokens": self.max_tokens}
-        opts = {"k": self.k, **self.strategy_options, **{k: v for k, v in given.items() if v is not None}}
-        return check_run_options(strategies, opts)
+        return {"k": self.k, **self.strategy_options, **{k: v for k, v in given.items() if v is not None}}
 
     def settings(self, dataset: Dataset, plan: RetrievalPlan) -> dict[str, Any]:
         return {
@@ -122,7 +121,7 @@ def validate(cfg: EvalConfig) -> None:
         raise EvalError(f"--search-mode must be one of {', '.join(SEARCH_MODES)}")
     try:
         names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
-        cfg.options(names)  # as the workers will build them: refused before anything runs
+        check_run_options(names, cfg.run_options())  # as the workers build them: refused before anything runs
     except ValueError as e:  # an unknown strategy or option, a bad option value
         raise EvalError(str(e)) from e
     if len(set(names)) != len(names):

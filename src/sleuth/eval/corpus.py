@@ -148,15 +148,14 @@ class RetrievalPlan:
             return
         if console is not None:
             console.print(f"[dim]index: {self.source}[/]")
-        self._records_for_open = getattr(self, "_records_for_open", None)
         dense = self.mode in ("dense", "hybrid")
         if console is not None and dense:
             console.print(f"[dim]{self.mode} search: the pool is embedded once (cached for later runs)[/]")
-        if self.corpus_file:
-            path = ensure_index(None, [Path(self.corpus_file)], self.key, dense=dense)
-        else:
-            path = ensure_index(self._records_for_open, None, self.key, dense=dense)
-        self.spec = str(path)
+        records, inputs = (
+            getattr(self, "_records_for_open", None),
+            [Path(self.corpus_file)] if self.corpus_file else None,
+        )
+        self.spec = str(ensure_index(None if self.corpus_file else records, inputs, self.key, dense=dense))
         if not self.passages:
             try:
                 self.passages = int(_open_cached(self.spec, self.mode).store.count_live())
@@ -212,12 +211,6 @@ def default_mode(pool_chars: int) -> str:
     return DEFAULT_SEARCH_MODE if pool_chars <= DENSE_DEFAULT_MAX_CHARS else "lexical"
 
 
-def _bytes(path: Path) -> int:
-    if path.is_dir():
-        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-    return path.stat().st_size
-
-
 def plan_retrieval(
     dataset: Dataset, setting: str | None, *, index: str | None = None, mode: str | None = None
 ) -> RetrievalPlan:
@@ -256,7 +249,7 @@ def plan_retrieval(
             source=f"corpus file {cp.name}",
             key="f-" + _file_sha(cp)[:24],
             corpus_file=str(cp),
-            mode=mode or default_mode(_bytes(cp)),
+            mode=mode or default_mode(sum(f.stat().st_size for f in [cp, *cp.rglob("*")] if f.is_file())),
         )
     if not has_paras:
         raise CorpusError(f"{dataset.name} has no paragraphs to index; give --corpus FILE or --index DIR")

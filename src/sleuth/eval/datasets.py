@@ -54,8 +54,9 @@ def para_id(title: str, text: str) -> str:
     return f"{title}~{h[:8]}" if title else h[:16]
 
 
-def _dedupe(xs: list[str]) -> list[str]:
-    return list(dict.fromkeys(x for x in xs if x))
+def _dedupe(xs: Any) -> list[str]:
+    """The non-empty texts of ``xs`` (one text, or a list of them), each once, in order."""
+    return list(dict.fromkeys(str(x) for x in ([xs] if isinstance(xs, str | int | float | bool) else xs) if str(x)))
 
 
 # --------------------------------------------------------------------------- loaders
@@ -93,17 +94,11 @@ def load_musique(path: Path) -> list[Item]:
     items = []
     for i, rec in enumerate(_json_records(path)):
         need(rec, ("question", "answer", "paragraphs"), path, "musique")
-        paras = []
-        for p in rec["paragraphs"]:
-            text = p.get("paragraph_text", p.get("text", ""))
-            paras.append(
-                Paragraph(
-                    para_id(p.get("title", ""), text),
-                    p.get("title", ""),
-                    text,
-                    {"is_supporting": bool(p.get("is_supporting"))},
-                )
-            )
+        texts = [(p.get("title", ""), p.get("paragraph_text", p.get("text", ""))) for p in rec["paragraphs"]]
+        paras = [
+            Paragraph(para_id(t, x), t, x, {"is_supporting": bool(p.get("is_supporting"))})
+            for (t, x), p in zip(texts, rec["paragraphs"], strict=True)
+        ]
         sup = [p for p in paras if p.metadata["is_supporting"]]
         by_idx = {p.get("idx", j): paras[j].id for j, p in enumerate(rec["paragraphs"])}
         decomp = [
@@ -119,7 +114,7 @@ def load_musique(path: Path) -> list[Item]:
             Item(
                 id=str(rec.get("id", i)),
                 question=rec["question"],
-                answers=_dedupe([str(rec["answer"]), *map(str, rec.get("answer_aliases") or [])]),
+                answers=_dedupe([rec["answer"], *(rec.get("answer_aliases") or [])]),
                 gold_titles=_dedupe([p.title for p in sup]),
                 gold_ids=[p.id for p in sup],
                 paragraphs=paras,
@@ -135,15 +130,12 @@ def load_timeqa(path: Path) -> list[Item]:
     items = []
     for i, rec in enumerate(_json_records(path)):
         need(rec, ("question", "targets"), path, "timeqa")
-        raw = rec.get("paragraphs") or []
-        paras = []
-        for j, p in enumerate(raw):
-            if isinstance(p, dict):
-                title, text = str(p.get("title", "")).strip(), str(p.get("text", "")).strip()
-            else:
-                title, text = "", str(p).strip()
-            if text:
-                paras.append(Paragraph(f"{rec.get('idx', i)}~p{j}", title, text, {}))
+        raw = [p if isinstance(p, dict) else {"text": p} for p in rec.get("paragraphs") or []]
+        paras = [
+            Paragraph(f"{rec.get('idx', i)}~p{j}", str(p.get("title", "")).strip(), str(p.get("text", "")).strip())
+            for j, p in enumerate(raw)
+            if str(p.get("text", "")).strip()
+        ]
         targets = [str(t).strip() for t in rec["targets"] if str(t).strip()]
         page = paras[0].title if paras else ""
         items.append(
@@ -216,9 +208,7 @@ def load_flashrag(path: Path) -> list[Item]:
     items = []
     for i, rec in enumerate(read_jsonl(path)):
         need(rec, ("question", "golden_answers"), path, "flashrag")
-        answers = rec["golden_answers"]
-        answers = [answers] if isinstance(answers, str) else [str(a) for a in answers]
-        items.append(Item(id=str(rec.get("id", i)), question=rec["question"], answers=_dedupe(answers)))
+        items.append(Item(id=str(rec.get("id", i)), question=rec["question"], answers=_dedupe(rec["golden_answers"])))
     return items
 
 
@@ -233,22 +223,14 @@ def load_jsonl(path: Path) -> list[Item]:
             except BadHistory as e:
                 raise DatasetError(f"{path}: record {i + 1}: {e}") from None
         need(rec, ("question",), path, "jsonl")
-        answers = rec.get("answers", rec.get("answer", []))
-        answers = [answers] if isinstance(answers, str | int | float | bool) else [str(a) for a in answers]
-        paras = []
-        for j, p in enumerate(rec.get("paragraphs") or []):
-            if isinstance(p, str):
-                p = {"text": p}
-            title, text = str(p.get("title", "")), str(p.get("text", ""))
-            paras.append(
-                Paragraph(str(p.get("id") or f"{rec.get('id', i)}~p{j}"), title, text, dict(p.get("metadata") or {}))
-            )
+        raw = [{"text": p} if isinstance(p, str) else p for p in rec.get("paragraphs") or []]
+        paras = [Paragraph.from_dict({**p, "id": p.get("id") or f"{rec.get('id', i)}~p{j}"}) for j, p in enumerate(raw)]
         filters = rec.get("filters")
         items.append(
             Item(
                 id=str(rec.get("id", i)),
                 question=rec["question"],
-                answers=_dedupe([str(a) for a in answers]),
+                answers=_dedupe(rec.get("answers", rec.get("answer", []))),
                 type=str(rec.get("type", OPEN)),
                 choices=[str(c) for c in rec.get("choices") or []],
                 gold_titles=[str(t) for t in rec.get("gold_titles") or []],

@@ -35,7 +35,7 @@ class Paragraph:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Paragraph:
-        return cls(str(d["id"]), d.get("title", ""), d.get("text", ""), dict(d.get("metadata") or {}))
+        return cls(str(d["id"]), str(d.get("title", "")), str(d.get("text", "")), dict(d.get("metadata") or {}))
 
 
 @dataclass

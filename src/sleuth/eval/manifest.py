@@ -21,6 +21,7 @@ from sleuth.eval.config import EvalConfig, EvalError
 from sleuth.eval.corpus import RetrievalPlan, search_mode
 from sleuth.eval.datasets import Dataset
 from sleuth.llm.models import file_sha256
+from sleuth.strategies.registry import check_run_options
 
 SCHEMA = 2  # 1: runs made before manifests named their commit (read the same way; their records name none)
 PACKAGE = Path(sleuth.__file__).resolve().parent
@@ -88,7 +89,7 @@ def model_identity(model: str | None, base_url: str | None) -> dict[str, Any]:
 def code_state(cfg: EvalConfig) -> dict[str, Any]:
     """The code a sitting runs: commit, dirtiness, version, model, prompt hashes and typed options."""
     commit, dirty = git_state()
-    typed = cfg.options(cfg.strategies)
+    typed = check_run_options(cfg.strategies, cfg.run_options())
     return {
         "commit": commit,
         "dirty": dirty,

@@ -17,7 +17,7 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
-from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits, token_f1
+from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits
 from sleuth.eval.policy import conclusion_score, has_term, scope_violations
 from sleuth.lang import ABSTAIN, NO_WORDS, YES_WORDS
 
@@ -40,16 +40,11 @@ def tokens(s: str) -> list[str]:
 
 
 def exact_match(pred: str, golds: Iterable[str]) -> float:
-    p = normalize_answer(pred)
-    return float(any(p == normalize_answer(g) for g in golds))
-
-
-def _f1(pred: str, gold: str) -> float:
-    return token_f1(tokens(pred), tokens(gold))
+    return em_zh(pred, golds, normalize_answer)
 
 
 def f1(pred: str, golds: Iterable[str]) -> float:
-    return max((_f1(pred, g) for g in golds), default=0.0)
+    return f1_zh(pred, golds, tokens)
 
 
 def cover_em(pred: str, golds: Iterable[str]) -> float:

@@ -173,11 +173,7 @@ def _index_fact(idx: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     )
 
 
-def render(
-    records: Sequence[Mapping[str, Any]],
-    manifest: Mapping[str, Any] | None,
-    plots: Sequence[str] = (),
-) -> str:
+def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
     """The report's Markdown."""
     manifest = manifest or {}
     settings = manifest.get("settings") or {}

@@ -37,14 +37,7 @@ from sleuth.eval.store import (
     write_manifest,
 )
 from sleuth.eval.tasks import Sitting, Task, build_tasks
-from sleuth.eval.worker import (
-    FAILED,
-    kind_of,
-    make_record,
-    now,
-    run_task,
-    worker_config,
-)
+from sleuth.eval.worker import FAILED, kind_of, make_record, now, run_task, worker_config
 from sleuth.llm.models import file_sha256
 
 

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sleuth.eval.store import in_order, is_composed, primary_score
+from sleuth.eval.store import composed_by_strategy, in_order, is_composed, primary_score
 from sleuth.eval.summary import (
     BOOTSTRAP,
     Progress,
@@ -53,15 +53,6 @@ _INFORMATIONAL = {"scaffold", "reasoning", "batch"}
 AHEAD = 5  # questions beyond the common set before a group of strategies gets its own section
 
 Records = Sequence[Mapping[str, Any]]
-
-
-def composed_by_strategy(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """The records of composed questions (not gap hops), grouped by strategy."""
-    by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in records:
-        if is_composed(r):
-            by[r["strategy"]].append(r)
-    return by
 
 
 def outcome(rec: Mapping[str, Any]) -> str:
@@ -162,8 +153,7 @@ def answer_form_section(records: Records, order: Sequence[str]) -> list[str]:
         f"primary score below {CORRECT_AT} while the gold answer appears in the answer (cover-EM); some of "
         "these are right answers in a sentence, some name several candidates.",
     ) + table(
-        "strategy | answered | sentence answers | correct | wrong but containing the gold answer | cover-EM",
-        rows,
+        "strategy | answered | sentence answers | correct | wrong but containing the gold answer | cover-EM", rows
     )
 
 

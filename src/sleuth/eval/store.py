@@ -1,11 +1,5 @@
-"""The run directory: results, the ``run.json`` manifest that guards resumes.
-
-A run appends to ``results.jsonl`` (one writer, fsync per line, torn tails repaired).
-:func:`compact_run` turns that into the committed form: ``results.jsonl.gz`` with the
-newest record of each (strategy, task), gzip, written atomically.  Readers take either form
-and both at once (a resumed compacted run appends to a new ``results.jsonl``; its lines are
-newer than the compressed ones).
-"""
+"""The run directory: ``results.jsonl`` (and its compacted ``results.jsonl.gz``) and the ``run.json``
+manifest that guards resumes (docs/eval.md, "Run directory")."""
 
 from __future__ import annotations
 
@@ -74,14 +68,8 @@ def _files_of(path: str | Path) -> list[Path]:
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """All complete records of a run directory (or results file), in order.
-
-    A line that is not valid JSON (a torn last line after ``kill -9``) is skipped.
-    When a (strategy, qid) pair occurs more than once (``--retry-failed``,
-    a re-run), the last record wins.  ``path`` may be the run directory,
-    its ``results.jsonl`` or ``results.jsonl.gz`` (each reads both, compressed first),
-    or any other JSONL file, gzip-compressed when its name ends in ``.gz``.
-    """
+    """The newest complete record of each (strategy, qid) of a run directory, of either of its results
+    files (each reads both, compressed first), or of any other JSONL file (gzip when named ``.gz``)."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for f in _files_of(path):
         for rec in iter_lines(f):
@@ -172,20 +160,9 @@ def compact_run(out: str | Path) -> tuple[int, int]:
 
 
 class ResultsWriter:
-    """The single writer of ``results.jsonl``.
-
-    Each record is one ``write`` of a complete line on an ``O_APPEND`` descriptor,
-    followed by ``fsync``: after a crash the file holds whole lines plus at most
-    one torn tail, which :meth:`open` cuts off before appending again.
-
-    The file can also be replaced under a running writer: ``git checkout`` or ``git
-    stash`` of a committed run directory, an editor saving a copy, a restored backup.
-    Writing on through the old descriptor would put every later record into a deleted
-    file. So before each write (and at close) the writer checks that the path still
-    names the file it writes to; when it does not, it appends to the file now at the
-    path every line of its own file that that file lacks (nothing is lost, nothing is
-    doubled), continues there, and tells ``on_notice``.
-    """
+    """The single writer of ``results.jsonl``: one ``write`` of a whole line and ``fsync`` per record (a
+    torn tail is cut off on open). When the file is replaced under it (``git checkout``, an editor), it
+    appends there the lines of its own file that the new one lacks, goes on there and tells ``on_notice``."""
 
     def __init__(self, path: str | Path, on_notice: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
@@ -250,7 +227,7 @@ class ResultsWriter:
         os.fsync(self._fd)
 
     def write(self, record: Mapping[str, Any]) -> None:
-        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        line = _line(record)
         with self._lock:
             if self._fd is None:
                 raise RuntimeError("ResultsWriter is not open")
@@ -332,6 +309,15 @@ def check_manifest(old: Mapping[str, Any], new: Mapping[str, Any], out: str | Pa
 def is_composed(rec: Mapping[str, Any]) -> bool:
     """A record of a dataset question itself, not of a decomposition hop run for the gap."""
     return (rec.get("task") or {}).get("kind", "main") == "main"
+
+
+def composed_by_strategy(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The records of composed questions (not gap hops), grouped by strategy."""
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if is_composed(r):
+            by.setdefault(r["strategy"], []).append(r)
+    return by
 
 
 def primary_score(rec: Mapping[str, Any]) -> float:

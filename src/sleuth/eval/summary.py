@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.eval.gap import question_of
-from sleuth.eval.store import in_order, is_composed, primary_score
+from sleuth.eval.store import composed_by_strategy, in_order, is_composed, primary_score
 
 BOOTSTRAP = 2000
 BOOT_SEED = 12345
@@ -127,10 +127,9 @@ def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] |
 
 def _seconds_left(records: Sequence[Mapping[str, Any]], strategies: Sequence[str], questions: int) -> float | None:
     """Each strategy's unanswered questions times its mean recorded seconds a question (None: one has no record)."""
-    walls: dict[str, dict[str, float]] = defaultdict(dict)  # strategy -> question -> seconds (newest record)
-    for r in records:
-        if is_composed(r):
-            walls[r["strategy"]][str(r["qid"])] = float(r.get("wall_s") or 0.0)
+    walls = {  # strategy -> question -> seconds (newest record)
+        s: {str(r["qid"]): float(r.get("wall_s") or 0.0) for r in rs} for s, rs in composed_by_strategy(records).items()
+    }
     if not all(walls.get(s) for s in strategies):
         return None
     left = sum(max(questions - len(walls[s]), 0) * sum(walls[s].values()) / len(walls[s]) for s in strategies)
@@ -158,13 +157,9 @@ def mean_or_nan(xs: Sequence[float]) -> float:
 
 def summarise(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One row per strategy over the composed (main) questions."""
-    by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in records:
-        if is_composed(r):
-            by[r["strategy"]].append(r)
-    names = in_order(by, order)
+    by = composed_by_strategy(records)
     rows = []
-    for s in names:
+    for s in in_order(by, order):
         rs = sorted(by[s], key=lambda r: str(r["qid"]))
         sc = [r.get("scores") or {} for r in rs]
         primaries = Counter(x.get("primary", "f1") for x in sc)
@@ -195,14 +190,10 @@ def citation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = (
     precise.  ``recall`` is the mean over all answers (citing nothing recalls 0 of the gold);
     ``recall_citing`` the mean over the citing ones.
     """
-    by: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in records:
-        sc = r.get("scores") or {}
-        if is_composed(r) and sc.get("cited_recall_id") is not None:
-            by[r["strategy"]].append(sc)
+    by = composed_by_strategy(r for r in records if (r.get("scores") or {}).get("cited_recall_id") is not None)
     rows = []
     for s in in_order(by, order):
-        sc = by[s]
+        sc = [r["scores"] for r in by[s]]
         precisions = [float(x["cite_precision"]) for x in sc if x.get("cite_precision") is not None]
         citing = [x for x in sc if x.get("cite_precision") is not None]
         rows.append(
@@ -267,16 +258,13 @@ def paired_differences(
     that makes the per-strategy intervals overlap, so it is the fairer test of "is A better
     than B on this data".  Baseline: ``rag`` when present, else the first strategy.
     """
-    scores: dict[str, dict[str, float]] = defaultdict(dict)
-    costs: dict[str, dict[str, tuple[float, float]]] = defaultdict(dict)
-    for r in records:
-        if is_composed(r):
-            scores[r["strategy"]][str(r["qid"])] = primary_score(r)
-            sc = r.get("scores") or {}
-            costs[r["strategy"]][str(r["qid"])] = (
-                float(sc.get("processed_prompt_tokens") or 0),
-                float(sc.get("seconds") or 0),
-            )
+    by = composed_by_strategy(records)
+    scores = {s: {str(r["qid"]): primary_score(r) for r in rs} for s, rs in by.items()}
+    cost = ("processed_prompt_tokens", "seconds")
+    costs = {
+        s: {str(r["qid"]): [float((r.get("scores") or {}).get(c) or 0) for c in cost] for r in rs}
+        for s, rs in by.items()
+    }
     names = in_order(scores, order)
     if baseline is None:
         baseline = "rag" if "rag" in scores else (names[0] if names else None)
@@ -307,7 +295,7 @@ def paired_differences(
     return baseline, rows
 
 
-def _ratio(a: Mapping[str, tuple[float, float]], b: Mapping[str, tuple[float, float]], qids: Sequence[str], i: int):
+def _ratio(a: Mapping[str, list[float]], b: Mapping[str, list[float]], qids: Sequence[str], i: int):
     """Sum of cost ``i`` of ``a`` over ``qids`` divided by ``b``'s (``None`` when ``b`` spent nothing)."""
     den = sum(b[q][i] for q in qids if q in b)
     return sum(a[q][i] for q in qids if q in a) / den if den else None

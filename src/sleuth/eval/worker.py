@@ -89,11 +89,7 @@ class _Worker:
         shared = not self.plan.per_item
         if shared and name in self._strategies:
             return self._strategies[name]
-        opts: dict[str, Any] = {"k": self.cfg.get("k", 5), **(self.cfg.get("strategy_options") or {})}
-        for key in ("max_steps", "max_tokens"):
-            if self.cfg.get(key) is not None:
-                opts[key] = self.cfg[key]
-        strat = build_strategy(name, self.llm, retriever, opts)
+        strat = build_strategy(name, self.llm, retriever, self.cfg["options"])
         if shared:
             with self._lock:
                 strat = self._strategies.setdefault(name, strat)
@@ -118,10 +114,7 @@ def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
     return {
         "model": cfg.model,
         "base_url": cfg.base_url,
-        "k": cfg.k,
-        "max_steps": cfg.max_steps,
-        "max_tokens": cfg.max_tokens,
-        "strategy_options": cfg.strategy_options,
+        "options": cfg.run_options(),
         # parallel slots of the embedded server follow the concurrency
         "llm_options": {"cache": cfg.llm_cache, "n_parallel": cfg.concurrency, "isolated": cfg.isolated_tasks()},
         "retrieval": plan.to_dict(),
