@@ -15,16 +15,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as hs
 
 from sleuth.strategies import FINISHED, STEP_LIMIT, get_strategy
+from sleuth.strategies.parse_search_o1 import parse_boxed, parse_reason_in_documents, parse_search_o1
+from sleuth.strategies.parse_self_ask import parse_final_line, parse_self_ask
 from sleuth.strategies.parsing import (
-    parse_boxed,
     parse_cot,
-    parse_final_line,
     parse_long_answer,
     parse_query,
-    parse_reason_in_documents,
     parse_revision,
-    parse_search_o1,
-    parse_self_ask,
     parse_step_back,
     split_paragraphs,
 )

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sleuth.strategies.parse_common import cap
-from sleuth.strategies.text import clean_short
+from sleuth.strategies.text import cap, clean_short
 
 BEGIN_QUERY = "<|begin_search_query|>"
 END_QUERY = "<|end_search_query|>"

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sleuth.strategies.parse_common import cap
-from sleuth.strategies.text import clean_short
+from sleuth.strategies.text import cap, clean_short
 
 #: the scaffold's own words, per prompt language (the parser accepts both and their variants)
 SCAFFOLD = {

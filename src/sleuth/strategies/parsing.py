@@ -10,48 +10,14 @@ own follow-up, unbalanced braces.
 This module holds the parsers several strategies use (chain-of-thought answers,
 labelled fields, long + short answers, search queries, step-back questions, RAT
 drafts).  Self-Ask's scaffold parsers live in :mod:`sleuth.strategies.parse_self_ask`,
-Search-o1's in :mod:`sleuth.strategies.parse_search_o1`, the shared input cap in
-:mod:`sleuth.strategies.parse_common`; all are importable from here.
+Search-o1's in :mod:`sleuth.strategies.parse_search_o1`.
 """
 
 from __future__ import annotations
 
 import re
 
-from sleuth.strategies.parse_common import cap
-from sleuth.strategies.parse_search_o1 import (
-    BEGIN_QUERY,
-    BEGIN_RESULT,
-    END_QUERY,
-    END_RESULT,
-    O1Step,
-    parse_boxed,
-    parse_reason_in_documents,
-    parse_search_o1,
-)
-from sleuth.strategies.parse_self_ask import SelfAskStep, parse_final_line, parse_self_ask
-from sleuth.strategies.text import clean_short, content_tokens
-
-__all__ = [
-    "BEGIN_QUERY",
-    "BEGIN_RESULT",
-    "END_QUERY",
-    "END_RESULT",
-    "O1Step",
-    "SelfAskStep",
-    "parse_boxed",
-    "parse_cot",
-    "parse_final_line",
-    "parse_labelled",
-    "parse_long_answer",
-    "parse_query",
-    "parse_reason_in_documents",
-    "parse_revision",
-    "parse_search_o1",
-    "parse_self_ask",
-    "parse_step_back",
-    "split_paragraphs",
-]
+from sleuth.strategies.text import cap, clean_short, content_tokens
 
 # -- chain-of-thought / labelled answers ---------------------------------------------------
 

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 from sleuth.lang import ABSTAIN as LEXICON_ABSTAIN
 from sleuth.search.base import Passage
-from sleuth.strategies.parse_common import cap
-from sleuth.strategies.text import cited_numbers, clean_short
+from sleuth.strategies.text import cap, cited_numbers, clean_short
 
 _NUM = r"[一二三四五六七八九十百千零〇两\d]+"
 _CLAUSE = re.compile(

@@ -12,10 +12,19 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from sleuth.lang import en, zh
 from sleuth.search.base import Passage
+
+MAX_IN = 20_000  # the parsers of model output look at most at this many characters (bounded time on runaway output)
+
+
+def cap(text: object) -> str:
+    """``text`` as a string (``None`` -> ``""``), cut to :data:`MAX_IN` characters."""
+    s = text if isinstance(text, str) else ("" if text is None else str(text))
+    return s[:MAX_IN]
+
 
 # -- sanitising -------------------------------------------------------------
 
@@ -96,14 +105,6 @@ def content_tokens(text: str) -> set[str]:
     return {w for w in _WORD.findall(t) if w not in _STOP}
 
 
-def similarity(a: str, b: str) -> float:
-    """Jaccard overlap of content tokens (0..1)."""
-    ta, tb = content_tokens(a), content_tokens(b)
-    if not ta or not tb:
-        return 1.0 if ta == tb and (a or "").strip().lower() == (b or "").strip().lower() else 0.0
-    return len(ta & tb) / len(ta | tb)
-
-
 _CJK_RUN = re.compile(_CJK.pattern + "+")
 
 
@@ -121,31 +122,6 @@ def query_similarity(a: str, b: str) -> float:
     """Jaccard overlap of :func:`query_tokens` (0..1): how close two search queries are."""
     ta, tb = query_tokens(a), query_tokens(b)
     return len(ta & tb) / len(ta | tb) if ta and tb else float(ta == tb)
-
-
-def is_repeat(a: str, b: str, threshold: float = 0.9) -> bool:
-    """Whether ``a`` asks nothing that ``b`` did not (or the other way round).
-
-    Jaccard overlap alone is too coarse for long questions that differ in one word
-    ("... before it changed?" / "... after it changed?" overlap 0.75), so a repeat
-    is either a near-identical token set (overlap >= ``threshold``) or one side's
-    content words all contained in the other's (a shortened or padded repeat), with
-    overlap >= 0.5 so that a two-word question is not a "repeat" of a long one.
-    """
-    ta, tb = content_tokens(a), content_tokens(b)
-    if not ta or not tb:
-        return (a or "").strip().lower() == (b or "").strip().lower()
-    j = len(ta & tb) / len(ta | tb)
-    return j >= threshold or ((ta <= tb or tb <= ta) and j >= 0.5)
-
-
-def most_similar(text: str, others: Iterable[str]) -> tuple[float, str]:
-    best = (0.0, "")
-    for o in others:
-        s = similarity(text, o)
-        if s > best[0]:
-            best = (s, o)
-    return best
 
 
 def normalize_query(q: str) -> str:
@@ -192,10 +168,6 @@ def clean_short(text: str, max_chars: int = 200) -> str:
     if len(t) > max_chars:
         t = t[:max_chars].rstrip() + "…"
     return t
-
-
-def truncate(text: str, max_chars: int) -> str:
-    return text if len(text) <= max_chars else text[:max_chars].rstrip() + " …"
 
 
 def tail(text: str, max_chars: int) -> str:
