@@ -1,10 +1,9 @@
-"""The :class:`Strategy` base class that records LLM calls and searches, and the per-run
-:class:`RunState`; what a run returns is in :mod:`sleuth.strategies.result`.
+"""The :class:`Strategy` base class that records LLM calls and searches, and the per-run :class:`RunState`; what a run
+returns is in :mod:`sleuth.strategies.result`.
 
-A strategy only talks to the outside world through :meth:`Strategy.generate`,
-:meth:`Strategy.chat` and :meth:`Strategy.retrieve`; those record each step in
-the trace, emit it to listeners (CLI, SSE) and turn backend failures into
-finish reasons instead of tracebacks.
+A strategy only talks to the outside world through :meth:`Strategy.generate`, :meth:`Strategy.chat` and
+:meth:`Strategy.retrieve`; those record each step in the trace, emit it to listeners (CLI, SSE) and turn backend
+failures into finish reasons instead of tracebacks.
 """
 
 from __future__ import annotations
@@ -80,11 +79,10 @@ class RunState:
 class Strategy:
     """Base class: subclasses implement :meth:`solve`.
 
-    ``llm`` is any :class:`~sleuth.llm.base.LLM`; ``retriever`` is any
-    :class:`~sleuth.search.base.Retriever` (or ``None`` for strategies that do
-    not search).  ``options`` are the strategy's :attr:`Options` (``lang``,
-    ``k``, ``max_steps``, ``max_tokens``, ... see :mod:`sleuth.strategies.options`);
-    an unknown key or a bad value raises :class:`~sleuth.strategies.options.OptionsError`.
+    ``llm`` is any :class:`~sleuth.llm.base.LLM`; ``retriever`` is any :class:`~sleuth.search.base.Retriever` (or
+    ``None`` for strategies that do not search).  ``options`` are the strategy's :attr:`Options` (``lang``, ``k``,
+    ``max_steps``, ``max_tokens``, ... see :mod:`sleuth.strategies.options`); an unknown key or a bad value raises
+    :class:`~sleuth.strategies.options.OptionsError`.
     """
 
     name = "base"

@@ -1,8 +1,7 @@
 """Parsers for the Self-Ask scaffold: one completion's follow-up, final answer or self-answer.
 
-They accept the usual mistakes of small models: variant spellings ("Followup", "Follow-up",
-"Follow up :"), missing colons, full-width colons and Chinese labels, missing scaffold, extra
-chatter, the model answering its own follow-up.
+They accept the usual mistakes of small models: variant spellings ("Followup", "Follow-up", "Follow up :"), missing
+colons, full-width colons and Chinese labels, missing scaffold, extra chatter, the model answering its own follow-up.
 """
 
 from __future__ import annotations
@@ -94,9 +93,8 @@ def _first_answer(ans: str) -> str:
 class SelfAskStep:
     """What one Self-Ask completion contains.
 
-    ``consumed`` is the prefix of the completion that belongs in the
-    (append-only) scaffold: up to the end of the follow-up line, or of the
-    final-answer line; whatever the model invented after it is dropped.
+    ``consumed`` is the prefix of the completion that belongs in the (append-only) scaffold: up to the end of the
+    follow-up line, or of the final-answer line; whatever the model invented after it is dropped.
     """
 
     follow_up: str | None = None

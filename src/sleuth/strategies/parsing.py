@@ -1,16 +1,13 @@
 """Pure parsers for what models write.
 
-Every function here takes model output (any string) and returns a small value;
-none raises, none loops more than a bounded number of times over its input,
-and all accept the usual mistakes of small models: variant spellings
-("Followup", "Follow-up", "Follow up :"), missing colons, full-width colons
-and Chinese labels, missing scaffold, extra chatter, the model answering its
-own follow-up, unbalanced braces.
+Every function here takes model output (any string) and returns a small value; none raises, none loops more than a
+bounded number of times over its input, and all accept the usual mistakes of small models: variant spellings
+("Followup", "Follow-up", "Follow up :"), missing colons, full-width colons and Chinese labels, missing scaffold,
+extra chatter, the model answering its own follow-up, unbalanced braces.
 
-This module holds the parsers several strategies use (chain-of-thought answers,
-labelled fields, long + short answers, search queries, step-back questions, RAT
-drafts).  Self-Ask's scaffold parsers live in :mod:`sleuth.strategies.parse_self_ask`,
-Search-o1's in :mod:`sleuth.strategies.parse_search_o1`.
+This module holds the parsers several strategies use (chain-of-thought answers, labelled fields, long + short answers,
+search queries, step-back questions, RAT drafts).  Self-Ask's scaffold parsers live in
+:mod:`sleuth.strategies.parse_self_ask`, Search-o1's in :mod:`sleuth.strategies.parse_search_o1`.
 """
 
 from __future__ import annotations
@@ -32,9 +29,8 @@ _SO_ANSWER = re.compile(
 def parse_cot(text: str) -> tuple[str, str | None]:
     """Split a chain of thought into (reasoning, short answer or None).
 
-    Takes the *last* "So the answer is: X" (or variants); an empty X on that
-    line falls through to the next non-empty line.  A marker followed by " - "
-    is what :func:`~sleuth.strategies.text.sanitize` leaves of a marker inside a
+    Takes the *last* "So the answer is: X" (or variants); an empty X on that line falls through to the next non-empty
+    line.  A marker followed by " - " is what :func:`~sleuth.strategies.text.sanitize` leaves of a marker inside a
     document (quoted back by the model): it is not an answer.
     """
     text = cap(text).strip()

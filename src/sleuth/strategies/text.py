@@ -1,11 +1,9 @@
-"""Text helpers shared by the strategies: passage sanitising and formatting,
-token overlap, short-answer clean-up, citation markers.
+"""Text helpers shared by the strategies: passage sanitising and formatting, token overlap, short-answer clean-up,
+citation markers.
 
-Retrieved passages are *data*.  Before a passage goes into a prompt,
-:func:`sanitize` collapses it to one line and defuses everything that could
-look like scaffold syntax to the model or to our parsers (special tokens,
-Search-o1 tags, ``\\boxed``, "So the final answer is:", "Follow up:",
-"追问：", our own document delimiters...).
+Retrieved passages are *data*.  Before a passage goes into a prompt, :func:`sanitize` collapses it to one line and
+defuses everything that could look like scaffold syntax to the model or to our parsers (special tokens, Search-o1
+tags, ``\\boxed``, "So the final answer is:", "Follow up:", "追问：", our own document delimiters...).
 """
 
 from __future__ import annotations
@@ -77,9 +75,8 @@ def format_passages(
 ) -> str:
     """Numbered, one passage per line: ``[1] (Title | section | version 2025) text``.
 
-    ``budget`` caps the total characters (each passage gets an equal share,
-    at least 160), so a long context never overflows a small model's window.
-    ``numbers`` gives each passage its own number (a run that numbers its sources
+    ``budget`` caps the total characters (each passage gets an equal share, at least 160), so a long context never
+    overflows a small model's window. ``numbers`` gives each passage its own number (a run that numbers its sources
     once); otherwise they count up from ``start``.
     """
     if budget and passages:
@@ -187,16 +184,14 @@ def _squash(text: str) -> str:
 
 
 def strip_scaffold(answer: str) -> str:
-    """The answer as the reader sees it: without the format's scaffold labels ("所以答案是：",
-    "So the answer is:", "简短答案：", "问题的最终答案是："), which the model was asked to write
-    for the parser.  A labelled value the rest of the answer already states is dropped with its
-    label ("…15个自然日内提交。所以答案是：15" ends at "提交。"), and so is a copied placeholder
-    ("<short answer>"); a value the answer does not state stays,
-    without the label; an answer that is only the label and its value becomes the value.
+    """The answer as the reader sees it: without the format's scaffold labels ("所以答案是：", "So the answer is:", "简短答案：",
+    "问题的最终答案是："), which the model was asked to write for the parser.  A labelled value the rest of the answer already
+    states is dropped with its label ("…15个自然日内提交。所以答案是：15" ends at "提交。"), and so is a copied placeholder ("<short
+    answer>"); a value the answer does not state stays, without the label; an answer that is only the label and its
+    value becomes the value.
 
-    ``Strategy.finish`` applies it to Chinese answers.  English answers keep their "So the answer
-    is:" line for now: stripping it changes the long answers of every English run, which has not
-    been measured on a tuning split yet."""
+    ``Strategy.finish`` applies it to Chinese answers.  English answers keep their "So the answer is:" line for now:
+    stripping it changes the long answers of every English run, which has not been measured on a tuning split yet."""
     out = answer or ""
     marks = list(_SCAFFOLD.finditer(out))
     if not marks:

@@ -1,13 +1,11 @@
 """The repair ``final_read`` (Self-Ask; Search-o1 opt-in): a final reading pass.
 
-After a multi-hop strategy has found its answer, the question is answered once more, RAG's way
-(``rag.txt``), from documents: the question's own search first, then the passages the strategy's
-searches found, as IRCoT's reader reads every passage its steps retrieved.  The strategy's
-searches find the second hop's passage that a search for the whole question misses; its own
-answer is composed from one-line intermediate answers (Self-Ask) or condensed search results
-(Search-o1) and is lost when one of them is.  The strategy's answer is kept as the run's
-``draft`` (the report pairs the two) and stands when nothing was found or the reading says the
-documents do not answer.
+After a multi-hop strategy has found its answer, the question is answered once more, RAG's way (``rag.txt``), from
+documents: the question's own search first, then the passages the strategy's searches found, as IRCoT's reader reads
+every passage its steps retrieved.  The strategy's searches find the second hop's passage that a search for the whole
+question misses; its own answer is composed from one-line intermediate answers (Self-Ask) or condensed search results
+(Search-o1) and is lost when one of them is.  The strategy's answer is kept as the run's ``draft`` (the report pairs
+the two) and stands when nothing was found or the reading says the documents do not answer.
 """
 
 from __future__ import annotations
@@ -62,13 +60,12 @@ def read_again(
     stage: str,
     found_by: str,
 ) -> Reading | None:
-    """Answer ``question`` from its own search and the passages of ``found`` (one list per search
-    of the strategy, by rank); ``None`` when nothing was shown or the reading found no answer.
+    """Answer ``question`` from its own search and the passages of ``found`` (one list per search of the strategy, by
+    rank); ``None`` when nothing was shown or the reading found no answer.
 
-    ``draft`` (the strategy's answer and short answer) is recorded as a ``draft`` event of stage
-    ``stage``; ``found_by`` names the strategy's searches in the trace note ("the follow-ups'").
-    A reading that answers replaces the run's claims: the answer rests on it now, not on the
-    steps that led to it."""
+    ``draft`` (the strategy's answer and short answer) is recorded as a ``draft`` event of stage ``stage``;
+    ``found_by`` names the strategy's searches in the trace note ("the follow-ups'"). A reading that answers replaces
+    the run's claims: the answer rests on it now, not on the steps that led to it."""
     try:
         own = strategy.retrieve(st, question, route="original")
     except SearchError as e:
