@@ -50,8 +50,7 @@ _FOLLOW = re.compile(
 )
 _NOT_A_FOLLOW = re.compile(r"^(?:questions?\s+(?:are\s+|is\s+)?needed|questions?\s+needed)", re.I)
 _INTERMEDIATE = re.compile(
-    _BULLET + r"(?:intermediate[\s_-]*answer|中间答案|中间回答|中间结果)\**" + r"(?:\s*[:：]\s*|\s+|$)(?P<a>.*)$",
-    re.I,
+    _BULLET + r"(?:intermediate[\s_-]*answer|中间答案|中间回答|中间结果)\**" + r"(?:\s*[:：]\s*|\s+|$)(?P<a>.*)$", re.I
 )
 _INTERMEDIATE_INLINE = re.compile(r"(?:intermediate[\s_-]*answer|中间答案|中间回答)\s*[:：]?", re.I)
 _FINAL = re.compile(

@@ -48,8 +48,7 @@ def parse_labelled(text: str, labels: tuple[str, ...]) -> str | None:
     """The text after the last ``Label:`` line (any of ``labels``), up to the next blank line."""
     text = cap(text)
     pat = re.compile(
-        r"^[ \t]*(?:[-*#>]+\s*)?\**(?:" + "|".join(re.escape(x) for x in labels) + r")\**\s*[:：]\s*\**",
-        re.I | re.M,
+        r"^[ \t]*(?:[-*#>]+\s*)?\**(?:" + "|".join(re.escape(x) for x in labels) + r")\**\s*[:：]\s*\**", re.I | re.M
     )
     ms = list(pat.finditer(text))
     if not ms:

@@ -18,8 +18,7 @@ from sleuth.strategies.step_back_verdict import NUM as _NUM
 from sleuth.strategies.text import cap, cited_numbers, clean_short
 
 _CLAUSE = re.compile(
-    rf"第{_NUM}[条章款节]|\b(?:Article|Art\.|Section|Sec\.|Clause|Rule|Regulation|Chapter)\s+\d+[\d.]*\b|§\s*\d+",
-    re.I,
+    rf"第{_NUM}[条章款节]|\b(?:Article|Art\.|Section|Sec\.|Clause|Rule|Regulation|Chapter)\s+\d+[\d.]*\b|§\s*\d+", re.I
 )
 _NORMATIVE = re.compile(r"应当|应在|应于|应按|不得|必须|须经|不予|\bshall\b|\bmust\b|\bmay not\b", re.I)
 

@@ -109,11 +109,6 @@ REPAIRS: tuple[Repair, ...] = (
 BY_NAME = {r.name: r for r in REPAIRS}
 
 
-def for_strategy(name: str) -> list[Repair]:
-    """The repairs that apply to the strategy ``name``."""
-    return [r for r in REPAIRS if name in r.strategies]
-
-
 def fired(st: RunState, name: str, **data: Any) -> None:
     """Record that the repair ``name`` acted in this run (one ``repair`` event)."""
     assert name in BY_NAME, name

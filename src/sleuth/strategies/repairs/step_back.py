@@ -49,10 +49,7 @@ def _overlap(p: Passage, question: str) -> float:
 
 
 def rrf_rerank(
-    pool: list[Passage],
-    routes: dict[str, list[Passage]],
-    questions: list[str],
-    rrf_k: int = 60,
+    pool: list[Passage], routes: dict[str, list[Passage]], questions: list[str], rrf_k: int = 60
 ) -> list[tuple[Passage, float]]:
     """Reciprocal-rank fusion of the route rankings and per-question overlap rankings."""
     rankings: list[list[tuple[str, str]]] = [[p.key for p in ps] for ps in routes.values()]
