@@ -17,7 +17,6 @@ from sleuth.strategies.parse_search_o1 import BEGIN_QUERY, parse_boxed, parse_re
 from sleuth.strategies.parse_self_ask import parse_final_line, parse_self_ask
 from sleuth.strategies.parsing import (
     parse_cot,
-    parse_long_answer,
     parse_query,
     parse_revision,
     parse_step_back,
@@ -203,53 +202,6 @@ COT = [
 @pytest.mark.parametrize(("text", "answer"), COT)
 def test_parse_cot(text: str, answer: str | None) -> None:
     assert parse_cot(text)[1] == answer
-
-
-# -- long answers (RAT final pass, Step-back) ---------------------------------------------------------
-
-LONG = [
-    ("Body text.\nShort answer: Paris", "Body text.", "Paris"),
-    ("Body text.\n\nShort answer:\nParis", "Body text.", "Paris"),
-    ("Body text.\n**Short answer:** Paris.", "Body text.", "Paris"),
-    ("Answer: Body text.\nShort answer: Paris", "Body text.", "Paris"),
-    ("正文。\n简短答案：15个自然日", "正文。", "15个自然日"),
-    ("正文。\n简短答案: 15个自然日。", "正文。", "15个自然日"),
-    ("Body.\nSo the answer is: Paris", None, "Paris"),
-    ("Only a body without any short answer.", "Only a body without any short answer.", None),
-    ("", "", None),
-    ("Short answer: Paris", "Paris", "Paris"),
-    ("Body [1].\nShort answer: Paris [1]", "Body [1].", "Paris"),
-    ("Body.\nShort answer: A\nShort answer: B", None, "B"),
-    ("Body.\nshort answer: lower", "Body.", "lower"),
-    ("Body.\n- Short answer: dash", "Body.", "dash"),
-    ("Body.\nShort answer:", None, None),
-    ('Body.\nShort answer: "quoted"', "Body.", "quoted"),
-    ("# Title\n\nPara 1.\n\nPara 2.\n\nShort answer: x", None, "x"),
-    ("正文\n简答：是", "正文", "是"),
-    ("Body.\nFinal answer: Paris", None, "Paris"),
-    ("Body with 'Short answer' inside a sentence.", "Body with 'Short answer' inside a sentence.", None),
-    # Step-back's structured format, cut before its last line: the conclusion is the short answer
-    ("General rule: x [1]\nSpecific clause: y [2]\nConclusion: 15 days.", None, "15 days"),
-    ("一般规定：30天[1]\n专门条款：15天[2]\n结论：应在15个自然日内提交。\n简短答案：15个自然日", None, "15个自然日"),
-    # recorded from qwen2.5-0.5b on policy_zh (free-form prompt, before the structured one)
-    ("[1] 原资料：[1]", "[1] 原资料：[1]", None),
-    # recorded from qwen2.5-1.5b on policy_zh q5: only the first field was written
-    ("一般规定：根据现有可查阅的材料无法回答。", None, "根据现有可查阅的材料无法回答"),
-    # recorded from qwen2.5-0.5b (RAT final pass): the label written inline
-    (
-        "Dragon Ball Z has 10 episodes. [1] Short answer: Dragon Ball Z has 10 episodes.",
-        "Dragon Ball Z has 10 episodes. [1]",
-        "Dragon Ball Z has 10 episodes",
-    ),
-]
-
-
-@pytest.mark.parametrize(("text", "body", "short"), LONG)
-def test_parse_long_answer(text: str, body: str | None, short: str | None) -> None:
-    got_body, got_short = parse_long_answer(text)
-    assert got_short == short
-    if body is not None:
-        assert got_body == body
 
 
 # -- queries and step-back questions ---------------------------------------------------------------------
@@ -490,7 +442,6 @@ PARSERS = [
     parse_self_ask,
     parse_final_line,
     parse_cot,
-    parse_long_answer,
     parse_query,
     lambda t: parse_step_back(t, "What is the travel claim deadline?"),
     lambda t: split_paragraphs(t, 4),

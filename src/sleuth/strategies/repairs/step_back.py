@@ -41,13 +41,6 @@ def _passage_tokens(p: Passage) -> set[str]:
     return content_tokens(f"{p.title} {p.section} {p.text}")
 
 
-def _overlap(p: Passage, question: str) -> float:
-    qt = content_tokens(question)
-    if not qt:
-        return 0.0
-    return len(qt & _passage_tokens(p)) / len(qt)
-
-
 def rrf_rerank(
     pool: list[Passage], routes: dict[str, list[Passage]], questions: list[str], rrf_k: int = 60
 ) -> list[tuple[Passage, float]]:
