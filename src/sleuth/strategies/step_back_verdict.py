@@ -163,12 +163,9 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bool, str]:
-    """Whether the reply's ``conclusion`` settles the question from the ``shown`` clauses, and why not:
-    ``said`` (the reply says they have no such rule), ``invented`` (a number neither the clauses nor the
-    question hold), ``restated`` (nothing beyond the question's own words), ``unsupported`` (less than
-    half of what it says beyond the question's words is in the clauses: a procedure made up around a
-    few of their words).  The words are character bigrams and numbers; an answer the clauses settle
-    copies them (on the tuning half at least 0.9 of its words), a made-up one does not (0.12)."""
+    """Whether the reply's ``conclusion`` settles the question from the ``shown`` clauses, and why not: ``said``,
+    ``invented`` (a number the clauses and question lack), ``restated`` or ``unsupported`` (less than half of its new
+    character bigrams and numbers are in the clauses); docs/strategies.md has the tuning figures."""
     said = re.sub(r"^[\s*_\"'“”「」【】]+", "", conclusion or "")
     if not said or _UNSETTLED.match(said):
         return False, "said"
@@ -197,11 +194,9 @@ def listing(shown: Sequence[Clause]) -> str:
 
 
 def answer_if_unsettled(strategy: Strategy, question: str, st: RunState, context: Sequence[Passage], k: int) -> bool:
-    """Ask whether the ``k`` best clauses of ``context`` settle ``question`` (step ``answerable``); when they
-    do not (:func:`settles`), write the fixed "not settled" answer (``step_back_abstain``), citing nothing,
-    and return ``True``; ``False`` leaves the question to the rule-and-clause form.  A question that asks
-    yes or no in any of its sentences ("休婚假需要提前申请吗？要提前几天？") is not asked: its reply answers the
-    yes/no part in the question's own words ("要提前申请"), which would read as a restatement."""
+    """Ask whether the ``k`` best clauses of ``context`` settle ``question`` (step ``answerable``); when they do not
+    (:func:`settles`), answer ``step_back_abstain``, citing nothing, and return ``True``.  A question with a yes/no
+    sentence ("…需要提前申请吗？要提前几天？") is not asked: its reply would read as a restatement."""
     if asks_yes_no(question):
         return False
     shown = rank_clauses(question, split_clauses(context), k)
