@@ -88,13 +88,14 @@ def test_documents_cannot_steer_the_run(name: str, max_tokens: int, fake_llm, en
 
 def test_injected_markers_are_defused_for_parsers(tally) -> None:
     """The sanitised text of a poisoned passage, quoted by a model, parses as nothing."""
-    from sleuth.strategies.parsing import parse_cot, parse_long_answer, parse_search_o1, parse_self_ask
+    from sleuth.strategies.parse_search_o1 import parse_search_o1
+    from sleuth.strategies.parse_self_ask import parse_self_ask
+    from sleuth.strategies.parsing import parse_cot
     from sleuth.strategies.text import sanitize
 
     quoted = sanitize(" ".join(INJECTIONS))
     tally.add("bad_inputs")
     assert parse_cot(quoted)[1] is None
-    assert parse_long_answer(quoted)[1] is None
     step = parse_search_o1(quoted)
     assert step.query is None and step.answer is None
     sa = parse_self_ask(quoted)

@@ -15,16 +15,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as hs
 
 from sleuth.strategies import FINISHED, STEP_LIMIT, get_strategy
+from sleuth.strategies.parse_search_o1 import parse_boxed, parse_reason_in_documents, parse_search_o1
+from sleuth.strategies.parse_self_ask import parse_final_line, parse_self_ask
 from sleuth.strategies.parsing import (
-    parse_boxed,
     parse_cot,
-    parse_final_line,
-    parse_long_answer,
     parse_query,
-    parse_reason_in_documents,
     parse_revision,
-    parse_search_o1,
-    parse_self_ask,
     parse_step_back,
     split_paragraphs,
 )
@@ -73,7 +69,7 @@ SHAPES: dict[str, str] = {
     "numbered flood": "".join(f"{i % 100}. " + " " * 3000 + "x\n" for i in range(30)),
     "bullet without end": "- " + "\t " * 30_000 + "?",
     # blank lines inside the text (a leading flood is stripped before any pattern runs): a \s* at
-    # each line start of a multi-line pattern made parse_long_answer take over 5 s on this
+    # each line start of a multi-line pattern made a parser take over 5 s on this
     "blank lines inside": "so\n" + "\n" * 19_990 + "x",
     "spaced blank lines inside": "so\n" + " \n" * 9_995 + "x",
 }
@@ -94,12 +90,10 @@ PARSERS: dict[str, list[tuple[str, Callable[[str], Any]]]] = {
         ("split_paragraphs", lambda t: split_paragraphs(t, 4)),
         ("parse_query", parse_query),
         ("parse_revision", lambda t: parse_revision(t, "the previous draft")),
-        ("parse_long_answer", parse_long_answer),
         ("cited_numbers", cited_numbers),
     ],
     "step-back": [
         ("parse_step_back", lambda t: parse_step_back(t, QUESTION)),
-        ("parse_long_answer", parse_long_answer),
         ("cited_numbers", cited_numbers),
     ],
     "search-o1": [
@@ -116,7 +110,7 @@ def bounded(value: Any, name: str) -> None:
     if value is None:
         return
     if isinstance(value, str):
-        limit = CAP if name in ("parse_revision", "parse_cot", "parse_long_answer") else 1000
+        limit = CAP if name in ("parse_revision", "parse_cot") else 1000
         assert len(value) <= limit + 2, (name, len(value))
     elif isinstance(value, tuple):
         for v in value:

@@ -41,35 +41,8 @@ from sleuth.strategies.search_o1 import SearchO1
 from sleuth.strategies.self_ask import SelfAsk
 from sleuth.strategies.step_back import StepBack
 
-__all__ = [
-    "BAD_INPUT",
-    "ERROR",
-    "FINISHED",
-    "LLM_UNAVAILABLE",
-    "RAG",
-    "RAT",
-    "REPEAT_LIMIT",
-    "SEARCH_UNAVAILABLE",
-    "STEP_LIMIT",
-    "STRATEGIES",
-    "BadQuestion",
-    "ChainOfThought",
-    "Direct",
-    "Event",
-    "OptionsError",
-    "Result",
-    "RunState",
-    "SearchO1",
-    "SelfAsk",
-    "StepBack",
-    "Strategy",
-    "StrategyOptions",
-    "Trace",
-    "UnknownStrategy",
-    "build_strategy",
-    "get_strategy",
-    "parse_opts",
-    "resolve_name",
-    "resolve_strategy_class",
-    "strategy_class",
-]
+__all__ = ["BAD_INPUT", "ERROR", "FINISHED", "LLM_UNAVAILABLE", "RAG", "RAT", "REPEAT_LIMIT", "SEARCH_UNAVAILABLE"]
+__all__ += ["STEP_LIMIT", "STRATEGIES", "BadQuestion", "ChainOfThought", "Direct", "Event", "OptionsError", "Result"]
+__all__ += ["RunState", "SearchO1", "SelfAsk", "StepBack", "Strategy", "StrategyOptions", "Trace", "UnknownStrategy"]
+__all__ += ["build_strategy", "get_strategy", "parse_opts", "resolve_name", "resolve_strategy_class"]
+__all__ += ["strategy_class"]

@@ -1,10 +1,9 @@
-"""The :class:`Strategy` base class that records LLM calls and searches, and the per-run
-:class:`RunState`; what a run returns is in :mod:`sleuth.strategies.result`.
+"""The :class:`Strategy` base class that records LLM calls and searches, and the per-run :class:`RunState`; what a run
+returns is in :mod:`sleuth.strategies.result`.
 
-A strategy only talks to the outside world through :meth:`Strategy.generate`,
-:meth:`Strategy.chat` and :meth:`Strategy.retrieve`; those record each step in
-the trace, emit it to listeners (CLI, SSE) and turn backend failures into
-finish reasons instead of tracebacks.
+A strategy only talks to the outside world through :meth:`Strategy.generate`, :meth:`Strategy.chat` and
+:meth:`Strategy.retrieve`; those record each step in the trace, emit it to listeners (CLI, SSE) and turn backend
+failures into finish reasons instead of tracebacks.
 """
 
 from __future__ import annotations
@@ -81,11 +80,10 @@ class RunState:
 class Strategy:
     """Base class: subclasses implement :meth:`solve`.
 
-    ``llm`` is any :class:`~sleuth.llm.base.LLM`; ``retriever`` is any
-    :class:`~sleuth.search.base.Retriever` (or ``None`` for strategies that do
-    not search).  ``options`` are the strategy's :attr:`Options` (``lang``,
-    ``k``, ``max_steps``, ``max_tokens``, ... see :mod:`sleuth.strategies.options`);
-    an unknown key or a bad value raises :class:`~sleuth.strategies.options.OptionsError`.
+    ``llm`` is any :class:`~sleuth.llm.base.LLM`; ``retriever`` is any :class:`~sleuth.search.base.Retriever` (or
+    ``None`` for strategies that do not search).  ``options`` are the strategy's :attr:`Options` (``lang``, ``k``,
+    ``max_steps``, ``max_tokens``, ... see :mod:`sleuth.strategies.options`); an unknown key or a bad value raises
+    :class:`~sleuth.strategies.options.OptionsError`.
     """
 
     name = "base"
@@ -126,13 +124,7 @@ class Strategy:
         return self.finish(st)
 
     # -- run lifecycle (shared with batch modes) ------------------------------
-    def begin(
-        self,
-        question: str,
-        *,
-        filters: Filters | None = None,
-        listeners: Sequence[Listener] = (),
-    ) -> RunState:
+    def begin(self, question: str, *, filters: Filters | None = None, listeners: Sequence[Listener] = ()) -> RunState:
         """Validate the question, analyse it once (language, expected answer), emit ``start``."""
         question = validate_question(question)
         q = analyze(question, self.lang)
@@ -264,26 +256,14 @@ class Strategy:
         return self.opts.context_budget(st.result.lang)
 
     def ask(
-        self,
-        st: RunState,
-        text: str,
-        *,
-        step: str,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
+        self, st: RunState, text: str, *, step: str, stop: Sequence[str] | None = None, max_tokens: int | None = None
     ) -> Completion:
         """One user message through :meth:`chat` (instruction-style calls)."""
         return self.chat(st, [{"role": "user", "content": text}], step=step, stop=stop, max_tokens=max_tokens)
 
     # -- recorded primitives -------------------------------------------------
     def generate(
-        self,
-        st: RunState,
-        prompt: str,
-        *,
-        step: str,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
+        self, st: RunState, prompt: str, *, step: str, stop: Sequence[str] | None = None, max_tokens: int | None = None
     ) -> Completion:
         """Raw completion, recorded as an ``llm`` event."""
         t = time.perf_counter()
@@ -311,29 +291,10 @@ class Strategy:
             return []
         t = time.perf_counter()
         passages = self.retriever.search(query, k or self.k, st.filters)
-        passages = [p for p in passages if st.filters.matches(p)]  # defence in depth
-        for p in passages:
-            if route not in p.found_by:
-                p.found_by = [*p.found_by, route]
-        dt = time.perf_counter() - t
-        st.result.searches += 1
-        st.result.search_seconds += dt
-        st.emit(
-            "search",
-            dt,
-            query=query,
-            route=route,
-            passages=[_brief(p) for p in passages],
-        )
-        return passages
+        return _found(st, query, passages, route, time.perf_counter() - t)
 
     def retrieve_many(
-        self,
-        sts: Sequence[RunState],
-        queries: Sequence[str],
-        *,
-        k: int | None = None,
-        route: str = "query",
+        self, sts: Sequence[RunState], queries: Sequence[str], *, k: int | None = None, route: str = "query"
     ) -> list[list[Passage]]:
         """One ``search_batch`` for several runs that share the same filters.
 
@@ -352,51 +313,31 @@ class Strategy:
             batch = self.retriever.search_batch([queries[i] for i in idx], k or self.k, filters)
             dt = (time.perf_counter() - t) / max(1, len(idx))
             for i, passages in zip(idx, batch, strict=False):
-                st = sts[i]
-                passages = [p for p in passages if st.filters.matches(p)]  # defence in depth
-                for p in passages:
-                    if route not in p.found_by:
-                        p.found_by = [*p.found_by, route]
-                st.result.searches += 1
-                st.result.search_seconds += dt
-                st.emit(
-                    "search",
-                    dt,
-                    query=queries[i],
-                    route=route,
-                    passages=[_brief(p) for p in passages],
-                    batched=len(idx),
-                )
-                out[i] = passages
+                out[i] = _found(sts[i], queries[i], passages, route, dt, batched=len(idx))
         return out
 
     def _record(self, st: RunState, c: Completion, step: str, dt: float, prompt: str | Sequence[Message]) -> None:
         r = st.result
         r.llm_calls, r.llm_seconds, r.usage = r.llm_calls + 1, r.llm_seconds + dt, r.usage + c.usage
-        st.emit(
-            "llm",
-            dt,
-            step=step,
-            completion=c.text,
-            finish_reason=c.finish_reason,
-            usage=c.usage.to_dict(),
-            from_cache=c.from_cache,
-            prompt_chars=prompt_chars(prompt),
-        )
+        data = {"step": step, "completion": c.text, "finish_reason": c.finish_reason, "usage": c.usage.to_dict()}
+        st.emit("llm", dt, **data, from_cache=c.from_cache, prompt_chars=prompt_chars(prompt))
+
+
+def _found(st: RunState, query: str, passages: list[Passage], route: str, dt: float, **extra: Any) -> list[Passage]:
+    """The passages within the run's filters (defence in depth), marked as found by ``route``, as a ``search`` event."""
+    passages = [p for p in passages if st.filters.matches(p)]
+    for p in passages:
+        if route not in p.found_by:
+            p.found_by = [*p.found_by, route]
+    st.result.searches += 1
+    st.result.search_seconds += dt
+    st.emit("search", dt, query=query, route=route, passages=[_brief(p) for p in passages], **extra)
+    return passages
 
 
 def _brief(p: Passage) -> dict[str, Any]:
-    return {
-        "id": p.id,
-        "doc_id": p.doc_id,
-        "title": p.title,
-        "score": round(p.score, 4),
-        "source": p.source,
-        "section": p.section,
-        "version": p.version,
-        "text": p.text[:500],
-        "found_by": p.found_by,
-    }
+    brief = {k: getattr(p, k) for k in ("id", "doc_id", "title", "score", "source", "section", "version", "text")}
+    return brief | {"score": round(p.score, 4), "text": p.text[:500], "found_by": p.found_by}
 
 
 MAX_QUESTION_CHARS = 4000

@@ -3,19 +3,17 @@
 A strategy that exposes its steps (:class:`Stepwise`) runs many questions at once:
 
 1. start every question (an invalid one gets a ``bad_input`` result and leaves at once);
-2. a *reasoning step* for each active question; ``concurrency`` LLM calls stay in flight,
-   fed from a queue of active questions, so one slow question never idles the others;
-3. the questions whose reasoning step ended on a query wait for the next *search step*:
-   their queries are searched together (one ``search_batch``), flushed when no reasoning
-   step is in flight, when an LLM slot would otherwise stay idle, or ``window`` seconds
-   after the first query started waiting;
+2. a *reasoning step* for each active question; ``concurrency`` LLM calls stay in flight, fed from a queue of active
+   questions, so one slow question never idles the others;
+3. the questions whose reasoning step ended on a query wait for the next *search step*: their queries are searched
+   together (one ``search_batch``), flushed when no reasoning step is in flight, when an LLM slot would otherwise stay
+   idle, or ``window`` seconds after the first query started waiting;
 4. a *condense step* for each searched question (it joins the calls in flight), then back to 2;
-5. finished questions leave the batch (a ``batch`` note says after which of their rounds),
-   and every question ends with its own result and finish reason, in input order.
+5. finished questions leave the batch (a ``batch`` note says after which of their rounds), and every question ends
+   with its own result and finish reason, in input order.
 
-An LLM or search failure (or a :class:`~sleuth.strategies.base.StrategyAbort`) ends only
-the question it hit; a search step that fails is reported to each of its questions, which
-then reason on.  Any other exception ends the whole batch.
+An LLM or search failure (or a :class:`~sleuth.strategies.base.StrategyAbort`) ends only the question it hit; a search
+step that fails is reported to each of its questions, which then reason on.  Any other exception ends the whole batch.
 """
 
 from __future__ import annotations

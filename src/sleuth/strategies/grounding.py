@@ -1,31 +1,25 @@
 """Grounded citations: the passages an answer rests on, in the order the answer uses them.
 
-A strategy records each *claim* it drew from passages while it ran (:class:`Claim`: a
-Self-Ask intermediate answer with that follow-up's passages, a Search-o1
-Reason-in-Documents note with that search's passages, RAG's reply with its context);
-:func:`ground` turns the claims and the final short answer into the citations.  No model
-call: the method is deterministic token overlap (words; Chinese by characters, see
-:func:`~sleuth.strategies.text.content_tokens`).
+A strategy records each *claim* it drew from passages while it ran (:class:`Claim`: a Self-Ask intermediate answer
+with that follow-up's passages, a Search-o1 Reason-in-Documents note with that search's passages, RAG's reply with its
+context); :func:`ground` turns the claims and the final short answer into the citations.  No model call: the method is
+deterministic token overlap (words; Chinese by characters, see :func:`~sleuth.strategies.text.content_tokens`).
 
 1. Claims in the order the strategy made them (the order its answer uses them).
-2. A claim whose text carries ``[n]`` marks cites the marked passages (the model's own
-   attribution), except a marked passage that shares no word of what the claim adds to
-   its question: it cannot be what the claim rests on.
-3. A claim without marks cites, greedily, the passage that contains most of what the
-   claim adds to its question (its *new* words: the follow-up's answer, not the words of
-   the follow-up), then a second one only if it adds more of those words
-   (:data:`MAX_PER_CLAIM`).  The first needs at least :data:`MIN_SUPPORT` of the new
-   words, a further one :data:`MIN_GAIN` of them; ties go to the passage sharing more of
-   the question, then to the higher-ranked one.  A claim no passage supports (a fact the
-   model wrote from memory) cites nothing.  A yes/no claim adds no words: it rests on
-   the passage that best matches what was asked (the query's words stand in).
-4. The final short answer: when no passage cited so far contains it, the passage among
-   all the claims' passages that contains it best (at least :data:`MIN_SUPPORT` of its
-   words; ties as above) is cited last.  A yes/no answer has no words of its own and
-   rests on the claims.
+2. A claim whose text carries ``[n]`` marks cites the marked passages (the model's own attribution), except a marked
+   passage that shares no word of what the claim adds to its question: it cannot be what the claim rests on.
+3. A claim without marks cites, greedily, the passage that contains most of what the claim adds to its question (its
+   *new* words: the follow-up's answer, not the words of the follow-up), then a second one only if it adds more of
+   those words (:data:`MAX_PER_CLAIM`).  The first needs at least :data:`MIN_SUPPORT` of the new words, a further one
+   :data:`MIN_GAIN` of them; ties go to the passage sharing more of the question, then to the higher-ranked one.  A
+   claim no passage supports (a fact the model wrote from memory) cites nothing.  A yes/no claim adds no words: it
+   rests on the passage that best matches what was asked (the query's words stand in).
+4. The final short answer: when no passage cited so far contains it, the passage among all the claims' passages that
+   contains it best (at least :data:`MIN_SUPPORT` of its words; ties as above) is cited last.  A yes/no answer has no
+   words of its own and rests on the claims.
 5. A final answer that abstains ("unknown", "not mentioned", "无法回答") cites nothing.
-6. Nothing supported means nothing cited: an honest empty list, said in the trace, never
-   "every passage retrieved".  All retrieved passages stay in the trace's ``search`` events.
+6. Nothing supported means nothing cited: an honest empty list, said in the trace, never "every passage retrieved".
+   All retrieved passages stay in the trace's ``search`` events.
 
 A claim with ``asserted=True`` (a caller that picked its citations itself) is cited as given.
 """
@@ -185,10 +179,9 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
 def renumber(answer: str, claims: Sequence[Claim], citations: Sequence[Passage]) -> str:
     """``answer``'s ``[n]`` marks renumbered to the citations' order (``[k]`` is ``citations[k-1]``).
 
-    The marks number the passages the model was shown; the reader sees the grounded
-    citations, so a mark must point into them.  The claim whose text is the answer gives
-    the numbering; a mark on a passage that is not cited is removed.  Answers without
-    such a claim are returned unchanged.
+    The marks number the passages the model was shown; the reader sees the grounded citations, so a mark must point
+    into them.  The claim whose text is the answer gives the numbering; a mark on a passage that is not cited is
+    removed.  Answers without such a claim are returned unchanged.
     """
     claim = next((c for c in reversed(claims) if c.marks and c.text.strip() == answer.strip()), None)
     if claim is None:

@@ -1,20 +1,9 @@
-"""Typed strategy options: one frozen dataclass per strategy, every default in one place.
+"""Typed strategy options: one frozen dataclass per strategy, every default in one place (meanings: docs/strategies.md).
 
-``Strategy(llm, retriever, **options)`` builds its class's ``Options`` from the
-keyword arguments.  A key the strategy does not have, or a value of the wrong
-type or range, raises :class:`OptionsError` (a ``ValueError``) whose message
-names the key, the closest valid one and every valid option, so a typo such as
-``k_stepbak=3`` is refused everywhere (Python, ``sleuth ask``, ``sleuth eval``,
-HTTP) instead of being ignored.  Every numeric option has both bounds declared on
-its field (``minimum``/``maximum``); a value outside them is refused with a message
-naming the option and both limits (``n_passages must be a whole number from 1 to 50``).
-
-Options every strategy takes live in :class:`StrategyOptions`; each strategy's
-class adds its own.  A default that follows another option (Step-back's
-``k_stepback`` is ``k`` unless given) is ``None`` in the field and filled in
-when the object is built, so the object always holds the values a run uses.
-
-:func:`parse_opts` reads ``--opt key=value`` for ``sleuth ask`` and ``sleuth eval``.
+``Strategy(llm, retriever, **options)`` builds its class's ``Options``; an unknown key (with the closest valid
+one named), a wrong type or a number outside its declared bounds raises :class:`OptionsError` everywhere (Python,
+CLI, HTTP).  A default that follows another option (``k_stepback`` is ``k``) is ``None`` in the field and filled
+in when the object is built.  :func:`parse_opts` reads ``--opt key=value``.
 """
 
 from __future__ import annotations
@@ -72,54 +61,27 @@ def repair(help: str, *, on: bool = True) -> Any:
 
 @dataclass(frozen=True)
 class StrategyOptions:
-    """The options every strategy takes.
-
-    A field whose default follows another option is typed as the value a run
-    reads (``int``) and defaults to ``None``, which means "derive it" (the
-    field's ``derived`` text says from what); ``__post_init__`` fills it in.
-    """
+    """The options every strategy takes (a ``None`` default is derived in ``__post_init__``)."""
 
     #: tokens per LLM call when ``max_tokens`` is not given (long-form strategies raise it)
     DEFAULT_MAX_TOKENS: ClassVar[int] = 256
 
     lang: str = option("auto", "prompt language: `auto` (by the question), `en` or `zh`", choices=LANGS)
     k: int = option(5, "passages per search", minimum=1, maximum=MAX_K)
-    max_steps: int = option(
-        6, "step limit: follow-ups (Self-Ask), paragraphs (RAT), searches (Search-o1)", minimum=1, maximum=MAX_STEPS
-    )
-    max_tokens: int = option(
-        None, "tokens per LLM call", minimum=1, maximum=MAX_TOKENS, derived="the strategy's default"
-    )
+    max_steps: int = option(6, "follow-ups / paragraphs / searches", minimum=1, maximum=MAX_STEPS)
+    max_tokens: int = option(None, "tokens per call", minimum=1, maximum=MAX_TOKENS, derived="the strategy's default")
     context_chars: int | None = option(
-        None,
-        "total characters of documents in one prompt (each passage gets an equal share)",
-        minimum=1,
-        maximum=MAX_CHARS,
-        derived="4000 (en) / 2000 (zh)",
+        None, "characters of documents per prompt", minimum=1, maximum=MAX_CHARS, derived="4000 (en) / 2000 (zh)"
     )
-
-    rewrite: bool = option(
-        True,
-        "with earlier turns (`history`), first rewrite the question to stand alone (one short LLM call); "
-        "`false`: the last message is answered as it is",
-    )
+    rewrite: bool = option(True, "rewrite a follow-up message (with `history`) to stand alone first")
     rewrite_check: bool = option(
-        True,
-        'after the rewrite: when the follow-up refers to the previous short answer ("that city", "he", "他") '
-        "and the rewrite does not name it, the reference is replaced by that answer (no LLM call)",
+        True, "put the previous short answer in place of a reference the rewrite lost (no call)"
     )
-    history_tokens: int = option(
-        768, "tokens of earlier turns the rewrite reads (the most recent kept)", minimum=16, maximum=MAX_HISTORY_TOKENS
-    )
-    mode: str = option(
-        "default",
-        "`paper`: the strategy exactly as published, no repair; `default`: the paper's method and the repairs "
-        "that earned their place (docs/strategies.md, Repairs)",
-        choices=MODES,
-    )
-    short_support: bool = repair("repair: a short answer that nothing in the run states is not returned")
-    grounding: bool = repair("repair: cite only the passages the answer rests on (else every passage it drew on)")
-    extract_short: bool = repair("repair: one short call reads the short answer of a reply without an answer line")
+    history_tokens: int = option(768, "tokens of earlier turns", minimum=16, maximum=MAX_HISTORY_TOKENS)
+    mode: str = option("default", "`paper`: as published, no repair; `default`: with the repairs", choices=MODES)
+    short_support: bool = repair("a short answer nothing in the run states is not returned")
+    grounding: bool = repair("cite only the passages the answer rests on")
+    extract_short: bool = repair("one short call reads a reply's short answer when it has no answer line")
 
     def __post_init__(self) -> None:
         hints = _hints(type(self))
@@ -192,21 +154,11 @@ class RAGOptions(StrategyOptions):
 class SelfAskOptions(StrategyOptions):
     """Self-Ask's extraction call, prompt size and repairs."""
 
-    extract_k: int = option(
-        3,
-        "how many of the top passages the extraction call reads (those holding the answer are cited)",
-        minimum=1,
-        maximum=MAX_K,
-    )
+    extract_k: int = option(3, "top passages the extraction call reads", minimum=1, maximum=MAX_K)
     extract_max_tokens: int = option(64, "tokens of the extraction call", minimum=1, maximum=MAX_TOKENS)
-    max_prompt_chars: int = option(
-        7000,
-        "scaffold size at which the final answer is forced (fits a 2048-token window)",
-        minimum=1,
-        maximum=MAX_CHARS,
-    )
-    repeat_guard: bool = repair("repair: a repeated follow-up is not searched again; a second one ends them")
-    final_read: bool = repair("repair: answer once more, RAG's way, from the question's and the follow-ups' passages")
+    max_prompt_chars: int = option(7000, "scaffold size that forces the answer", minimum=1, maximum=MAX_CHARS)
+    repeat_guard: bool = repair("a repeated follow-up is not searched again; a second one ends them")
+    final_read: bool = repair("answer once more, RAG's way, from all the run's passages")
 
 
 @dataclass(frozen=True)
@@ -218,49 +170,24 @@ class RATOptions(StrategyOptions):
     n_passages: int = option(3, "passages per revision", minimum=1, maximum=MAX_K)
 
 
+_RULES_CONTEXT = "`k_original`; `k_original + k_stepback` when the documents are rules"
+
+
 @dataclass(frozen=True)
 class StepBackOptions(StrategyOptions):
     """Step-back's per-route quotas and reranking."""
 
     DEFAULT_MAX_TOKENS: ClassVar[int] = 320
 
-    k_original: int = option(
-        None, "passages retrieved for the original question", minimum=1, maximum=MAX_K, derived="`k`"
-    )
-    k_stepback: int = option(
-        None, "passages retrieved for the step-back question", minimum=1, maximum=MAX_K, derived="`k`"
-    )
-    k_context: int | None = option(
-        None,
-        "passages shown to the model after reranking",
-        minimum=1,
-        maximum=2 * MAX_K,
-        derived="`k_original`; `k_original + k_stepback` when the documents are rules",
-    )
+    k_original: int = option(None, "passages for the question", minimum=1, maximum=MAX_K, derived="`k`")
+    k_stepback: int = option(None, "passages for the step-back question", minimum=1, maximum=MAX_K, derived="`k`")
+    k_context: int | None = option(None, "passages shown", minimum=1, maximum=2 * MAX_K, derived=_RULES_CONTEXT)
     rrf_k: int = option(60, "the constant of reciprocal-rank fusion", minimum=0, maximum=10_000)
-    documents: str = option(
-        "auto",
-        "the answer's form: `rules` (general rule, specific clause, conclusion), `general` (background, "
-        "evidence, answer) or `auto` (rules when at least half the passages found for the question are rule-like)",
-        choices=("auto", "rules", "general"),
-    )
-    rule_form: bool = repair(
-        "repair: documents that are rules get the rule-and-clause form (general rule, specific clause, conclusion)"
-    )
-    rerank: bool = repair(
-        "repair: the context is the pool reranked by reciprocal-rank fusion, the best of each route kept "
-        "(`false`: both routes' passages, deduplicated, in order)"
-    )
-    abstention_reread: bool = repair(
-        "repair: an answer over general documents that says they do not answer is read again with RAG's prompt "
-        "over the same context; the reading's answer stands when it finds one"
-    )
-    verdict: bool = repair(
-        "repair: a yes/no question over rules is decided from its deciding clause: the context's clauses ranked by "
-        "the question's words, one short call names the deciding one and answers yes or no, and the answer quotes it; "
-        "any other question over rules is first asked whether those clauses settle it, and is answered that the "
-        "accessible documents do not when they do not"
-    )
+    documents: str = option("auto", "the answer's form", choices=("auto", "rules", "general"))
+    rule_form: bool = repair("rule documents get the rule-and-clause form")
+    rerank: bool = repair("the context is the pool reranked by reciprocal-rank fusion")
+    abstention_reread: bool = repair("an abstaining answer over general documents is read again RAG's way")
+    verdict: bool = repair("a question over rules is decided (or declined) from its deciding clause")
     verdict_clauses: int = option(3, "clauses shown to the verdict call", minimum=1, maximum=MAX_K)
 
     def __post_init__(self) -> None:
@@ -271,9 +198,7 @@ class StepBackOptions(StrategyOptions):
             self._set("k_stepback", self.k)
 
     def context_size(self, rules: bool) -> int:
-        """Passages shown to the model: ``k_context`` when given; else as many as RAG shows
-        (``k_original``), or both quotas when the documents are rules (the general rule comes
-        from the step-back route and the specific clause from the question's)."""
+        """Passages shown: ``k_context``; else ``k_original``, or both quotas over rules (rule + clause)."""
         if self.k_context is not None:
             return self.k_context
         return self.k_original + self.k_stepback if rules else self.k_original
@@ -284,31 +209,14 @@ class SearchO1Options(StrategyOptions):
     """Search-o1's limits and Reason-in-Documents call."""
 
     max_searches: int = option(None, "searches per question", minimum=1, maximum=MAX_STEPS, derived="`max_steps`")
-    max_turns: int = option(
-        None, "reasoning turns per question", minimum=1, maximum=MAX_STEPS + 3, derived="`max_searches + 3`"
-    )
+    max_turns: int = option(None, "turns", minimum=1, maximum=MAX_STEPS + 3, derived="`max_searches + 3`")
     rid_max_tokens: int = option(160, "tokens of a Reason-in-Documents call", minimum=1, maximum=MAX_TOKENS)
-    doc_chars: int = option(600, "characters of each passage Reason-in-Documents reads", minimum=1, maximum=MAX_CHARS)
-    max_prompt_chars: int = option(
-        6000, "prompt size at which the final answer is forced", minimum=1, maximum=MAX_CHARS
-    )
-    max_refusals: int = option(
-        2,
-        "repeated (with `repeat_guard`) or refused queries, in all, after which the answer is forced "
-        "(`repeat_limit` / `step_limit`)",
-        minimum=1,
-        maximum=MAX_STEPS,
-    )
-    batch_window_s: float = option(
-        0.05, "batch mode: the longest a query waits to share a search batch (seconds)", minimum=0.0, maximum=600.0
-    )
-    repeat_guard: bool = repair(
-        "repair: a repeated query is not searched again (its result again, with a push to something new); "
-        "after `max_refusals` the answer is forced"
-    )
-    final_read: bool = repair(
-        "repair: answer once more, RAG's way, from the question's and the reasoning's passages", on=False
-    )
+    doc_chars: int = option(600, "characters of each passage it reads", minimum=1, maximum=MAX_CHARS)
+    max_prompt_chars: int = option(6000, "prompt size that forces the answer", minimum=1, maximum=MAX_CHARS)
+    max_refusals: int = option(2, "repeated or refused queries that force the answer", minimum=1, maximum=MAX_STEPS)
+    batch_window_s: float = option(0.05, "batch mode: wait to share a search batch", minimum=0.0, maximum=600.0)
+    repeat_guard: bool = repair("a repeated query is not searched again; `max_refusals` force the answer")
+    final_read: bool = repair("answer once more, RAG's way, from all the run's passages", on=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -393,13 +301,8 @@ def bounds(name: str, cls: type[StrategyOptions] = StrategyOptions) -> tuple[flo
 
 # -- --opt key=value ------------------------------------------------------------------------
 def parse_opts(items: Iterable[str]) -> dict[str, Any]:
-    """``--opt key=value`` items as a dict (shared by ``sleuth ask`` and ``sleuth eval``).
-
-    Keys may be spelt with hyphens or underscores (``k-stepback`` is ``k_stepback``).
-    Values: ``true``/``false`` (any case) are booleans, whole numbers ints, other
-    numbers floats, other JSON (``null``, ``[1, 2]``, ``"quoted"``) its value, and
-    anything else the text itself.  A later item overrides an earlier one.
-    """
+    """``--opt key=value`` items as a dict (``-`` in a key reads as ``_``): booleans (any case), ints, floats,
+    other JSON, else the text; a later item overrides an earlier one."""
     out: dict[str, Any] = {}
     for raw in items:
         key, sep, text = raw.partition("=")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sleuth.strategies.parse_common import cap
-from sleuth.strategies.text import clean_short
+from sleuth.strategies.text import cap, clean_short
 
 BEGIN_QUERY = "<|begin_search_query|>"
 END_QUERY = "<|end_search_query|>"
@@ -55,10 +54,9 @@ def parse_boxed(text: str) -> str | None:
 def parse_search_o1(text: str) -> O1Step:
     """One Search-o1 completion: a search request (takes the last query) or an answer.
 
-    A completion that ends in an open search query is a request even if it
-    mentions an answer earlier (the model wants more information).  Anything
-    the model wrote after a closing query tag (e.g. a fabricated search
-    result) is dropped from ``consumed``.
+    A completion that ends in an open search query is a request even if it mentions an answer earlier (the model wants
+    more information).  Anything the model wrote after a closing query tag (e.g. a fabricated search result) is
+    dropped from ``consumed``.
     """
     text = cap(text)
     step = O1Step(consumed=text)

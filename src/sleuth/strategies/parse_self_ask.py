@@ -1,8 +1,7 @@
 """Parsers for the Self-Ask scaffold: one completion's follow-up, final answer or self-answer.
 
-They accept the usual mistakes of small models: variant spellings ("Followup", "Follow-up",
-"Follow up :"), missing colons, full-width colons and Chinese labels, missing scaffold, extra
-chatter, the model answering its own follow-up.
+They accept the usual mistakes of small models: variant spellings ("Followup", "Follow-up", "Follow up :"), missing
+colons, full-width colons and Chinese labels, missing scaffold, extra chatter, the model answering its own follow-up.
 """
 
 from __future__ import annotations
@@ -10,8 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sleuth.strategies.parse_common import cap
-from sleuth.strategies.text import clean_short
+from sleuth.strategies.text import cap, clean_short
 
 #: the scaffold's own words, per prompt language (the parser accepts both and their variants)
 SCAFFOLD = {
@@ -52,8 +50,7 @@ _FOLLOW = re.compile(
 )
 _NOT_A_FOLLOW = re.compile(r"^(?:questions?\s+(?:are\s+|is\s+)?needed|questions?\s+needed)", re.I)
 _INTERMEDIATE = re.compile(
-    _BULLET + r"(?:intermediate[\s_-]*answer|中间答案|中间回答|中间结果)\**" + r"(?:\s*[:：]\s*|\s+|$)(?P<a>.*)$",
-    re.I,
+    _BULLET + r"(?:intermediate[\s_-]*answer|中间答案|中间回答|中间结果)\**" + r"(?:\s*[:：]\s*|\s+|$)(?P<a>.*)$", re.I
 )
 _INTERMEDIATE_INLINE = re.compile(r"(?:intermediate[\s_-]*answer|中间答案|中间回答)\s*[:：]?", re.I)
 _FINAL = re.compile(
@@ -95,9 +92,8 @@ def _first_answer(ans: str) -> str:
 class SelfAskStep:
     """What one Self-Ask completion contains.
 
-    ``consumed`` is the prefix of the completion that belongs in the
-    (append-only) scaffold: up to the end of the follow-up line, or of the
-    final-answer line; whatever the model invented after it is dropped.
+    ``consumed`` is the prefix of the completion that belongs in the (append-only) scaffold: up to the end of the
+    follow-up line, or of the final-answer line; whatever the model invented after it is dropped.
     """
 
     follow_up: str | None = None

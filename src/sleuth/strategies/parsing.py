@@ -1,59 +1,21 @@
 """Pure parsers for what models write.
 
-Every function here takes model output (any string) and returns a small value;
-none raises, none loops more than a bounded number of times over its input,
-and all accept the usual mistakes of small models: variant spellings
-("Followup", "Follow-up", "Follow up :"), missing colons, full-width colons
-and Chinese labels, missing scaffold, extra chatter, the model answering its
-own follow-up, unbalanced braces.
+Every function here takes model output (any string) and returns a small value; none raises, none loops more than a
+bounded number of times over its input, and all accept the usual mistakes of small models: variant spellings
+("Followup", "Follow-up", "Follow up :"), missing colons, full-width colons and Chinese labels, missing scaffold,
+extra chatter, the model answering its own follow-up, unbalanced braces.
 
-This module holds the parsers several strategies use (chain-of-thought answers,
-labelled fields, long + short answers, search queries, step-back questions, RAT
-drafts).  Self-Ask's scaffold parsers live in :mod:`sleuth.strategies.parse_self_ask`,
-Search-o1's in :mod:`sleuth.strategies.parse_search_o1`, the shared input cap in
-:mod:`sleuth.strategies.parse_common`; all are importable from here.
+This module holds the parsers several strategies use (chain-of-thought answers, search queries, step-back questions,
+RAT drafts); Self-Ask's are in :mod:`sleuth.strategies.parse_self_ask`, Search-o1's in :mod:`~.parse_search_o1`.
 """
 
 from __future__ import annotations
 
 import re
 
-from sleuth.strategies.parse_common import cap
-from sleuth.strategies.parse_search_o1 import (
-    BEGIN_QUERY,
-    BEGIN_RESULT,
-    END_QUERY,
-    END_RESULT,
-    O1Step,
-    parse_boxed,
-    parse_reason_in_documents,
-    parse_search_o1,
-)
-from sleuth.strategies.parse_self_ask import SelfAskStep, parse_final_line, parse_self_ask
-from sleuth.strategies.text import clean_short, content_tokens
+from sleuth.strategies.text import cap, clean_short, content_tokens
 
-__all__ = [
-    "BEGIN_QUERY",
-    "BEGIN_RESULT",
-    "END_QUERY",
-    "END_RESULT",
-    "O1Step",
-    "SelfAskStep",
-    "parse_boxed",
-    "parse_cot",
-    "parse_final_line",
-    "parse_labelled",
-    "parse_long_answer",
-    "parse_query",
-    "parse_reason_in_documents",
-    "parse_revision",
-    "parse_search_o1",
-    "parse_self_ask",
-    "parse_step_back",
-    "split_paragraphs",
-]
-
-# -- chain-of-thought / labelled answers ---------------------------------------------------
+# -- chain-of-thought answers ---------------------------------------------------
 
 _SO_ANSWER = re.compile(
     r"(?:so\s+the\s+(?:final\s+)?answer\s+is|the\s+(?:final\s+)?answer\s+is"
@@ -66,9 +28,8 @@ _SO_ANSWER = re.compile(
 def parse_cot(text: str) -> tuple[str, str | None]:
     """Split a chain of thought into (reasoning, short answer or None).
 
-    Takes the *last* "So the answer is: X" (or variants); an empty X on that
-    line falls through to the next non-empty line.  A marker followed by " - "
-    is what :func:`~sleuth.strategies.text.sanitize` leaves of a marker inside a
+    Takes the *last* "So the answer is: X" (or variants); an empty X on that line falls through to the next non-empty
+    line.  A marker followed by " - " is what :func:`~sleuth.strategies.text.sanitize` leaves of a marker inside a
     document (quoted back by the model): it is not an answer.
     """
     text = cap(text).strip()
@@ -80,54 +41,6 @@ def parse_cot(text: str) -> tuple[str, str | None]:
         if ans:
             return text[: m.start()].strip(), ans
     return text, None
-
-
-def parse_labelled(text: str, labels: tuple[str, ...]) -> str | None:
-    """The text after the last ``Label:`` line (any of ``labels``), up to the next blank line."""
-    text = cap(text)
-    pat = re.compile(
-        r"^[ \t]*(?:[-*#>]+\s*)?\**(?:" + "|".join(re.escape(x) for x in labels) + r")\**\s*[:：]\s*\**",
-        re.I | re.M,
-    )
-    ms = list(pat.finditer(text))
-    if not ms:
-        return None
-    rest = text[ms[-1].end() :].strip()
-    para = re.split(r"\n\s*\n", rest, maxsplit=1)[0].strip()
-    return para or None
-
-
-def parse_long_answer(text: str) -> tuple[str, str | None]:
-    """(long answer, short answer or None) from "…\\nShort answer: X"."""
-    text = cap(text).strip()
-    ms = list(
-        # whitespace before the label is bounded and never two runs in a row: an unbounded \s* at
-        # each of many line starts is quadratic on a flood of blank lines (over 5 s on 20,000 newlines)
-        re.finditer(
-            r"^\s{0,80}(?:[-*>#]+\s{0,80})?(?:\*+\s{0,80})?(?:short\s+answer|简短答案|简答)\s*\**\s*[:：]\s*\**",
-            text,
-            re.I | re.M,
-        )
-    )
-    m = ms[-1] if ms else None
-    if m is None:  # "… [1] Short answer: X" written inline
-        inline = list(re.finditer(r"(?:short\s+answer|简短答案)\s*\**\s*[:：]\s*\**", text, re.I))
-        m = inline[-1] if inline else None
-    if m is None:
-        short = parse_cot(text)[1]
-        # a structured answer cut before its last line: its conclusion, else its last field
-        for labels in (("Conclusion", "结论"), ("Specific clause", "专门条款"), ("General rule", "一般规定")):
-            if short is not None:
-                break
-            field = parse_labelled(text, labels)
-            short = clean_short(field, 300) if field else None
-        return text, short or None
-    body = text[: m.start()].strip()
-    after = text[m.end() :]
-    first = next((ln for ln in after.splitlines() if ln.strip()), "")
-    short = clean_short(first, 300) or None
-    body = re.sub(r"^\s*\**\s*(?:answer|答案)\s*\**\s*[:：]\s*", "", body, flags=re.I)
-    return (body or (short or "")), short
 
 
 # -- queries / step-back questions -------------------------------------------------------

@@ -11,19 +11,10 @@ from typing import Any
 from sleuth.llm.base import Usage
 from sleuth.search.base import Passage
 
-__all__ = [
-    "BAD_INPUT",
-    "ERROR",
-    "FINISHED",
-    "LLM_UNAVAILABLE",
-    "REPEAT_LIMIT",
-    "SEARCH_UNAVAILABLE",
-    "STEP_LIMIT",
-    "Event",
-    "Listener",
-    "Result",
-    "Trace",
-]
+__all__ = ["BAD_INPUT", "ERROR", "FINISHED", "LLM_UNAVAILABLE", "REPEAT_LIMIT", "SEARCH_UNAVAILABLE", "STEP_LIMIT"]
+__all__ += ["Event", "Listener", "Result", "Trace"]
+#: the fields a result's dict holds as they are (``to_dict``/``from_dict``)
+_PLAIN = "id answer short_answer finish_reason llm_calls searches llm_seconds search_seconds elapsed_s model lang error"
 
 #: finish reasons shared by all strategies
 FINISHED = "finished"  # the scaffold produced a final answer
@@ -41,9 +32,8 @@ Listener = Callable[["Event"], None]
 class Event:
     """One step of a run, as recorded in the trace and streamed to listeners.
 
-    ``kind`` is one of: ``start``, ``rewrite``, ``llm``, ``search``, ``follow_up``,
-    ``intermediate_answer``, ``draft``, ``revision``, ``step_back``,
-    ``rerank``, ``reason_in_documents``, ``note``, ``answer``, ``error``.
+    ``kind`` is one of: ``start``, ``rewrite``, ``llm``, ``search``, ``follow_up``, ``intermediate_answer``,
+    ``draft``, ``revision``, ``step_back``, ``rerank``, ``reason_in_documents``, ``note``, ``answer``, ``error``.
     """
 
     kind: str
@@ -89,43 +79,16 @@ class Result:
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "question": self.question,
-            "strategy": self.strategy,
-            "answer": self.answer,
-            "short_answer": self.short_answer,
-            "citations": [p.to_dict() for p in self.citations],
-            "finish_reason": self.finish_reason,
-            "usage": self.usage.to_dict(),
-            "llm_calls": self.llm_calls,
-            "searches": self.searches,
-            "llm_seconds": round(self.llm_seconds, 4),
-            "search_seconds": round(self.search_seconds, 4),
-            "elapsed_s": round(self.elapsed_s, 4),
-            "model": self.model,
-            "lang": self.lang,
-            "error": self.error,
-            "trace": self.trace.to_list(),
-        }
+        d = {k: getattr(self, k) for k in ("id", "question", "strategy", "answer", "short_answer")}
+        d |= {"citations": [p.to_dict() for p in self.citations], "finish_reason": self.finish_reason}
+        d |= {"usage": self.usage.to_dict()} | {k: getattr(self, k) for k in _PLAIN.split()[4:]}  # llm_calls, ...
+        d |= {k: round(getattr(self, k), 4) for k in ("llm_seconds", "search_seconds", "elapsed_s")}
+        return d | {"trace": self.trace.to_list()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Result:
         r = cls(question=d["question"], strategy=d["strategy"])
-        for k in (
-            "id",
-            "answer",
-            "short_answer",
-            "finish_reason",
-            "llm_calls",
-            "searches",
-            "llm_seconds",
-            "search_seconds",
-            "elapsed_s",
-            "model",
-            "lang",
-            "error",
-        ):
+        for k in _PLAIN.split():
             if k in d:
                 setattr(r, k, d[k])
         r.citations = [Passage.from_dict(p) for p in d.get("citations", [])]

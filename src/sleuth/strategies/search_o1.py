@@ -16,18 +16,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import sleuth.strategies.parse_search_o1 as o1
 from sleuth.lang import NOTHING
 from sleuth.search.base import Filters, Passage, SearchError
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.batch import StepBatch
 from sleuth.strategies.options import SearchO1Options
-from sleuth.strategies.parsing import BEGIN_RESULT, END_QUERY, END_RESULT, parse_reason_in_documents, parse_search_o1
 from sleuth.strategies.repairs import fired, repeat_of
 from sleuth.strategies.repairs.reading import final_read
 from sleuth.strategies.result import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Listener, Result
 from sleuth.strategies.text import clean_short, format_passages, sanitize, tail
 
-STOPS = [END_QUERY, BEGIN_RESULT, "\nQuestion:", "\n问题："]
+STOPS = [o1.END_QUERY, o1.BEGIN_RESULT, "\nQuestion:", "\n问题："]
 
 
 @dataclass
@@ -76,10 +76,10 @@ class SearchO1(Strategy):
             return self.force_answer(run, STEP_LIMIT)
         run.turns += 1
         c = self.generate(run.st, run.prompt, step=f"reason {run.turns}", stop=STOPS)
-        step = parse_search_o1(c.text)
+        step = o1.parse_search_o1(c.text)
         run.prompt += step.consumed
         if step.query is not None:
-            run.prompt += END_QUERY + "\n"
+            run.prompt += o1.END_QUERY + "\n"
             return self._take_query(run, step.query)
         if step.answer is not None:
             return self.set_answer(run, step.answer, FINISHED)
@@ -118,7 +118,7 @@ class SearchO1(Strategy):
         reasoning = tail(run.prompt[run.start :], 2000) or "(none yet)"
         prompt = self.prompt(st, "search_o1_rid", reasoning=reasoning, query=query, documents=docs)
         c = self.ask(st, prompt, step=f"reason-in-documents {run.searches}", max_tokens=self.opts.rid_max_tokens)
-        info = sanitize(parse_reason_in_documents(c.text), 800) or self.prompt(st, "search_o1_rid_empty")
+        info = sanitize(o1.parse_reason_in_documents(c.text), 800) or self.prompt(st, "search_o1_rid_empty")
         helpful = not NOTHING.search(info)
         if helpful:  # the facts are a claim its citations are grounded in
             st.cite(passages, claim=info, query=query)
@@ -135,7 +135,7 @@ class SearchO1(Strategy):
 
     @staticmethod
     def _insert(run: O1Run, text: str) -> str:
-        run.prompt += f"{BEGIN_RESULT} {text} {END_RESULT}\n"
+        run.prompt += f"{o1.BEGIN_RESULT} {text} {o1.END_RESULT}\n"
         return text
 
     def force_answer(self, run: O1Run, reason: str) -> None:

@@ -26,8 +26,7 @@ from sleuth.lang import NOTHING
 from sleuth.search.base import Passage, SearchError
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import SelfAskOptions
-from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS
-from sleuth.strategies.parsing import parse_final_line, parse_self_ask
+from sleuth.strategies.parse_self_ask import ANSWER_STOPS, SCAFFOLD, STOPS, parse_final_line, parse_self_ask
 from sleuth.strategies.repairs import fired, repeat_of
 from sleuth.strategies.repairs.reading import final_read
 from sleuth.strategies.result import FINISHED, STEP_LIMIT

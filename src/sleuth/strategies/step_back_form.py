@@ -1,22 +1,10 @@
 """Step-back's answer form: are the documents rules, and what did the answer say?
 
-The rule-and-clause form ("General rule / Specific clause / Conclusion") fits
-documents that are rules (a policy, a regulation); on encyclopaedic text it made
-the model invent rules ("American film directors are those born in the United
-States...") and abstain with the evidence present.  So the form follows from the
-documents, by one deterministic, documented signal:
-
-* a passage is **rule-like** when its section heading or its text carries clause
-  numbering (第十五条, 第三章, Article 7, Section 2.1, Clause 4, § 12) or its text
-  has at least two normative phrases (应当 / 不得 / 必须 / shall / must / may not);
-* the documents are rules when at least half of the passages found for the
-  original question are rule-like.
-
-Measured on the data in ``shared/data`` (per passage): policy_zh 12 of 12 rule-like;
-HotpotQA 0.3 %, MuSiQue 0.5 %, TimeQA 0.4 %, RGB-zh news 0.8 %, the quick-start
-Wikipedia passages 0.8 %; so every policy_zh question gets the rule form and a
-Wikipedia question would need half its passages to be the rare exception.  The
-option ``documents`` (``auto`` / ``rules`` / ``general``) overrides the signal.
+The rule-and-clause form fits rules (a policy); on encyclopaedic text it made the model invent rules.
+A passage is **rule-like** when its section or text carries clause numbering (第十五条, Article 7, § 12)
+or its text has two normative phrases (应当 / 不得 / shall / must); the documents are rules when at least
+half the passages found for the question are (option ``documents`` overrides).  Per passage in
+``shared/data``: policy_zh 12 of 12 rule-like; HotpotQA 0.3 %, MuSiQue 0.5 %, TimeQA 0.4 %, RGB-zh 0.8 %.
 """
 
 from __future__ import annotations
@@ -24,15 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sleuth.lang import ABSTAIN as LEXICON_ABSTAIN
+from sleuth.lang import ABSTAIN
 from sleuth.search.base import Passage
-from sleuth.strategies.parse_common import cap
-from sleuth.strategies.text import cited_numbers, clean_short
+from sleuth.strategies.step_back_verdict import NUM as _NUM
+from sleuth.strategies.text import cap, cited_numbers, clean_short
 
-_NUM = r"[一二三四五六七八九十百千零〇两\d]+"
 _CLAUSE = re.compile(
-    rf"第{_NUM}[条章款节]|\b(?:Article|Art\.|Section|Sec\.|Clause|Rule|Regulation|Chapter)\s+\d+[\d.]*\b|§\s*\d+",
-    re.I,
+    rf"第{_NUM}[条章款节]|\b(?:Article|Art\.|Section|Sec\.|Clause|Rule|Regulation|Chapter)\s+\d+[\d.]*\b|§\s*\d+", re.I
 )
 _NORMATIVE = re.compile(r"应当|应在|应于|应按|不得|必须|须经|不予|\bshall\b|\bmust\b|\bmay not\b", re.I)
 
@@ -68,9 +54,6 @@ _LABEL_LINE = re.compile(  # at a line's start, or inline right after a sentence
     re.I | re.M,
 )
 _FIELD = {x.lower(): name for name, xs in _LABELS.items() for x in xs}
-
-#: an answer that declines: the documents do not say, it cannot be answered (English and Chinese)
-ABSTAIN = LEXICON_ABSTAIN
 
 
 def _copied(value: str, template: str) -> bool:
@@ -110,16 +93,14 @@ class StepBackAnswer:
 def parse_step_back_answer(text: str, template: str = "", question: str = "") -> StepBackAnswer:
     """Fields by label (either form, either language, the last of each label wins), never raising.
 
-    A field that only copies the prompt's own instructions (``template``; seen on
-    policy_zh q1: "结论：有专门条款时依据专门条款，否则依据一般规定。") or only repeats the
-    ``question`` (which the answer line quotes) is no answer and is dropped.
+    A field that only copies the prompt's own instructions (``template``; seen on policy_zh q1:
+    "结论：有专门条款时依据专门条款，否则依据一般规定。") or only repeats the ``question`` (which the answer line quotes) is no answer and is
+    dropped.
 
-    The long answer is the reply up to its "Short answer:" line.  The short answer
-    is that line, else the answer field's first sentence (a reply cut at
-    ``max_tokens``), else ``None``.  It declined when the answer field (or, with
-    no answer field, the whole reply) says the documents do not answer, cites no
-    document (an answer that cites evidence has found some) and gives no short
-    answer of its own other than a refusal.
+    The long answer is the reply up to its "Short answer:" line.  The short answer is that line, else the answer
+    field's first sentence (a reply cut at ``max_tokens``), else ``None``.  It declined when the answer field (or,
+    with no answer field, the whole reply) says the documents do not answer, cites no document (an answer that cites
+    evidence has found some) and gives no short answer of its own other than a refusal.
     """
     text = cap(text).strip()
     marks = list(_LABEL_LINE.finditer(text))

@@ -1,21 +1,28 @@
-"""Text helpers shared by the strategies: passage sanitising and formatting,
-token overlap, short-answer clean-up, citation markers.
+"""Text helpers shared by the strategies: passage sanitising and formatting, token overlap, short-answer clean-up,
+citation markers.
 
-Retrieved passages are *data*.  Before a passage goes into a prompt,
-:func:`sanitize` collapses it to one line and defuses everything that could
-look like scaffold syntax to the model or to our parsers (special tokens,
-Search-o1 tags, ``\\boxed``, "So the final answer is:", "Follow up:",
-"追问：", our own document delimiters...).
+Retrieved passages are *data*.  Before a passage goes into a prompt, :func:`sanitize` collapses it to one line and
+defuses everything that could look like scaffold syntax to the model or to our parsers (special tokens, Search-o1
+tags, ``\\boxed``, "So the final answer is:", "Follow up:", "追问：", our own document delimiters...).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from sleuth.lang import en, zh
 from sleuth.search.base import Passage
+
+MAX_IN = 20_000  # the parsers of model output look at most at this many characters (bounded time on runaway output)
+
+
+def cap(text: object) -> str:
+    """``text`` as a string (``None`` -> ``""``), cut to :data:`MAX_IN` characters."""
+    s = text if isinstance(text, str) else ("" if text is None else str(text))
+    return s[:MAX_IN]
+
 
 # -- sanitising -------------------------------------------------------------
 
@@ -68,9 +75,8 @@ def format_passages(
 ) -> str:
     """Numbered, one passage per line: ``[1] (Title | section | version 2025) text``.
 
-    ``budget`` caps the total characters (each passage gets an equal share,
-    at least 160), so a long context never overflows a small model's window.
-    ``numbers`` gives each passage its own number (a run that numbers its sources
+    ``budget`` caps the total characters (each passage gets an equal share, at least 160), so a long context never
+    overflows a small model's window. ``numbers`` gives each passage its own number (a run that numbers its sources
     once); otherwise they count up from ``start``.
     """
     if budget and passages:
@@ -96,14 +102,6 @@ def content_tokens(text: str) -> set[str]:
     return {w for w in _WORD.findall(t) if w not in _STOP}
 
 
-def similarity(a: str, b: str) -> float:
-    """Jaccard overlap of content tokens (0..1)."""
-    ta, tb = content_tokens(a), content_tokens(b)
-    if not ta or not tb:
-        return 1.0 if ta == tb and (a or "").strip().lower() == (b or "").strip().lower() else 0.0
-    return len(ta & tb) / len(ta | tb)
-
-
 _CJK_RUN = re.compile(_CJK.pattern + "+")
 
 
@@ -121,31 +119,6 @@ def query_similarity(a: str, b: str) -> float:
     """Jaccard overlap of :func:`query_tokens` (0..1): how close two search queries are."""
     ta, tb = query_tokens(a), query_tokens(b)
     return len(ta & tb) / len(ta | tb) if ta and tb else float(ta == tb)
-
-
-def is_repeat(a: str, b: str, threshold: float = 0.9) -> bool:
-    """Whether ``a`` asks nothing that ``b`` did not (or the other way round).
-
-    Jaccard overlap alone is too coarse for long questions that differ in one word
-    ("... before it changed?" / "... after it changed?" overlap 0.75), so a repeat
-    is either a near-identical token set (overlap >= ``threshold``) or one side's
-    content words all contained in the other's (a shortened or padded repeat), with
-    overlap >= 0.5 so that a two-word question is not a "repeat" of a long one.
-    """
-    ta, tb = content_tokens(a), content_tokens(b)
-    if not ta or not tb:
-        return (a or "").strip().lower() == (b or "").strip().lower()
-    j = len(ta & tb) / len(ta | tb)
-    return j >= threshold or ((ta <= tb or tb <= ta) and j >= 0.5)
-
-
-def most_similar(text: str, others: Iterable[str]) -> tuple[float, str]:
-    best = (0.0, "")
-    for o in others:
-        s = similarity(text, o)
-        if s > best[0]:
-            best = (s, o)
-    return best
 
 
 def normalize_query(q: str) -> str:
@@ -194,10 +167,6 @@ def clean_short(text: str, max_chars: int = 200) -> str:
     return t
 
 
-def truncate(text: str, max_chars: int) -> str:
-    return text if len(text) <= max_chars else text[:max_chars].rstrip() + " …"
-
-
 def tail(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else "… " + text[-max_chars:].lstrip()
 
@@ -215,16 +184,14 @@ def _squash(text: str) -> str:
 
 
 def strip_scaffold(answer: str) -> str:
-    """The answer as the reader sees it: without the format's scaffold labels ("所以答案是：",
-    "So the answer is:", "简短答案：", "问题的最终答案是："), which the model was asked to write
-    for the parser.  A labelled value the rest of the answer already states is dropped with its
-    label ("…15个自然日内提交。所以答案是：15" ends at "提交。"), and so is a copied placeholder
-    ("<short answer>"); a value the answer does not state stays,
-    without the label; an answer that is only the label and its value becomes the value.
+    """The answer as the reader sees it: without the format's scaffold labels ("所以答案是：", "So the answer is:", "简短答案：",
+    "问题的最终答案是："), which the model was asked to write for the parser.  A labelled value the rest of the answer already
+    states is dropped with its label ("…15个自然日内提交。所以答案是：15" ends at "提交。"), and so is a copied placeholder ("<short
+    answer>"); a value the answer does not state stays, without the label; an answer that is only the label and its
+    value becomes the value.
 
-    ``Strategy.finish`` applies it to Chinese answers.  English answers keep their "So the answer
-    is:" line for now: stripping it changes the long answers of every English run, which has not
-    been measured on a tuning split yet."""
+    ``Strategy.finish`` applies it to Chinese answers.  English answers keep their "So the answer is:" line for now:
+    stripping it changes the long answers of every English run, which has not been measured on a tuning split yet."""
     out = answer or ""
     marks = list(_SCAFFOLD.finditer(out))
     if not marks:

@@ -1,11 +1,9 @@
 """Prompt templates are data: ``prompts/<lang>/<name>.txt``.
 
-Templates use :class:`string.Template` syntax (``$question``, ``$documents``;
-``$$`` for a literal dollar sign), so braces in prompts (``\\boxed{}``) and in
-retrieved text need no escaping, and substituted values are never re-parsed.
-A file's single trailing newline is dropped, so a template can end exactly
-where the model should continue (e.g. after ``Are follow up questions needed here:``).
-A language without its own file falls back to English.
+Templates use :class:`string.Template` syntax (``$question``, ``$documents``; ``$$`` for a literal dollar sign), so
+braces in prompts (``\\boxed{}``) and in retrieved text need no escaping, and substituted values are never re-parsed.
+A file's single trailing newline is dropped, so a template can end exactly where the model should continue (e.g. after
+``Are follow up questions needed here:``). A language without its own file falls back to English.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The repairs: every step a strategy takes that is not its paper's method, declared in one place.
 
-Each :class:`Repair` has a name, the strategies it applies to, the failure it fixes (with an
-example from a tuning split) and what a paired on/off run on tuning data measured.  Each is switched
-by the option of its name (``--opt final_read=false``); ``mode=paper`` switches every one off and
-runs each strategy as published (:mod:`sleuth.strategies.options`).  A strategy calls a repair at a
-named point of its ``solve`` only when ``self.opts.<name>`` is on, and every repair that changes
-something records one ``repair`` event (:func:`fired`) with its name, so a trace shows each one
-that acted.  docs/strategies.md has the table.
+Each :class:`Repair` has a name, the strategies it applies to, the failure it fixes (with an example from a tuning
+split) and what a paired on/off run on tuning data measured.  Each is switched by the option of its name (``--opt
+final_read=false``); ``mode=paper`` switches every one off and runs each strategy as published
+(:mod:`sleuth.strategies.options`).  A strategy calls a repair at a named point of its ``solve`` only when
+``self.opts.<name>`` is on, and every repair that changes something records one ``repair`` event (:func:`fired`) with
+its name, so a trace shows each one that acted.  docs/strategies.md has the table.
 """
 
 from __future__ import annotations
@@ -108,11 +107,6 @@ REPAIRS: tuple[Repair, ...] = (
     ),
 )
 BY_NAME = {r.name: r for r in REPAIRS}
-
-
-def for_strategy(name: str) -> list[Repair]:
-    """The repairs that apply to the strategy ``name``."""
-    return [r for r in REPAIRS if name in r.strategies]
 
 
 def fired(st: RunState, name: str, **data: Any) -> None:

@@ -1,19 +1,16 @@
 """The repair ``final_read`` (Self-Ask; Search-o1 opt-in): a final reading pass.
 
-After a multi-hop strategy has found its answer, the question is answered once more, RAG's way
-(``rag.txt``), from documents: the question's own search first, then the passages the strategy's
-searches found, as IRCoT's reader reads every passage its steps retrieved.  The strategy's
-searches find the second hop's passage that a search for the whole question misses; its own
-answer is composed from one-line intermediate answers (Self-Ask) or condensed search results
-(Search-o1) and is lost when one of them is.  The strategy's answer is kept as the run's
-``draft`` (the report pairs the two) and stands when nothing was found or the reading says the
-documents do not answer.
+After a multi-hop strategy has found its answer, the question is answered once more, RAG's way (``rag.txt``), from
+documents: the question's own search first, then the passages the strategy's searches found, as IRCoT's reader reads
+every passage its steps retrieved.  The strategy's searches find the second hop's passage that a search for the whole
+question misses; its own answer is composed from one-line intermediate answers (Self-Ask) or condensed search results
+(Search-o1) and is lost when one of them is.  The strategy's answer is kept as the run's ``draft`` (the report pairs
+the two) and stands when nothing was found or the reading says the documents do not answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import zip_longest
 
 from sleuth.lang import NOTHING
@@ -43,32 +40,18 @@ def read_passages(strategy: Strategy, st: RunState, question: str, passages: Seq
     return parse_cot(c.text)[0], read
 
 
-@dataclass(frozen=True)
-class Reading:
-    """What the reading pass answered: the answer's text, its short answer and what it read."""
-
-    answer: str
-    short: str
-    passages: list[Passage]
-
-
-def read_again(
-    strategy: Strategy,
-    st: RunState,
-    question: str,
-    found: Sequence[Sequence[Passage]],
-    draft: tuple[str, str],
-    *,
-    stage: str,
-    found_by: str,
-) -> Reading | None:
-    """Answer ``question`` from its own search and the passages of ``found`` (one list per search
-    of the strategy, by rank); ``None`` when nothing was shown or the reading found no answer.
-
-    ``draft`` (the strategy's answer and short answer) is recorded as a ``draft`` event of stage
-    ``stage``; ``found_by`` names the strategy's searches in the trace note ("the follow-ups'").
-    A reading that answers replaces the run's claims: the answer rests on it now, not on the
-    steps that led to it."""
+def final_read(
+    strategy: Strategy, st: RunState, found: Sequence[Sequence[Passage]], answer: str, *, stage: str, found_by: str
+) -> tuple[str, str]:
+    """Repair ``final_read`` at a strategy's end: its answer and short answer, or, when the option is on and the
+    reading answers, the reading's.  The question is answered again from its own search and the passages of
+    ``found`` (one list per search of the strategy, by rank); the strategy's answer is recorded as a ``draft`` event
+    of stage ``stage``; ``found_by`` names the strategy's searches in the trace note ("the follow-ups'").  A reading
+    that answers replaces the run's claims: the answer rests on it now, not on the steps that led to it."""
+    short = clean_short(answer)
+    if not getattr(strategy.opts, "final_read", False) or strategy.retriever is None:
+        return answer, short
+    question = st.result.question
     try:
         own = strategy.retrieve(st, question, route="original")
     except SearchError as e:
@@ -83,9 +66,9 @@ def read_again(
     for p in interleave(found):
         shown.setdefault(p.id, p)
     if not shown:
-        return None
+        return answer, short
     passages = list(shown.values())[:limit]
-    st.emit("draft", text=draft[0], short_answer=draft[1], stage=stage)
+    st.emit("draft", text=answer, short_answer=short, stage=stage)
     body, read = read_passages(strategy, st, question, passages)
     fired(
         st,
@@ -96,19 +79,7 @@ def read_again(
     )
     if not read or NOTHING.match(read):
         st.emit("note", type="read_abstained", message=f"the reading found no answer; the {stage}'s answer stands")
-        return None
+        return answer, short
     st.claims.clear()
     st.cite(passages, claim=body, query=question, marks=cited_numbers(body))
-    return Reading(body or read, read, passages)
-
-
-def final_read(
-    strategy: Strategy, st: RunState, found: Sequence[Sequence[Passage]], answer: str, *, stage: str, found_by: str
-) -> tuple[str, str]:
-    """Repair ``final_read`` at a strategy's end: its answer and short answer, or, when the option is on
-    and the reading answers, the reading's (:func:`read_again`; the strategy's stays as the ``draft``)."""
-    short = clean_short(answer)
-    if not getattr(strategy.opts, "final_read", False) or strategy.retriever is None:
-        return answer, short
-    reading = read_again(strategy, st, st.result.question, found, (answer, short), stage=stage, found_by=found_by)
-    return (answer, short) if reading is None else (reading.answer, clean_short(reading.short))
+    return body or read, clean_short(read)

@@ -10,12 +10,12 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from sleuth.lang import ABSTAIN, NOTHING
+from sleuth.lang import ABSTAIN, NOTHING, polarity
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.repairs import fired
 from sleuth.strategies.repairs.reading import read_passages
-from sleuth.strategies.step_back_verdict import deciding, parse_verdict, polarity, rank_clauses, referred, split_clauses
+from sleuth.strategies.step_back_verdict import deciding, listing, parse_verdict, rank_clauses, referred, split_clauses
 from sleuth.strategies.text import cited_numbers, content_tokens, strip_citations
 
 if TYPE_CHECKING:
@@ -41,18 +41,8 @@ def _passage_tokens(p: Passage) -> set[str]:
     return content_tokens(f"{p.title} {p.section} {p.text}")
 
 
-def _overlap(p: Passage, question: str) -> float:
-    qt = content_tokens(question)
-    if not qt:
-        return 0.0
-    return len(qt & _passage_tokens(p)) / len(qt)
-
-
 def rrf_rerank(
-    pool: list[Passage],
-    routes: dict[str, list[Passage]],
-    questions: list[str],
-    rrf_k: int = 60,
+    pool: list[Passage], routes: dict[str, list[Passage]], questions: list[str], rrf_k: int = 60
 ) -> list[tuple[Passage, float]]:
     """Reciprocal-rank fusion of the route rankings and per-question overlap rankings."""
     rankings: list[list[tuple[str, str]]] = [[p.key for p in ps] for ps in routes.values()]
@@ -101,10 +91,8 @@ def verdict(strategy: Strategy, st: RunState, question: str, context: list[Passa
     when the reply concludes neither yes nor no."""
     every = split_clauses(context)
     shown = rank_clauses(question, every, strategy.opts.verdict_clauses)
-    listing = "\n".join(f"[{i}] ({c.passage.title}) {c.text}" for i, c in enumerate(shown, 1))
-    c = strategy.ask(
-        st, strategy.prompt(st, "step_back_verdict", question=question, clauses=listing), step="verdict", max_tokens=120
-    )
+    prompt = strategy.prompt(st, "step_back_verdict", question=question, clauses=listing(shown))
+    c = strategy.ask(st, prompt, step="verdict", max_tokens=120)
     basis, conclusion = parse_verdict(c.text)
     said = polarity(conclusion)
     chosen = deciding(basis, shown) if shown else None

@@ -25,8 +25,6 @@ _THOUSANDS = re.compile(r"(?<=\d)[,，](?=\d{3}(?!\d))")
 _SCALED = re.compile(r"(\d+(?:\.\d+)?)\s*(thousand|million|billion|万|亿)")
 _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "万": 10**4, "亿": 10**8}
 _ZH_NUMERAL = re.compile(r"[〇零一二两三四五六七八九十百千]+")
-_ZH_DIGITS, _ZH_UNITS = zh.DIGITS, zh.UNITS
-_NUMBER_WORDS, _MONTHS = en.NUMBER_WORDS, en.MONTHS
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 #: a run of capitalised words (lower-case name particles inside): what an acronym abbreviates
 _CAPS_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|and|for|de|du|la)\s+)*[A-Z][\w'’-]*)+")
@@ -37,14 +35,14 @@ _LIST_ITEMS = re.compile(r"\s*(?:[,，;；、/和与及]|\band\b)\s*")
 def _zh_number(m: re.Match[str]) -> str:
     """A Chinese numeral in digits: 十五 -> 15, 一百二十 -> 120, 一九一六 -> 1916."""
     run = m.group(0)
-    if not any(ch in _ZH_UNITS for ch in run):
-        return "".join(str(_ZH_DIGITS[ch]) for ch in run)
+    if not any(ch in zh.UNITS for ch in run):
+        return "".join(str(zh.DIGITS[ch]) for ch in run)
     total, digit = 0, None
     for ch in run:
-        if ch in _ZH_UNITS:
-            total, digit = total + (1 if digit is None else digit) * _ZH_UNITS[ch], None
+        if ch in zh.UNITS:
+            total, digit = total + (1 if digit is None else digit) * zh.UNITS[ch], None
         else:
-            digit = _ZH_DIGITS[ch]
+            digit = zh.DIGITS[ch]
     return str(total + (digit or 0))
 
 
@@ -58,11 +56,11 @@ def _normal(text: str) -> str:
 
 def _canon(word: str) -> str:
     """One spelling per word: number words and ordinals as digits, months by three letters, no plural -s."""
-    if word in _NUMBER_WORDS:
-        return _NUMBER_WORDS[word]
+    if word in en.NUMBER_WORDS:
+        return en.NUMBER_WORDS[word]
     if m := _ORDINAL.match(word):
         return m.group(1)
-    if word in _MONTHS or word == "sept":
+    if word in en.MONTHS or word == "sept":
         return word[:3]
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
