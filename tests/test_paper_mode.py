@@ -114,9 +114,10 @@ def test_the_cli_takes_mode_paper(tmp_path: Path, capsys: pytest.CaptureFixture[
 
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps({"id": t, "title": t, "text": x}) + "\n" for t, x in DOCS.items()))
-    with pytest.raises(SystemExit) as exc:
-        main(["ask", "Q?", "-s", "rag", "--mode", "published", "--corpus", str(corpus)])
-    assert exc.value.code == 2 and "mode must be default or paper" in " ".join(capsys.readouterr().err.split())
+    for command in (["ask", "Q?"], ["chat"]):  # sleuth chat takes the same --mode
+        with pytest.raises(SystemExit) as exc:
+            main([*command, "-s", "rag", "--mode", "published", "--corpus", str(corpus)])
+        assert exc.value.code == 2 and "mode must be default or paper" in " ".join(capsys.readouterr().err.split())
 
 
 def test_the_cli_runs_mode_paper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:

@@ -233,11 +233,7 @@ def ask(
     k: flags.K = 5,
     max_steps: flags.MaxSteps = 6,
     max_tokens: flags.MaxTokens = None,
-    mode: str = typer.Option(
-        "default",
-        "--mode",
-        help="default: the paper's method and the repairs that earned their place; paper: exactly as published.",
-    ),
+    mode: flags.Mode = "default",
     opt: flags.Opts = [],  # noqa: B006  (typer copies it)
     embed_model: flags.EmbedModel = None,
     embed_base_url: flags.EmbedURL = None,

@@ -1,7 +1,7 @@
 """``sleuth chat``: a conversation in the terminal, with follow-up questions.
 
     sleuth chat [--strategy rag] [--index DIR | --corpus FILE] [--filter key=value ...]
-                [--model NAME] [--base-url URL] [--lang en|zh] [--k 5] [--max-steps N]
+                [--model NAME] [--base-url URL] [--lang en|zh] [--k 5] [--max-steps N] [--mode default|paper]
                 [--opt key=value ...] [--embed-model M] [--rerank none|llm|URL] [--no-rewrite] [--verbose]
 
 Each question is answered with the earlier turns of the conversation as its history: a
@@ -120,6 +120,7 @@ def chat(
     lang: flags.Lang = "auto",
     k: flags.K = 5,
     max_steps: flags.MaxSteps = 6,
+    mode: flags.Mode = "default",
     opt: flags.Opts = [],  # noqa: B006  (typer copies it)
     embed_model: flags.EmbedModel = None,
     embed_base_url: flags.EmbedURL = None,
@@ -141,7 +142,7 @@ def chat(
     try:
         name = resolve_name(strategy)
         filters = Filters.parse([checked(f, "--filter") for f in filter_])
-        options: dict[str, Any] = {"lang": lang, "k": k, "max_steps": max_steps, **parse_opts(opt)}
+        options: dict[str, Any] = {"lang": lang, "k": k, "max_steps": max_steps, "mode": mode, **parse_opts(opt)}
         if no_rewrite:
             options["rewrite"] = False
         STRATEGIES[name].Options.parse(options, strategy=name)

@@ -54,5 +54,12 @@ MaxTokens = Annotated[
     ),
 ]
 Opts = Annotated[list[str], typer.Option("--opt", help=OPT_HELP)]
+Mode = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        help="default: the paper's method and the repairs that earned their place; paper: exactly as published.",
+    ),
+]
 IndexDir = Annotated[Path | None, typer.Option("--index", help="An index folder (sleuth index build).")]
 CorpusPath = Annotated[Path | None, typer.Option("--corpus", help="A corpus file or folder (indexed once, cached).")]
