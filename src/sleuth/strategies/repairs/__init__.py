@@ -39,7 +39,8 @@ REPAIRS: tuple[Repair, ...] = (
         ("cot", "rag", "rat"),
         "a reply with no 'So the answer is:' line has no short answer; one short call reads it from the reply "
         "(4 of 20 RAG replies on hotpotqa/train, --limit 20 --seed 3, had no answer line)",
-        "not measured on/off yet",
+        "RAG, 20 hotpotqa/train questions (distractor, seed 3): F1 0.270 -> 0.288, +0.018 [-0.009, +0.065], "
+        "1 better, 1 worse; 0.15 more calls a question",
     ),
     Repair(
         "short_support",
