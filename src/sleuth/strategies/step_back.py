@@ -80,10 +80,10 @@ class StepBack(Strategy):
 
     def reason(self, question: str, st: RunState, abstract: str, context: list[Passage], form: str) -> None:
         """Step 5: reason from the context in the documents' form."""
-        if form == RULES and context and self.opts.verdict and st.q.yes_no and verdict(self, st, question, context):
+        over_rules = form == RULES and context and self.opts.verdict  # the verdict repair's ground
+        if over_rules and st.q.yes_no and verdict(self, st, question, context):
             return  # repair: decided from the deciding clause
-        gate = form == RULES and context and self.opts.verdict
-        if gate and answer_if_unsettled(self, question, st, context, self.opts.verdict_clauses):
+        if over_rules and answer_if_unsettled(self, question, st, context, self.opts.verdict_clauses):
             fired(st, "verdict", settled=False)  # the accessible clauses do not settle it
             return
         template = "step_back_answer_rules" if form == RULES else "step_back_answer"
