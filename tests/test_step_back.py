@@ -688,3 +688,38 @@ def test_only_questions_that_ask_no_yes_or_no_are_checked_for_answerability() ->
 
     assert asks_yes_no("休婚假需要提前申请吗？要提前几天？") and asks_yes_no("Does it apply? How many days?")
     assert not asks_yes_no("内部审计对差旅报销的抽查比例是多少？") and not asks_yes_no("How many days?")
+
+
+def test_a_form_that_says_nothing_gives_way_to_the_settled_answerability_reply(tmp_path: Path) -> None:
+    """benchmarks/data/policy_zh tuning sec-t4: the answerability call settled it ("每180天更换一次"), then the
+    form replied "一般规定：无 / 专门条款：[1]" (the model's real replies): the settled reply is the answer."""
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "policy_zh"
+    q = next(json.loads(x) for x in (bench / "tuning.jsonl").read_text("utf-8").splitlines() if '"sec-t4"' in x)
+    idx = open_retriever(str(bench / "corpus.jsonl"), cache_dir=tmp_path)
+    replies = ["2024年的密码更换规定是什么？", "依据：第8条\n结论：每180天更换一次。", "一般规定：无\n专门条款：[1]"]
+    r = get_strategy("step-back", ScriptedLLM(replies), idx).run(q["question"], filters=_scope(q))
+    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "answerable", "answer"]
+    assert r.answer == "每180天更换一次。" and "180" in r.short_answer
+    used = [e.data for e in r.trace.of("repair") if e.data["name"] == "verdict"]
+    assert used and used[0]["used"] == "每180天更换一次。" and used[0]["form"].startswith("一般规定：无")
+    assert [p.doc_id for p in r.citations] == ["sec-2024-01"]
+    full = "一般规定：第八条 登录密码每180天更换一次 [1]\n结论：每180天更换一次。\n简短答案：每180天"
+    kept = get_strategy("step-back", ScriptedLLM([*replies[:2], full]), idx).run(q["question"], filters=_scope(q))
+    assert kept.short_answer == "每180天" and "verdict" not in [e.data["name"] for e in kept.trace.of("repair")]
+
+
+def test_the_verdict_ranks_clauses_by_the_question_and_the_step_back_question() -> None:
+    """A question that shares no word with its deciding clause ("住一晚650元" / "住宿标准") reaches it
+    through the step-back question ("住宿费用报销的一般规定"), fused by reciprocal rank."""
+    from sleuth.strategies.step_back_verdict import rank_clauses, split_clauses
+
+    text = (
+        "第八条 员工出差乘坐火车可选择二等座，副总监及以上可选择一等座。第九条 住宿标准：一线城市每人每晚不超过600元。"
+        "第十条 出差期间的伙食补助每天100元。第十一条 报销时须提交发票原件。"
+    )
+    clauses = split_clauses([Passage(id="t#0", doc_id="t", title="差旅办法", text=text)])
+    q = "出差去上海住一晚650元，能全额报销吗？"
+    alone = [c.number for c in rank_clauses(q, clauses, 2)]
+    both = [c.number for c in rank_clauses(q, clauses, 2, also="出差住宿费用报销的一般规定和例外是什么？")]
+    assert "第九条" not in alone and "第九条" in both
+    assert [c.number for c in rank_clauses(q, clauses, 4)] == [c.number for c in rank_clauses(q, clauses, 4, also="")]

@@ -18,6 +18,8 @@ pool reranked, :mod:`sleuth.strategies.repairs.step_back`), ``verdict`` and ``ab
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sleuth.lang import CANNOT
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
@@ -26,7 +28,7 @@ from sleuth.strategies.parsing import parse_step_back
 from sleuth.strategies.prompts import load
 from sleuth.strategies.repairs import fired
 from sleuth.strategies.repairs.step_back import merge_routes, rerank, reread, verdict
-from sleuth.strategies.step_back_form import GENERAL, RULES, document_form, parse_step_back_answer
+from sleuth.strategies.step_back_form import GENERAL, RULES, document_form, parse_step_back_answer, says_nothing
 from sleuth.strategies.step_back_verdict import answer_if_unsettled
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
@@ -81,17 +83,24 @@ class StepBack(Strategy):
     def reason(self, question: str, st: RunState, abstract: str, context: list[Passage], form: str) -> None:
         """Step 5: reason from the context in the documents' form."""
         over_rules = form == RULES and context and self.opts.verdict  # the verdict repair's ground
-        if over_rules and st.q.yes_no and verdict(self, st, question, context):
+        if over_rules and st.q.yes_no and verdict(self, st, question, context, abstract):
             return  # repair: decided from the deciding clause
-        if over_rules and answer_if_unsettled(self, question, st, context, self.opts.verdict_clauses):
-            fired(st, "verdict", settled=False)  # the accessible clauses do not settle it
-            return
+        settled = ""  # the answerability reply's conclusion, when the clauses settle the question
+        if over_rules:
+            unsettled, settled = answer_if_unsettled(self, question, st, context, self.opts.verdict_clauses, abstract)
+            if unsettled:
+                fired(st, "verdict", settled=False)  # the accessible clauses do not settle it
+                return
         template = "step_back_answer_rules" if form == RULES else "step_back_answer"
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
         prompt = self.prompt(st, template, question=question, step_back=abstract, documents=docs)
         ac = self.ask(st, prompt, step="answer", max_tokens=self.max_tokens)
         parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template, question)
         answer = parsed.answer
+        if settled and says_nothing(parsed):  # repair: the form said nothing, the answerability reply stands
+            fired(st, "verdict", form=answer[:300], used=settled[:300])
+            parsed = replace(parsed, short=clean_short(settled), abstained=False)
+            answer = settled
         st.result.answer = answer.strip()
         reread_on = parsed.abstained and context and form != RULES and self.opts.abstention_reread
         if reread_on and reread(self, st, question, context, answer):  # repair: read again, RAG's way

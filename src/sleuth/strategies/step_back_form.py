@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sleuth.lang import ABSTAIN
 from sleuth.search.base import Passage
 from sleuth.strategies.step_back_verdict import NUM as _NUM
-from sleuth.strategies.text import cap, cited_numbers, clean_short
+from sleuth.strategies.text import cap, cited_numbers, clean_short, strip_citations
 
 _CLAUSE = re.compile(
     rf"第{_NUM}[条章款节]|\b(?:Article|Art\.|Section|Sec\.|Clause|Rule|Regulation|Chapter)\s+\d+[\d.]*\b|§\s*\d+", re.I
@@ -88,6 +88,12 @@ class StepBackAnswer:
     answer: str
     short: str | None
     abstained: bool
+
+
+def says_nothing(parsed: StepBackAnswer) -> bool:
+    """Whether every field of the form is empty, "无" or only citation marks ("一般规定：无 / 专门条款：[1]")."""
+    values = [strip_citations(v).strip(" \t\n。.：:") for v in parsed.fields.values()]
+    return not any(v and not NO_FIELD.match(v) for v in values)
 
 
 def parse_step_back_answer(text: str, template: str = "", question: str = "") -> StepBackAnswer:

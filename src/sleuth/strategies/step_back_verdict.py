@@ -63,21 +63,26 @@ def _grams(text: str) -> set[str]:
     return out
 
 
-def rank_clauses(question: str, clauses: Sequence[Clause], k: int) -> list[Clause]:
+def rank_clauses(question: str, clauses: Sequence[Clause], k: int, also: str = "") -> list[Clause]:
     """The ``k`` clauses sharing the most of the question's words, each word weighted by its rarity
-    among the clauses (inverse document frequency); ties keep the clauses' order."""
+    among the clauses (inverse document frequency); ties keep the clauses' order.  With ``also`` (the
+    step-back question) the two rankings are fused by reciprocal rank, as the routes are."""
     if not clauses:
         return []
     grams = [_grams(f"{c.passage.title} {c.text}") for c in clauses]
-    q = _grams(question)
-    df = {g: sum(1 for cg in grams if g in cg) for g in q}
     n = len(clauses)
 
-    def weight(i: int) -> float:
-        return sum(math.log(1 + n / df[g]) for g in q if df[g] and g in grams[i])
+    def ranking(text: str) -> list[int]:
+        q = _grams(text)
+        df = {g: sum(1 for cg in grams if g in cg) for g in q}
+        weight = [sum(math.log(1 + n / df[g]) for g in q if df[g] and g in grams[i]) for i in range(n)]
+        return sorted(range(n), key=lambda i: -weight[i])
 
-    order = sorted(range(n), key=lambda i: -weight(i))
-    return [clauses[i] for i in order[:k]]
+    score = [0.0] * n
+    for order in [ranking(question), *([ranking(also)] if also else [])]:
+        for rank, i in enumerate(order, 1):
+            score[i] += 1.0 / (60 + rank)
+    return [clauses[i] for i in sorted(range(n), key=lambda i: -score[i])[:k]]
 
 
 def parse_verdict(text: str) -> tuple[str, str]:
@@ -193,15 +198,18 @@ def listing(shown: Sequence[Clause]) -> str:
     return "\n".join(f"[{i}] ({c.passage.title}) {c.text}" for i, c in enumerate(shown, 1))
 
 
-def answer_if_unsettled(strategy: Strategy, question: str, st: RunState, context: Sequence[Passage], k: int) -> bool:
+def answer_if_unsettled(
+    strategy: Strategy, question: str, st: RunState, context: Sequence[Passage], k: int, abstract: str = ""
+) -> tuple[bool, str]:
     """Ask whether the ``k`` best clauses of ``context`` settle ``question`` (step ``answerable``); when they do not
-    (:func:`settles`), answer ``step_back_abstain``, citing nothing, and return ``True``.  A question with a yes/no
-    sentence ("…需要提前申请吗？要提前几天？") is not asked: its reply would read as a restatement."""
+    (:func:`settles`), answer ``step_back_abstain``, citing nothing, and return ``(True, "")``; when they do,
+    ``(False, the reply's conclusion)``.  A question with a yes/no sentence ("…需要提前申请吗？要提前几天？") is not
+    asked: its reply would read as a restatement."""
     if asks_yes_no(question):
-        return False
-    shown = rank_clauses(question, split_clauses(context), k)
+        return False, ""
+    shown = rank_clauses(question, split_clauses(context), k, also=abstract)
     if not shown:
-        return False
+        return False, ""
     prompt = strategy.prompt(st, "step_back_answerable", question=question, clauses=listing(shown))
     c = strategy.ask(st, prompt, step="answerable", max_tokens=120)
     basis, conclusion = parse_verdict(c.text)
@@ -215,8 +223,8 @@ def answer_if_unsettled(strategy: Strategy, question: str, st: RunState, context
         why=why,
     )
     if ok:
-        return False
+        return False, conclusion
     st.emit("note", type="abstained", message="the accessible clauses do not state what the question asks")
     st.result.answer = st.result.short_answer = strategy.prompt(st, "step_back_abstain")
     st.result.citations = []
-    return True
+    return True, ""

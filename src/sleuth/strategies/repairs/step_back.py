@@ -85,12 +85,12 @@ def rerank(
     return context
 
 
-def verdict(strategy: Strategy, st: RunState, question: str, context: list[Passage]) -> bool:
+def verdict(strategy: Strategy, st: RunState, question: str, context: list[Passage], abstract: str = "") -> bool:
     """Repair ``verdict``: a yes/no question over rules, decided from the clause that decides it (see
     :mod:`~sleuth.strategies.step_back_verdict`); ``False`` (the rule-and-clause form answers)
     when the reply concludes neither yes nor no."""
     every = split_clauses(context)
-    shown = rank_clauses(question, every, strategy.opts.verdict_clauses)
+    shown = rank_clauses(question, every, strategy.opts.verdict_clauses, also=abstract)
     prompt = strategy.prompt(st, "step_back_verdict", question=question, clauses=listing(shown))
     c = strategy.ask(st, prompt, step="verdict", max_tokens=120)
     basis, conclusion = parse_verdict(c.text)
