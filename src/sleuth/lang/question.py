@@ -251,6 +251,13 @@ class Question:
         return self.type.kind == YESNO
 
     @property
+    def asks_yes_no(self) -> bool:
+        """Some sentence of the question asks yes or no ("…需要提前申请吗？要提前几天？" does, though it asks a number)."""
+        return self.yes_no or any(
+            answer_type(p).kind == YESNO for p in re.split(r"(?<=[？?])\s*", self.text) if p.strip()
+        )
+
+    @property
     def options(self) -> tuple[str, ...]:
         """The two options of a comparison that names them ("…, A or B?"), else ``()``."""
         return self.type.options

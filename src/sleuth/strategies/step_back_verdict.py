@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sleuth.lang import zh
-from sleuth.lang.question import YESNO, answer_type
 from sleuth.search.base import Passage
 
 if TYPE_CHECKING:
@@ -187,12 +186,6 @@ def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bo
     return True, ""
 
 
-def asks_yes_no(question: str) -> bool:
-    """Whether any sentence of ``question`` is a yes/no question."""
-    parts = [p for p in re.split(r"(?<=[？?])\s*", question or "") if p.strip()]
-    return any(answer_type(p).kind == YESNO for p in parts)
-
-
 def listing(shown: Sequence[Clause]) -> str:
     """The clauses as the verdict prompts show them: "[1] (title) 第十五条 …", one a line."""
     return "\n".join(f"[{i}] ({c.passage.title}) {c.text}" for i, c in enumerate(shown, 1))
@@ -205,7 +198,7 @@ def answer_if_unsettled(
     (:func:`settles`), answer ``step_back_abstain``, citing nothing, and return ``(True, "")``; when they do,
     ``(False, the reply's conclusion)``.  A question with a yes/no sentence ("…需要提前申请吗？要提前几天？") is not
     asked: its reply would read as a restatement."""
-    if asks_yes_no(question):
+    if st.q.asks_yes_no:
         return False, ""
     shown = rank_clauses(question, split_clauses(context), k, also=abstract)
     if not shown:
