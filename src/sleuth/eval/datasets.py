@@ -10,7 +10,7 @@ import csv
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +60,7 @@ def _dedupe(xs: Any) -> list[str]:
 
 
 # --------------------------------------------------------------------------- loaders
-def load_hotpotqa(path: Path) -> list[Item]:
-    items = []
+def load_hotpotqa(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(read_jsonl(path)):
         need(rec, ("question", "answer", "context"), path, "hotpotqa")
         ctx = rec["context"]
@@ -73,25 +72,20 @@ def load_hotpotqa(path: Path) -> list[Item]:
         sf = rec.get("supporting_facts") or {}
         titles = sf.get("title", []) if isinstance(sf, dict) else [f[0] for f in sf]
         gold = _dedupe(list(titles))
-        answer = str(rec["answer"])
-        items.append(
-            Item(
-                id=str(rec.get("id") or rec.get("_id") or i),
-                question=rec["question"],
-                answers=[answer],
-                # always open: typing yes/no items by their gold answer would leak it into the prompt
-                type=OPEN,
-                gold_titles=gold,
-                gold_ids=gold,
-                paragraphs=paras,
-                metadata={"hop_type": rec.get("type", ""), "level": rec.get("level", "")},
-            )
+        yield Item(
+            id=str(rec.get("id") or rec.get("_id") or i),
+            question=rec["question"],
+            answers=[str(rec["answer"])],
+            # always open: typing yes/no items by their gold answer would leak it into the prompt
+            type=OPEN,
+            gold_titles=gold,
+            gold_ids=gold,
+            paragraphs=paras,
+            metadata={"hop_type": rec.get("type", ""), "level": rec.get("level", "")},
         )
-    return items
 
 
-def load_musique(path: Path) -> list[Item]:
-    items = []
+def load_musique(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(_json_records(path)):
         need(rec, ("question", "answer", "paragraphs"), path, "musique")
         texts = [(p.get("title", ""), p.get("paragraph_text", p.get("text", ""))) for p in rec["paragraphs"]]
@@ -110,24 +104,20 @@ def load_musique(path: Path) -> list[Item]:
             )
             for s in rec.get("question_decomposition") or []
         ]
-        items.append(
-            Item(
-                id=str(rec.get("id", i)),
-                question=rec["question"],
-                answers=_dedupe([rec["answer"], *(rec.get("answer_aliases") or [])]),
-                gold_titles=_dedupe([p.title for p in sup]),
-                gold_ids=[p.id for p in sup],
-                paragraphs=paras,
-                decomposition=decomp,
-                answerable=bool(rec.get("answerable", True)),
-                metadata={"hops": len(decomp)},
-            )
+        yield Item(
+            id=str(rec.get("id", i)),
+            question=rec["question"],
+            answers=_dedupe([rec["answer"], *(rec.get("answer_aliases") or [])]),
+            gold_titles=_dedupe([p.title for p in sup]),
+            gold_ids=[p.id for p in sup],
+            paragraphs=paras,
+            decomposition=decomp,
+            answerable=bool(rec.get("answerable", True)),
+            metadata={"hops": len(decomp)},
         )
-    return items
 
 
-def load_timeqa(path: Path) -> list[Item]:
-    items = []
+def load_timeqa(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(_json_records(path)):
         need(rec, ("question", "targets"), path, "timeqa")
         raw = [p if isinstance(p, dict) else {"text": p} for p in rec.get("paragraphs") or []]
@@ -138,22 +128,18 @@ def load_timeqa(path: Path) -> list[Item]:
         ]
         targets = [str(t).strip() for t in rec["targets"] if str(t).strip()]
         page = paras[0].title if paras else ""
-        items.append(
-            Item(
-                id=str(rec.get("idx", i)),
-                question=rec["question"],
-                answers=targets,
-                gold_titles=[page] if page else [],
-                paragraphs=paras,
-                answerable=bool(targets),
-                metadata={"level": rec.get("level", "")},
-            )
+        yield Item(
+            id=str(rec.get("idx", i)),
+            question=rec["question"],
+            answers=targets,
+            gold_titles=[page] if page else [],
+            paragraphs=paras,
+            answerable=bool(targets),
+            metadata={"level": rec.get("level", "")},
         )
-    return items
 
 
-def load_mmlu(path: Path) -> list[Item]:
-    items = []
+def load_mmlu(path: Path) -> Iterator[Item]:
     try:
         rows = list(csv.reader(read_text(path).splitlines()))
     except csv.Error as e:
@@ -167,21 +153,17 @@ def load_mmlu(path: Path) -> list[Item]:
         if len(row) < 6 or row[5].strip().upper() not in LETTERS:
             raise DatasetError(f"{path}: row {n} is not question,A,B,C,D,answer-letter")
         letter = row[5].strip().upper()
-        items.append(
-            Item(
-                id=f"{path.stem}-{n}",
-                question=row[0].strip(),
-                answers=[letter],
-                type=MC,
-                choices=[c.strip() for c in row[1:5]],
-                metadata={"subject": subject},
-            )
+        yield Item(
+            id=f"{path.stem}-{n}",
+            question=row[0].strip(),
+            answers=[letter],
+            type=MC,
+            choices=[c.strip() for c in row[1:5]],
+            metadata={"subject": subject},
         )
-    return items
 
 
-def load_strategyqa(path: Path) -> list[Item]:
-    items = []
+def load_strategyqa(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(_json_records(path)):
         need(rec, ("question", "answer"), path, "strategyqa")
         qid = str(rec.get("qid", i))
@@ -189,31 +171,25 @@ def load_strategyqa(path: Path) -> list[Item]:
         paras = [Paragraph(f"{qid}~f{j}", str(rec.get("term", "")), f, {}) for j, f in enumerate(facts)]
         ans = rec["answer"]
         ans = "yes" if (ans is True or str(ans).lower() in ("true", "yes")) else "no"
-        items.append(
-            Item(
-                id=qid,
-                question=rec["question"],
-                answers=[ans],
-                type=YESNO,
-                gold_ids=[p.id for p in paras],
-                paragraphs=paras,
-                decomposition=[SubQuestion(str(s)) for s in rec.get("decomposition") or []],
-                metadata={"term": rec.get("term", "")},
-            )
+        yield Item(
+            id=qid,
+            question=rec["question"],
+            answers=[ans],
+            type=YESNO,
+            gold_ids=[p.id for p in paras],
+            paragraphs=paras,
+            decomposition=[SubQuestion(str(s)) for s in rec.get("decomposition") or []],
+            metadata={"term": rec.get("term", "")},
         )
-    return items
 
 
-def load_flashrag(path: Path) -> list[Item]:
-    items = []
+def load_flashrag(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(read_jsonl(path)):
         need(rec, ("question", "golden_answers"), path, "flashrag")
-        items.append(Item(id=str(rec.get("id", i)), question=rec["question"], answers=_dedupe(rec["golden_answers"])))
-    return items
+        yield Item(id=str(rec.get("id", i)), question=rec["question"], answers=_dedupe(rec["golden_answers"]))
 
 
-def load_jsonl(path: Path) -> list[Item]:
-    items = []
+def load_jsonl(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(_json_records(path)):
         history: list[dict[str, str]] = []
         if "messages" in rec and "question" not in rec:
@@ -225,37 +201,33 @@ def load_jsonl(path: Path) -> list[Item]:
         need(rec, ("question",), path, "jsonl")
         raw = [{"text": p} if isinstance(p, str) else p for p in rec.get("paragraphs") or []]
         paras = [Paragraph.from_dict({**p, "id": p.get("id") or f"{rec.get('id', i)}~p{j}"}) for j, p in enumerate(raw)]
-        filters = rec.get("filters")
-        items.append(
-            Item(
-                id=str(rec.get("id", i)),
-                question=rec["question"],
-                answers=_dedupe(rec.get("answers", rec.get("answer", []))),
-                type=str(rec.get("type", OPEN)),
-                choices=[str(c) for c in rec.get("choices") or []],
-                gold_titles=[str(t) for t in rec.get("gold_titles") or []],
-                gold_ids=[str(t) for t in rec.get("gold_ids") or []],
-                paragraphs=paras,
-                decomposition=[
-                    SubQuestion(**s) if isinstance(s, dict) else SubQuestion(str(s))
-                    for s in rec.get("decomposition") or []
-                ],
-                filters=Filters.from_dict(filters)
-                if isinstance(filters, dict)
-                else (Filters.parse(filters) if isinstance(filters, list) else None),
-                must_mention=[str(m) for m in rec.get("must_mention") or []],
-                must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
-                metadata=dict(rec.get("metadata") or {}),
-                history=history,
-                standalone=str(rec.get("standalone") or ""),
-            )
+        filters, kind = rec.get("filters"), str(rec.get("type", OPEN))
+        if kind not in (OPEN, MC, YESNO):
+            raise DatasetError(f"{path}: item {rec.get('id', i)} has type {kind!r}; use open, mc or yesno")
+        yield Item(
+            id=str(rec.get("id", i)),
+            question=rec["question"],
+            answers=_dedupe(rec.get("answers", rec.get("answer", []))),
+            type=kind,
+            choices=[str(c) for c in rec.get("choices") or []],
+            gold_titles=[str(t) for t in rec.get("gold_titles") or []],
+            gold_ids=[str(t) for t in rec.get("gold_ids") or []],
+            paragraphs=paras,
+            decomposition=[
+                SubQuestion(**s) if isinstance(s, dict) else SubQuestion(str(s)) for s in rec.get("decomposition") or []
+            ],
+            filters=Filters.from_dict(filters)
+            if isinstance(filters, dict)
+            else (Filters.parse(filters) if isinstance(filters, list) else None),
+            must_mention=[str(m) for m in rec.get("must_mention") or []],
+            must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
+            metadata=dict(rec.get("metadata") or {}),
+            history=history,
+            standalone=str(rec.get("standalone") or ""),
         )
-        if items[-1].type not in (OPEN, MC, YESNO):
-            raise DatasetError(f"{path}: item {items[-1].id} has type {items[-1].type!r}; use open, mc or yesno")
-    return items
 
 
-LOADERS: dict[str, Callable[[Path], list[Item]]] = {
+LOADERS: dict[str, Callable[[Path], Iterable[Item]]] = {
     "hotpotqa": load_hotpotqa,
     "musique": load_musique,
     "timeqa": load_timeqa,
@@ -329,7 +301,7 @@ def load_dataset(path: str | Path, fmt: str | None = None, corpus: str | Path | 
         fmt = detect_format(path)
     if fmt not in LOADERS:
         raise DatasetError(f"unknown format {fmt!r}; choose one of {', '.join(LOADERS)}")
-    items = LOADERS[fmt](path)
+    items = list(LOADERS[fmt](path))
     if not items:
         raise DatasetError(f"{path} holds no questions")
     seen: set[str] = set()

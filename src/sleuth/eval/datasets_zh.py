@@ -16,6 +16,7 @@ question's own.  Scored as in RGB: a reply is right when it mentions every part
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +56,9 @@ def part_passages(rec: dict[str, Any], parts: list[list[str]]) -> list[list[str]
     return out
 
 
-def load_rgb_zh(records: list[dict[str, Any]], path: Path) -> list[Item]:
-    items = []
+def load_rgb_zh(records: list[dict[str, Any]], path: Path) -> Iterator[Item]:
     for i, rec in enumerate(records):
-        missing = [k for k in ("query", "answer", "positive") if k not in rec]
-        if missing:
-            raise DatasetError(f"{path} does not look like rgb_zh: a record lacks {', '.join(missing)}")
+        need(rec, ("query", "answer", "positive"), path, "rgb_zh")
         parts = answer_parts(rec)
         if not parts:
             raise DatasetError(f"{path}: question {rec.get('id', i)} has no answer parts")
@@ -72,23 +70,19 @@ def load_rgb_zh(records: list[dict[str, Any]], path: Path) -> list[Item]:
             pid = passage_id(str(text))
             paras.setdefault(pid, Paragraph(pid, "", str(text), {}))
         part_ids = [sorted({passage_id(t) for t in group}) for group in part_passages(rec, parts)]
-        items.append(
-            Item(
-                id=str(rec.get("id", i)),
-                question=str(rec["query"]),
-                # EM/F1 against all parts written out; the primary score is "every part mentioned"
-                answers=["、".join(p[0] for p in parts)],
-                gold_ids=sorted({i for ids in part_ids for i in ids}),
-                paragraphs=list(paras.values()),
-                metadata={"answer_parts": parts, "part_ids": part_ids},
-            )
+        yield Item(
+            id=str(rec.get("id", i)),
+            question=str(rec["query"]),
+            # EM/F1 against all parts written out; the primary score is "every part mentioned"
+            answers=["、".join(p[0] for p in parts)],
+            gold_ids=sorted({i for ids in part_ids for i in ids}),
+            paragraphs=list(paras.values()),
+            metadata={"answer_parts": parts, "part_ids": part_ids},
         )
-    return items
 
 
-def load_policy_zh(path: Path) -> list[Item]:
+def load_policy_zh(path: Path) -> Iterator[Item]:
     """policy_zh JSONL: ``id, question, answer, conclusion, must_mention, evidence, scope`` (Chinese policy questions)."""
-    items = []
     for i, rec in enumerate(read_jsonl(path)):
         need(rec, ("question", "answer"), path, "policy_zh")
         if rec.get("conclusion") not in (None, "是", "否"):
@@ -96,27 +90,24 @@ def load_policy_zh(path: Path) -> list[Item]:
         scope = rec.get("scope") or {}
         equals = {k: v for k, v in scope.items() if k != "acl"}
         filters = Filters.make(equals=equals, acl=scope.get("acl"))
-        items.append(
-            Item(
-                id=str(rec.get("id", i)),
-                question=rec["question"],
-                answers=[str(rec["answer"])],
-                gold_ids=[str(e) for e in rec.get("evidence") or []],
-                filters=filters,
-                must_mention=[str(m) for m in rec.get("must_mention") or []],
-                must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
-                answerable=bool(rec.get("evidence")),
-                metadata={
-                    "notes": rec.get("notes", ""),
-                    "policy": True,
-                    # 是/否 for a yes/no question; an older record without the field: its gold answer's polarity
-                    "conclusion": rec["conclusion"]
-                    if "conclusion" in rec
-                    else conclusion_of_gold(rec["question"], str(rec["answer"])),
-                    "kind": str(rec.get("kind") or ""),
-                    "split": str(rec.get("split") or ""),
-                    "restricted": [str(x) for x in rec.get("restricted") or []],
-                },
-            )
+        yield Item(
+            id=str(rec.get("id", i)),
+            question=rec["question"],
+            answers=[str(rec["answer"])],
+            gold_ids=[str(e) for e in rec.get("evidence") or []],
+            filters=filters,
+            must_mention=[str(m) for m in rec.get("must_mention") or []],
+            must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
+            answerable=bool(rec.get("evidence")),
+            metadata={
+                "notes": rec.get("notes", ""),
+                "policy": True,
+                # 是/否 for a yes/no question; an older record without the field: its gold answer's polarity
+                "conclusion": rec["conclusion"]
+                if "conclusion" in rec
+                else conclusion_of_gold(rec["question"], str(rec["answer"])),
+                "kind": str(rec.get("kind") or ""),
+                "split": str(rec.get("split") or ""),
+                "restricted": [str(x) for x in rec.get("restricted") or []],
+            },
         )
-    return items
