@@ -18,8 +18,8 @@ from typing import Any
 from sleuth.config import settings
 from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
 from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits
-from sleuth.eval.policy import conclusion_score, has_term, scope_violations
-from sleuth.lang import ABSTAIN, NO_WORDS, YES_WORDS
+from sleuth.eval.policy import abstains, conclusion_score, mentions, scope_violations
+from sleuth.lang import NO_WORDS, YES_WORDS
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
@@ -91,17 +91,6 @@ def parse_yesno(answer: str) -> str:
         if tok in NO_WORDS:
             return "no"
     return ""
-
-
-def abstains(answer: str) -> bool:
-    """True when an answer declines to answer (empty or an explicit "cannot answer")."""
-    return not (answer or "").strip() or bool(ABSTAIN.search(answer))
-
-
-def mentions(answer: str, must: Sequence[str], must_not: Sequence[str] = ()) -> float:
-    """1 when every ``must`` string appears in the answer and no ``must_not`` one does (spaces and width
-    ignored; ``"第十五条|15个自然日"`` accepts either; a number is never part of a longer one)."""
-    return float(all(has_term(answer, m) for m in must) and not any(has_term(answer, m) for m in must_not))
 
 
 # --------------------------------------------------------------------------- retrieval

@@ -76,7 +76,7 @@ def f1_zh(pred: str, golds: Iterable[str], tokenize: Callable[[str], list[str]] 
     return max((token_f1(tokenize(pred), tokenize(g)) for g in golds), default=0.0)
 
 
-def _contains(haystack: str, needle: str) -> bool:
+def contains(haystack: str, needle: str) -> bool:
     if not needle:
         return False
     # a number must not be part of a longer number ("30" is not in "300", "5.7" not in "15.7")
@@ -88,10 +88,10 @@ def _contains(haystack: str, needle: str) -> bool:
 def cover_zh(pred: str, golds: Iterable[str]) -> float:
     """1 when a normalised gold answer appears in the normalised prediction."""
     p = normalize_zh(pred)
-    return float(any(_contains(p, normalize_zh(g)) for g in golds))
+    return float(any(contains(p, normalize_zh(g)) for g in golds))
 
 
 def part_hits(answer: str, parts: Sequence[Sequence[str]]) -> list[bool]:
     """For each answer part (a list of accepted variants): is one of them mentioned in ``answer``?"""
     a = normalize_zh(answer)
-    return [any(_contains(a, normalize_zh(v)) for v in variants) for variants in parts]
+    return [any(contains(a, normalize_zh(v)) for v in variants) for variants in parts]
