@@ -145,6 +145,7 @@ def config_from_manifest(
     model = s.get("model")
     ran_on = ((manifest.get("code") or {}).get("model") or {}).get("base_url")  # the server the run asked
     fields: dict[str, Any] = {
+        **{k: s.get(k) for k in ("format", "setting", "limit", "seed", "max_steps", "max_tokens", "split")},
         "concurrency": int(manifest.get("concurrency") or 1),
         "isolate": bool(manifest.get("isolated_tasks", True)),
         "prices": manifest.get("prices"),
@@ -155,21 +156,14 @@ def config_from_manifest(
     return EvalConfig(
         data=str(data if data is not None else (manifest.get("data") or {}).get("path", "")),
         out=str(out),
-        format=s.get("format"),
-        setting=s.get("setting"),
         strategies=list(s.get("strategies") or []),
-        limit=s.get("limit"),
-        seed=s.get("seed"),
         k=int(s.get("k") or 5),
-        max_steps=s.get("max_steps"),
-        max_tokens=s.get("max_tokens"),
         model=None if model in (None, "default") else str(model),
         base_url=base_url or ran_on,
         index=index,
         corpus=str(corpus) if corpus is not None else None,
         search_mode=search_mode(None, s),
         gap=bool(s.get("gap")),
-        split=s.get("split"),
         strategy_options=dict(s.get("strategy_options") or {}),
         **fields,
     )

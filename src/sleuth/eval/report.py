@@ -103,10 +103,6 @@ COST = (("llm_calls", 2), ("searches", 2), ("prompt_tokens", 1), ("processed_pro
 COST += (("completion_tokens", 1), ("seconds", 2), ("cost_usd", 5))
 
 
-def _reasons(reasons: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}: {v}" for k, v in reasons.items())
-
-
 def _error(rec: Mapping[str, Any]) -> str:
     return str(rec.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
 
@@ -242,7 +238,8 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
                 "model's, and their prompt tokens were not processed, so they are no timings.",
             ]
         lines += heading("Finish reasons")
-        lines += table(["strategy", "reasons"], ([r["strategy"], _reasons(r["reasons"])] for r in rows))
+        reasons = ([r["strategy"], ", ".join(f"{k}: {v}" for k, v in r["reasons"].items())] for r in rows)
+        lines += table(["strategy", "reasons"], reasons)
     lines += _paired_section(records, names)
     lines += conversation_section(records, names)
     lines += leading_section(every, prog, order)
