@@ -79,7 +79,7 @@ def _rewrite_cost(rec: Mapping[str, Any]) -> tuple[int, int, int]:
 
 def conversation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Per strategy, over the conversations with a record in every mode the data has."""
-    from sleuth.eval.summary import bootstrap_ci, mean_or_nan
+    from sleuth.eval.summary import bootstrap_ci, mean_or_nan, paired
 
     by: dict[str, dict[str, dict[str, Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
     for r in records:
@@ -109,12 +109,7 @@ def conversation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str]
         for m in modes:
             if m == REWRITE:
                 continue
-            d = [primary_score(convs[q][REWRITE]) - primary_score(convs[q][m]) for q in qids]
-            row[f"vs_{m}"] = {
-                "diff": bootstrap_ci(d),
-                "wins": sum(x > 0 for x in d),
-                "losses": sum(x < 0 for x in d),
-            }
+            row[f"vs_{m}"] = paired([primary_score(convs[q][REWRITE]) - primary_score(convs[q][m]) for q in qids])
         if STANDALONE in modes:
             top = row[STANDALONE]["score"][0]
             row["share"] = row[REWRITE]["score"][0] / top if top else None

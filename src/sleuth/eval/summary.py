@@ -230,6 +230,13 @@ def ci_cell(ci: Sequence[float]) -> str:
     return "{} [{}, {}]".format(*map(cell, ci))
 
 
+def paired(d: Sequence[float]) -> dict[str, Any]:
+    """A paired difference from its per-question differences ``d``: the mean with its bootstrap CI,
+    and the questions each side won (``wins``: positive) or tied."""
+    wins, losses, ties = (sum(x > 0 for x in d), sum(x < 0 for x in d), sum(x == 0 for x in d))
+    return {"diff": bootstrap_ci(d), "wins": wins, "losses": losses, "ties": ties}
+
+
 def paired_cells(row: Mapping[str, Any]) -> tuple[str, int, int, int]:
     """A paired difference (a :func:`paired_differences` row): the mean with its CI, wins, losses, ties."""
     return "{:+.3f} [{:+.3f}, {:+.3f}]".format(*row["diff"]), row["wins"], row["losses"], row["ties"]
@@ -278,16 +285,11 @@ def paired_differences(
         common = sorted(set(scores[s]) & set(base))
         if not common:
             continue
-        d = [scores[s][q] - base[q] for q in common]
-        mean, lo, hi = bootstrap_ci(d)
         rows.append(
             {
                 "strategy": s,
                 "n": len(common),
-                "diff": (mean, lo, hi),
-                "wins": sum(x > 0 for x in d),
-                "losses": sum(x < 0 for x in d),
-                "ties": sum(x == 0 for x in d),
+                **paired([scores[s][q] - base[q] for q in common]),
                 "tokens_ratio": _ratio(costs[s], costs[baseline], common, 0),
                 "seconds_ratio": _ratio(costs[s], costs[baseline], common, 1),
             }
