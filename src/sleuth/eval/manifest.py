@@ -10,7 +10,7 @@ import hashlib
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -169,12 +169,9 @@ def config_from_manifest(
     )
 
 
-def check_sample(manifest: Mapping[str, Any], ids: Sequence[str], path: Path) -> None:
-    """Refuse a data file other than the run's, or a sample other than its ids (raises :class:`EvalError`)."""
-    data = manifest.get("data") or {}
+def check_data(manifest: Mapping[str, Any], path: Path) -> None:
+    """Refuse a data file other than the run's: missing, or its sha256 differs (raises :class:`EvalError`)."""
     if not path.is_file():
         raise EvalError(f"the data file {path} named in run.json is missing; pass --data PATH")
-    if file_sha256(path) != data.get("sha256"):
+    if file_sha256(path) != (manifest.get("data") or {}).get("sha256"):
         raise EvalError(f"{path} is not the file the run used (its sha256 differs)")
-    if list(ids) != list(data.get("question_ids") or []):
-        raise EvalError("the sample drawn now is not the run's sample (question ids differ)")

@@ -20,7 +20,7 @@ from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
 from sleuth.eval.datasets import Dataset, Item, load_dataset
 from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import sub_items
-from sleuth.eval.manifest import add_sitting, code_state, commit_label, config_from_manifest, new_manifest
+from sleuth.eval.manifest import add_sitting, check_data, code_state, commit_label, config_from_manifest, new_manifest
 from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
     MANIFEST,
@@ -38,7 +38,6 @@ from sleuth.eval.store import (
 )
 from sleuth.eval.tasks import Sitting, Task, build_tasks
 from sleuth.eval.worker import FAILED, kind_of, make_record, now, run_task, worker_config
-from sleuth.llm.models import file_sha256
 
 
 class RunningScores:
@@ -283,12 +282,8 @@ def rescore_run(out: str | Path) -> int:
     manifest = read_manifest(out)
     if manifest is None:
         raise EvalError(f"{out} has no {MANIFEST}; cannot tell which data to score against")
-    data = manifest.get("data") or {}
-    path = Path(str(data.get("path", "")))
-    if not path.is_file():
-        raise EvalError(f"the data file {path} named in {out / MANIFEST} is missing")
-    if file_sha256(path) != data.get("sha256"):
-        raise EvalError(f"{path} changed since the run; rescoring against it would be wrong")
+    path = Path(str((manifest.get("data") or {}).get("path", "")))
+    check_data(manifest, path)
     items: dict[str, Item] = {}
     for it in load_dataset(path, (manifest.get("settings") or {}).get("format")).items:
         items[it.id] = it
