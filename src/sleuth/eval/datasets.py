@@ -248,18 +248,13 @@ _CORPUS_SIBLINGS = {
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:
-    head = read_text(path)[:200_000].lstrip()
-    if head.startswith("["):
-        try:
-            data = json.loads(read_text(path))
-            return data[0] if data and isinstance(data[0], dict) else None
-        except json.JSONDecodeError:
-            return None
-    line = head.split("\n", 1)[0]
-    try:
-        rec = json.loads(line)
+    text = read_text(path).lstrip()
+    try:  # a JSON list's first object, else the first line's
+        rec = json.loads(text) if text.startswith("[") else json.loads(text.split("\n", 1)[0])
     except json.JSONDecodeError:
         return None
+    if isinstance(rec, list):
+        rec = rec[0] if rec else None
     return rec if isinstance(rec, dict) else None
 
 

@@ -273,9 +273,7 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
         s["cited_recall_id"] = recall(item.gold_ids, cited, by="id")
         s["cite_precision"] = citation_precision(item.gold_ids, cited)
     usage = result.get("usage") or {}
-    s["prompt_tokens"] = int(usage.get("prompt_tokens", 0))
-    s["completion_tokens"] = int(usage.get("completion_tokens", 0))
-    s["processed_prompt_tokens"] = int(usage.get("processed_prompt_tokens", 0))
+    s.update({k: int(usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "processed_prompt_tokens")})
     s["llm_calls"] = int(result.get("llm_calls", 0))
     # calls answered by the response cache cost no model time: timings of such runs are not comparable
     s["cached_llm_calls"] = sum(
