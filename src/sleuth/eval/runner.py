@@ -17,7 +17,7 @@ from typing import Any
 
 from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
 from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
-from sleuth.eval.datasets import Dataset, Item, load_dataset
+from sleuth.eval.datasets import Dataset, DatasetError, Item, load_dataset
 from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import sub_items
 from sleuth.eval.manifest import add_sitting, check_data, code_state, commit_label, config_from_manifest, new_manifest
@@ -25,7 +25,9 @@ from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
     MANIFEST,
     RESULTS,
+    ManifestMismatch,
     ResultsWriter,
+    RunDirBusy,
     check_manifest,
     has_results,
     is_composed,
@@ -38,6 +40,9 @@ from sleuth.eval.store import (
 )
 from sleuth.eval.tasks import Sitting, Task, build_tasks
 from sleuth.eval.worker import FAILED, kind_of, make_record, now, run_task, worker_config
+
+#: what the eval commands report as a user's mistake: one sentence, no traceback
+USER_ERRORS = (DatasetError, EvalError, CorpusError, ManifestMismatch, RunDirBusy)
 
 
 class RunningScores:
