@@ -28,7 +28,7 @@ from sleuth.eval.items import (
     read_jsonl,
     read_text,
 )
-from sleuth.eval.metrics_zh import part_hits
+from sleuth.eval.metrics import part_hits
 from sleuth.eval.policy import conclusion_of_gold
 from sleuth.search.base import Filters
 from sleuth.strategies.conversation import BadHistory, split_messages
@@ -247,7 +247,7 @@ def answer_parts(rec: dict[str, Any]) -> list[list[str]]:
 
 def part_passages(rec: dict[str, Any], parts: list[list[str]]) -> list[list[str]]:
     """For each answer part, the positive passages that support it: those that mention it
-    (any variant, after :func:`~sleuth.eval.metrics_zh.normalize_zh`); when none does, the
+    (any variant, after :func:`~sleuth.eval.metrics.normalize_zh`); when none does, the
     part's own list where there is one list per part, else every positive passage.  (Some
     records have one list per source document rather than per part: 7 of the 50 dev ones.)"""
     groups = [[str(t) for t in g] for g in rec["positive"]]

@@ -1,6 +1,6 @@
-"""Scores of one answer against its gold: EM, F1, cover-EM (SQuAD normalisation),
-multiple-choice and yes/no accuracy, must-mention checks, retrieval recall, citation
-precision and cost.
+"""Scores of one answer against its gold: EM, F1, cover-EM (SQuAD normalisation; Chinese answers
+character-level after Chinese normalisation), RGB's every-part check, multiple-choice and yes/no
+accuracy, must-mention checks, retrieval recall, citation precision and cost.
 
 Every function is pure; :func:`score` combines them for one (item, result) pair
 and names the item's *primary* score (what plots and confidence intervals use).
@@ -11,14 +11,14 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sleuth.config import settings
-from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
-from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits
-from sleuth.eval.policy import abstains, conclusion_score, mentions, scope_violations
+from sleuth.eval.items import LETTERS, MC, YESNO, Item
+from sleuth.eval.policy import abstains, conclusion_score, contains, mentions, scope_violations
 from sleuth.lang import NO_WORDS, YES_WORDS
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -51,6 +51,81 @@ def cover_em(pred: str, golds: Iterable[str]) -> float:
     """1 when a normalised gold answer appears (on token boundaries) in the normalised prediction."""
     p = f" {' '.join(tokens(pred))} "
     return float(any((t := " ".join(tokens(g))) and f" {t} " in p for g in golds))
+
+
+# --------------------------------------------------------------------------- Chinese answers
+# Chinese has no spaces, so a word-level F1 scores a whole sentence as one token. An answer is
+# normalised (:func:`normalize_zh`: NFKC folds full-width letters, digits and punctuation; lower case;
+# punctuation, symbols and spaces removed; numbers with 万/亿 expanded, so "131万" and "1310000" compare
+# equal; thousands separators dropped) and split into characters, a run of Latin letters or digits staying
+# one token ("G20峰会" -> ``g20 峰 会``). :func:`score` uses these for an item whose gold answers are Chinese.
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_WAN = re.compile(r"(\d+(?:\.\d+)?)\s*(万亿|亿|万)")
+_SCALE = {"万": 10**4, "亿": 10**8, "万亿": 10**12}
+_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?|\S")
+
+
+def token_f1(pred: Sequence[str], gold: Sequence[str]) -> float:
+    """SQuAD's F1 of the multiset overlap of two token lists (the English metrics' too); two empty lists agree."""
+    if not pred or not gold:
+        return float(list(pred) == list(gold))
+    same = sum((Counter(pred) & Counter(gold)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def is_chinese(text: str) -> bool:
+    """True when ``text`` contains a Chinese character."""
+    return bool(_CJK.search(text or ""))
+
+
+def _expand(m: re.Match[str]) -> str:
+    num, unit = m.group(1), m.group(2)
+    whole, _, frac = num.partition(".")
+    scale = _SCALE[unit]
+    digits = len(str(scale)) - 1
+    if len(frac) > digits:  # more decimals than the unit has zeros: leave it as written
+        return m.group(0)
+    return str(int(whole) * scale + (int(frac.ljust(digits, "0")) if frac else 0))
+
+
+def normalize_zh(text: str) -> str:
+    """NFKC, lower case, numbers with 万/亿 expanded, punctuation, symbols and spaces removed
+    (a decimal point between digits is kept)."""
+    s = unicodedata.normalize("NFKC", str(text or "")).lower()
+    s = _THOUSANDS.sub("", s)
+    s = _WAN.sub(_expand, s)
+    s = "".join(ch for ch in s if ch == "." or not (unicodedata.category(ch)[0] in "PSZ" or ch.isspace()))
+    return re.sub(r"\.(?!\d)|(?<!\d)\.", "", s)
+
+
+def tokens_zh(text: str) -> list[str]:
+    """Normalised tokens: one per Chinese character, one per run of Latin letters or digits."""
+    return _TOKEN.findall(normalize_zh(text))
+
+
+def em_zh(pred: str, golds: Iterable[str], norm: Callable[[str], str] = normalize_zh) -> float:
+    """1 when the prediction equals a gold answer after ``norm`` (the English EM passes SQuAD's)."""
+    return float(any(norm(pred) == norm(g) for g in golds))
+
+
+def f1_zh(pred: str, golds: Iterable[str], tokenize: Callable[[str], list[str]] = tokens_zh) -> float:
+    """Token F1 against the best gold: character-level here, the English F1 passes its tokens."""
+    return max((token_f1(tokenize(pred), tokenize(g)) for g in golds), default=0.0)
+
+
+def cover_zh(pred: str, golds: Iterable[str]) -> float:
+    """1 when a normalised gold answer appears in the normalised prediction."""
+    p = normalize_zh(pred)
+    return float(any(contains(p, normalize_zh(g)) for g in golds))
+
+
+def part_hits(answer: str, parts: Sequence[Sequence[str]]) -> list[bool]:
+    """For each answer part (a list of accepted variants): is one of them mentioned in ``answer``?"""
+    a = normalize_zh(answer)
+    return [any(contains(a, normalize_zh(v)) for v in variants) for variants in parts]
 
 
 _MC_PATTERNS = [

@@ -26,7 +26,6 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sleuth.eval.metrics_zh import contains
 from sleuth.lang import NO_START, YES_START
 from sleuth.lang import abstains as lang_abstains
 from sleuth.search.base import Filters, Passage
@@ -47,6 +46,15 @@ _FIELD_START = re.compile(r"^[\s*>#-]*[\w ]{1,12}\**[:：]")
 
 def _norm(text: str) -> str:
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).lower()
+
+
+def contains(haystack: str, needle: str) -> bool:
+    if not needle:
+        return False
+    # a number must not be part of a longer number ("30" is not in "300", "5.7" not in "15.7")
+    pre = r"(?<![\d.])" if needle[0].isdigit() else ""
+    post = r"(?![\d])" if needle[-1].isdigit() else ""
+    return re.search(pre + re.escape(needle) + post, haystack) is not None
 
 
 def has_term(text: str, term: str) -> bool:
