@@ -17,8 +17,8 @@ from sleuth.eval.config import EvalError, load_sample
 from sleuth.eval.corpus import plan_retrieval
 from sleuth.eval.manifest import check_data, code_state, commit_label, config_from_manifest
 from sleuth.eval.metrics import score
+from sleuth.eval.runner import build_tasks
 from sleuth.eval.store import MANIFEST, primary_score, read_manifest, read_records
-from sleuth.eval.tasks import build_tasks
 from sleuth.eval.worker import _clip, first_difference, run_task, worker_config
 
 SAME, DIFFERS = "same", "differs"
