@@ -129,10 +129,8 @@ def verify_run(
     manifest = read_manifest(out)
     if manifest is None:
         raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
-    cfg = config_from_manifest(
-        manifest, out, data=data, corpus=corpus, index=index, base_url=base_url, concurrency=1, isolate=True
-    )
-    cfg.llm_cache = False
+    fixed = {"concurrency": 1, "isolate": True, "llm_cache": False}  # one task at a time, each from scratch
+    cfg = config_from_manifest(manifest, out, data=data, corpus=corpus, index=index, base_url=base_url, **fixed)
     unknown = [s for s in strategies or () if s not in cfg.strategies]
     if unknown:
         raise EvalError(f"{', '.join(unknown)} not among the run's strategies ({', '.join(cfg.strategies)})")
