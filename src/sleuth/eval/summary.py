@@ -19,20 +19,19 @@ from sleuth.eval.store import composed_by_strategy, in_order, is_composed, prima
 
 BOOTSTRAP = 2000
 BOOT_SEED = 12345
+LEVEL = 0.95
 
 
-def bootstrap_ci(
-    values: Sequence[float], n: int = BOOTSTRAP, seed: int = BOOT_SEED, level: float = 0.95
-) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap confidence interval (deterministic for a given seed)."""
+def bootstrap_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and percentile-bootstrap interval (:data:`LEVEL`, :data:`BOOTSTRAP` resamples, fixed seed)."""
     a = np.asarray(values, dtype=float)
     if a.size == 0:
         return (math.nan, math.nan, math.nan)
     if a.size == 1:
         return (float(a[0]), float(a[0]), float(a[0]))
-    rng = np.random.default_rng(seed)
-    means = a[rng.integers(0, a.size, size=(n, a.size))].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    rng = np.random.default_rng(BOOT_SEED)
+    means = a[rng.integers(0, a.size, size=(BOOTSTRAP, a.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
     return (float(a.mean()), float(lo), float(hi))
 
 
