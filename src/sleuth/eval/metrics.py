@@ -18,7 +18,7 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.items import LETTERS, MC, YESNO, Item
-from sleuth.eval.policy import abstains, conclusion_score, contains, mentions, scope_violations
+from sleuth.eval.policy import abstains, conclusion_score, contains, mentions, passage_ids, scope_violations
 from sleuth.lang import NO_WORDS, YES_WORDS
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -178,15 +178,6 @@ def retrieved_passages(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return seen
 
 
-def _pid(p: Mapping[str, Any]) -> set[str]:
-    ids = {str(p.get("doc_id") or ""), str(p.get("id") or "")}
-    ids |= {i.rsplit("#", 1)[0] for i in list(ids) if "#" in i}
-    meta = p.get("metadata") or {}
-    if isinstance(meta, Mapping) and meta.get("para_id"):
-        ids.add(str(meta["para_id"]))
-    return {i for i in ids if i}
-
-
 def _title(p: Mapping[str, Any]) -> str:
     return normalize_answer(str(p.get("title") or "").strip().strip('"'))
 
@@ -200,7 +191,7 @@ def recall(gold: Sequence[str], passages: Sequence[Mapping[str, Any]], *, by: st
         return sum(normalize_answer(g) in have for g in gold) / len(gold)
     have_ids: set[str] = set()
     for p in passages:
-        have_ids |= _pid(p)
+        have_ids |= passage_ids(p)
     return sum(g in have_ids for g in gold) / len(gold)
 
 
@@ -212,7 +203,7 @@ def cited_documents(citations: Sequence[Mapping[str, Any]]) -> list[set[str]]:
     """
     docs: dict[str, set[str]] = {}
     for p in citations:
-        ids = _pid(p)
+        ids = passage_ids(p)
         if not ids:
             continue
         key = str(p.get("doc_id") or "") or str(p.get("id") or "").rsplit("#", 1)[0] or min(ids)
@@ -334,7 +325,7 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
         hits = part_hits(answer, parts)
         s["parts"] = float(all(hits))
         s["part_rate"] = sum(hits) / len(hits)
-        seen: set[str] = set().union(*(_pid(p) for p in passages)) if passages else set()
+        seen: set[str] = set().union(*(passage_ids(p) for p in passages)) if passages else set()
         part_ids = item.metadata.get("part_ids") or []
         if part_ids:
             s["part_recall"] = sum(any(i in seen for i in ids) for ids in part_ids) / len(part_ids)

@@ -123,7 +123,8 @@ def _passage(p: Mapping[str, Any]) -> Passage:
     )
 
 
-def _ids(p: Mapping[str, Any]) -> set[str]:
+def passage_ids(p: Mapping[str, Any]) -> set[str]:
+    """The ids a passage answers to: its id and document id, each also without its chunk (``"Title#0"``)."""
     ids = {str(p.get("doc_id") or ""), str(p.get("id") or "")}
     return {i for i in ids | {i.rsplit("#", 1)[0] for i in ids} if i}
 
@@ -145,7 +146,7 @@ def scope_violations(
                 out.append(f"cited {p.get('id')} outside the scope")
     banned = set(restricted)
     for p in [*citations, *retrieved]:
-        hit = _ids(p) & banned
+        hit = passage_ids(p) & banned
         if hit:
             out.append(f"saw restricted {sorted(hit)[0]}")
     out.extend(f"stated restricted fact {t!r}" for t in restricted_facts if has_term(answer, t))
