@@ -12,7 +12,7 @@ what ``embedder="auto"`` picks for a Chinese corpus):
   passages of all 50 questions pooled into one corpus (each text once, as
   ``sleuth eval --format rgb_zh`` pools them), each question searched with k=5;
   recall@5 per answer part (a part is found when a positive passage that supports
-  it, :func:`sleuth.eval.datasets_zh.part_passages`, is in the top 5) and the share
+  it, :func:`sleuth.eval.datasets.part_passages`, is in the top 5) and the share
   of questions with every part found; index size on disk;
 * policy_zh: each of the 8 questions searched within its own scope (version, region,
   acl), evidence recall@5 and the per-question detail.
@@ -73,7 +73,7 @@ def speed(name: str, passages: list[str], queries: list[str]) -> dict[str, float
 
 
 def rgb(idx: Any, questions: list[dict[str, Any]], mode: str) -> dict[str, float]:
-    from sleuth.eval.datasets_zh import answer_parts, part_passages, passage_id
+    from sleuth.eval.datasets import answer_parts, part_passages, passage_id
 
     found = parts = complete = 0
     for q in questions:
@@ -105,7 +105,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--embedders", default=",".join(EMBEDDERS), help="Comma-separated embedder names.")
     a = ap.parse_args()
-    from sleuth.eval.datasets_zh import passage_id
+    from sleuth.eval.datasets import passage_id
     from sleuth.search import Index
 
     questions = _jsonl(DATA / "rgb_zh" / "int_dev.jsonl")

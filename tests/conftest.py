@@ -61,3 +61,18 @@ def titled_index(tmp_path_factory: pytest.TempPathFactory, name: str, passages: 
     rows = [{"id": t, "title": t, "text": x} for t, x in passages.items()]
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return open_retriever(str(path), cache_dir=tmp_path_factory.mktemp(f"{name}-idx"))
+
+
+def reporting_questions(data_root: Path) -> list[str]:
+    """The question texts of every reporting split found under ``data_root`` (missing files are skipped)."""
+    from sleuth.eval.datasets import load_dataset
+    from sleuth.eval.splits import HOTPOTQA_REPORTING, MUSIQUE, musique_split
+
+    out: list[str] = []
+    hotpot = data_root / HOTPOTQA_REPORTING
+    if hotpot.is_file():
+        out += [it.question for it in load_dataset(hotpot, "hotpotqa").items]
+    musique = data_root / MUSIQUE
+    if musique.is_file():
+        out += [it.question for it in musique_split(load_dataset(musique, "musique"), "reporting").items]
+    return out

@@ -13,7 +13,7 @@ import pytest
 from conftest import titled_index
 from sleuth.eval.conversations import LAST, REWRITE, STANDALONE, conversation_rows, conversation_section
 from sleuth.eval.datasets import DatasetError, load_dataset
-from sleuth.eval.tasks import build_tasks
+from sleuth.eval.runner import build_tasks
 from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search.base import Filters
 from sleuth.strategies import get_strategy

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.eval.corpus import plan_retrieval, pooled_paragraphs
-from sleuth.eval.datasets import DatasetError, detect_format, load_dataset
-from sleuth.eval.datasets_zh import passage_id
+from sleuth.eval.datasets import DatasetError, detect_format, load_dataset, passage_id
 
 RECORDS = [
     {

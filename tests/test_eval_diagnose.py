@@ -84,7 +84,7 @@ def test_diagnosis_table_in_the_report() -> None:
 def test_committed_reports_match_their_jsonl() -> None:
     """Every report under docs/results is what `sleuth eval report DIR` makes of its records and run.json
     (which commits made the records is the report's to say; no test ties them to the running code)."""
-    from sleuth.eval.plots import PLOTS
+    from sleuth.eval.report import PLOTS
     from sleuth.eval.store import read_manifest, read_records
     from sleuth.eval.summary import progress
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sleuth.eval.datasets import Item
-from sleuth.eval.metrics import score
-from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, normalize_zh, part_hits, tokens_zh
+from sleuth.eval.metrics import cover_zh, em_zh, f1_zh, is_chinese, normalize_zh, part_hits, score, tokens_zh
 
 
 def test_normalisation_folds_width_punctuation_and_numerals() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from sleuth.eval.datasets import load_dataset
 from sleuth.eval.metrics import score
-from sleuth.eval.policy import abstains_zh, answer_polarity, has_term, polarity, scope_violations
+from sleuth.eval.policy import abstains, answer_polarity, has_term, polarity, scope_violations
 from sleuth.search.base import Filters, Passage
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "policy_zh"
@@ -57,9 +57,9 @@ def test_terms_accept_variants_and_never_part_of_a_longer_number() -> None:
 
 
 def test_abstentions_in_the_models_own_words() -> None:
-    assert abstains_zh("[1] 文档中没有直接给出内部审计对差旅报销的抽查比例。")  # committed RAG, q5
-    assert abstains_zh("现有材料无法回答")
-    assert not abstains_zh("内部审计对差旅报销的抽查比例是15个自然日内。")  # committed Step-back, q5
+    assert abstains("[1] 文档中没有直接给出内部审计对差旅报销的抽查比例。")  # committed RAG, q5
+    assert abstains("现有材料无法回答")
+    assert not abstains("内部审计对差旅报销的抽查比例是15个自然日内。")  # committed Step-back, q5
 
 
 def test_scope_violations_count_out_of_scope_citations_restricted_documents_and_leaked_facts() -> None:

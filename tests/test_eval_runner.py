@@ -680,7 +680,7 @@ def test_time_limit_keeps_a_composed_question_with_its_hops(tmp_path: Path, data
 def test_sitting_hands_out_tasks_until_the_deadline_then_stops_at_a_question_boundary() -> None:
     from sleuth.eval.datasets import Item
     from sleuth.eval.gap import SUB_SEP
-    from sleuth.eval.tasks import Sitting
+    from sleuth.eval.runner import Sitting
 
     def task(qid: str) -> tuple[str, Item, dict]:
         return ("s", Item(id=qid, question="q?", answers=["a"]), {})

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import reporting_questions
 from sleuth.eval.config import EvalConfig, load_sample
-from sleuth.eval.splits import reporting_questions
 from sleuth.eval.store import read_records
 from sleuth.eval.tune import SOURCES, TuneError, TuneSource, default_published, estimate, measured_pace, slice_configs
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import reporting_questions
 from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
 from sleuth.eval.datasets import load_dataset
 from sleuth.eval.manifest import config_from_manifest
-from sleuth.eval.splits import MUSIQUE, musique_reporting_ids, musique_split, reporting_questions
+from sleuth.eval.splits import MUSIQUE, musique_reporting_ids, musique_split
 
 ROOT = Path(__file__).resolve().parents[1]
 SUFFIXES = {".py", ".txt", ".json", ".jsonl", ".md", ".toml", ".html", ".js", ".css"}

@@ -30,6 +30,8 @@ from sleuth.eval.store import in_order, primary_score
 REWRITE, LAST, STANDALONE = "rewrite", "last", "standalone"
 MODES = (REWRITE, LAST, STANDALONE)
 MODE_SEP = "::"
+#: the means of each mode's scores shown beside its primary score
+_MEANS = ("f1", "llm_calls", "prompt_tokens", "completion_tokens", "seconds")
 
 
 def is_conversation(item: Item) -> bool:
@@ -77,7 +79,7 @@ def _rewrite_cost(rec: Mapping[str, Any]) -> tuple[int, int, int]:
 
 def conversation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Per strategy, over the conversations with a record in every mode the data has."""
-    from sleuth.eval.summary import bootstrap_ci, mean_or_nan
+    from sleuth.eval.summary import bootstrap_ci, mean_or_nan, paired
 
     by: dict[str, dict[str, dict[str, Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
     for r in records:
@@ -99,26 +101,15 @@ def conversation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str]
         for m in modes:
             rs = [convs[q][m] for q in qids]
             sc = [r.get("scores") or {} for r in rs]
-            row[m] = {
-                "score": bootstrap_ci([primary_score(r) for r in rs]),
-                "f1": mean_or_nan([float(x.get("f1") or 0.0) for x in sc]),
-                "llm_calls": mean_or_nan([float(x.get("llm_calls") or 0.0) for x in sc]),
-                "prompt_tokens": mean_or_nan([float(x.get("prompt_tokens") or 0.0) for x in sc]),
-                "completion_tokens": mean_or_nan([float(x.get("completion_tokens") or 0.0) for x in sc]),
-                "seconds": mean_or_nan([float(x.get("seconds") or 0.0) for x in sc]),
-            }
+            row[m] = {k: mean_or_nan([float(x.get(k) or 0.0) for x in sc]) for k in _MEANS}
+            row[m]["score"] = bootstrap_ci([primary_score(r) for r in rs])
         rw = [_rewrite_cost(convs[q][REWRITE]) for q in qids]
         row["rewrite_calls"] = mean_or_nan([c for c, _, _ in rw])
         row["rewrite_tokens"] = mean_or_nan([p + c for _, p, c in rw])
         for m in modes:
             if m == REWRITE:
                 continue
-            d = [primary_score(convs[q][REWRITE]) - primary_score(convs[q][m]) for q in qids]
-            row[f"vs_{m}"] = {
-                "diff": bootstrap_ci(d),
-                "wins": sum(x > 0 for x in d),
-                "losses": sum(x < 0 for x in d),
-            }
+            row[f"vs_{m}"] = paired([primary_score(convs[q][REWRITE]) - primary_score(convs[q][m]) for q in qids])
         if STANDALONE in modes:
             top = row[STANDALONE]["score"][0]
             row["share"] = row[REWRITE]["score"][0] / top if top else None
@@ -128,61 +119,49 @@ def conversation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str]
 
 def conversation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[str]:
     """The report's "Follow-up questions" section (empty when the run has no conversations)."""
-    from sleuth.eval.summary import BOOTSTRAP, cell
+    from sleuth.eval.summary import BOOTSTRAP, cell, ci_cell, heading, table
 
     rows = conversation_rows(records, order)
     if not rows:
         return []
-    out = [
-        "",
-        "## Follow-up questions",
-        "",
+
+    def scores(r: Mapping[str, Any], key: str, show: Any) -> list[str]:
+        return [show(r[m][key]) if m in r else "–" for m in MODES]
+
+    def diff(r: Mapping[str, Any], m: str) -> str:
+        d = r.get(f"vs_{m}")
+        return "–" if d is None else "{:+.3f} [{:+.3f}, {:+.3f}]".format(*d["diff"]) + f" ({d['wins']}/{d['losses']})"
+
+    def row(r: Mapping[str, Any]) -> list[Any]:
+        share, f1 = cell(r.get("share"), 2), " / ".join(scores(r, "f1", cell))
+        return [r["strategy"], r["n"], scores(r, "score", ci_cell), share, diff(r, LAST), diff(r, STANDALONE), f1]
+
+    def cost(r: Mapping[str, Any], m: str) -> list[Any]:
+        means = [cell(r[m][k], nd) for k, nd in (("llm_calls", 2), ("prompt_tokens", 1), ("completion_tokens", 1))]
+        rewrite = [cell(r["rewrite_calls"], 2), cell(r["rewrite_tokens"], 1)] if m == REWRITE else [0, 0]
+        return [r["strategy"], m, means, cell(r[m]["seconds"], 2), rewrite]
+
+    out = heading(
+        "Follow-up questions",
         "Each conversation's last question answered three ways: **rewrite** (the history sent; the question is "
         "first rewritten to stand alone, one extra LLM call), **last** (the last message alone, the history "
         "dropped) and **standalone** (the question written with the reference resolved: the upper bound). "
         f"Primary score per mode (mean with 95% bootstrap CI, {BOOTSTRAP} resamples) on the conversations "
         "every mode finished; the differences are paired (rewrite minus the other mode, per conversation).",
-        "",
-        "| strategy | conversations | rewrite [95% CI] | last | standalone | rewrite / standalone "
-        "| rewrite − last [95% CI] (better/worse) | rewrite − standalone [95% CI] (better/worse) | F1: rewrite / last / standalone |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-
-    def score(r: Mapping[str, Any], m: str) -> str:
-        if m not in r:
-            return "–"
-        mean, lo, hi = r[m]["score"]
-        return f"{cell(mean)} [{cell(lo)}, {cell(hi)}]"
-
-    def diff(r: Mapping[str, Any], m: str) -> str:
-        d = r.get(f"vs_{m}")
-        if d is None:
-            return "–"
-        mean, lo, hi = d["diff"]
-        return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}] ({d['wins']}/{d['losses']})"
-
-    for r in rows:
-        f1 = " / ".join(cell(r[m]["f1"]) if m in r else "–" for m in MODES)
-        out.append(
-            f"| {r['strategy']} | {r['n']} | {score(r, REWRITE)} | {score(r, LAST)} | {score(r, STANDALONE)} "
-            f"| {cell(r.get('share'), 2)} | {diff(r, LAST)} | {diff(r, STANDALONE)} | {f1} |"
-        )
+    ) + table(
+        "strategy | conversations | rewrite [95% CI] | last | standalone | rewrite / standalone "
+        "| rewrite − last [95% CI] (better/worse) | rewrite − standalone [95% CI] (better/worse) "
+        "| F1: rewrite / last / standalone",
+        map(row, rows),
+    )
     out += [
         "",
         "Cost per conversation turn (means): the rewrite mode's figures include its rewrite call, "
         "shown apart in the last two columns.",
         "",
-        "| strategy | mode | LLM calls | prompt tokens | completion tokens | seconds | of which rewrite calls | rewrite tokens |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        for m in MODES:
-            if m not in r:
-                continue
-            c = r[m]
-            extra = f"{cell(r['rewrite_calls'], 2)} | {cell(r['rewrite_tokens'], 1)}" if m == REWRITE else "0 | 0"
-            out.append(
-                f"| {r['strategy']} | {m} | {cell(c['llm_calls'], 2)} | {cell(c['prompt_tokens'], 1)} | "
-                f"{cell(c['completion_tokens'], 1)} | {cell(c['seconds'], 2)} | {extra} |"
-            )
-    return out
+    return out + table(
+        "strategy | mode | LLM calls | prompt tokens | completion tokens | seconds | of which rewrite calls "
+        "| rewrite tokens",
+        (cost(r, m) for r in rows for m in MODES if m in r),
+    )

@@ -112,14 +112,9 @@ class RetrievalPlan:
     spec: str = ""  # open: retriever spec (index dir) once prepared
     key: str = ""  # content hash of what is indexed
     passages: int = 0
-    user_index: str = ""  # --index given by the user (used as is)
     corpus_file: str = ""  # open: a corpus file indexed as is
     # open: lexical | dense | hybrid ("": a user's --index searched in its own default mode)
     mode: str = "lexical"
-
-    @property
-    def per_item(self) -> bool:
-        return self.setting == "distractor"
 
     def describe(self) -> dict[str, Any]:
         """What a resume must match (no machine-specific paths).  A lexical run is described as
@@ -151,11 +146,9 @@ class RetrievalPlan:
         dense = self.mode in ("dense", "hybrid")
         if console is not None and dense:
             console.print(f"[dim]{self.mode} search: the pool is embedded once (cached for later runs)[/]")
-        records, inputs = (
-            getattr(self, "_records_for_open", None),
-            [Path(self.corpus_file)] if self.corpus_file else None,
-        )
-        self.spec = str(ensure_index(None if self.corpus_file else records, inputs, self.key, dense=dense))
+        records = None if self.corpus_file else getattr(self, "_records_for_open", None)
+        inputs = [Path(self.corpus_file)] if self.corpus_file else None
+        self.spec = str(ensure_index(records, inputs, self.key, dense=dense))
         if not self.passages:
             try:
                 self.passages = int(_open_cached(self.spec, self.mode).store.count_live())
@@ -239,7 +232,6 @@ def plan_retrieval(
             source=f"index {index}",
             spec=index,
             key=_file_sha(Path(index)) if Path(index).exists() else index,
-            user_index=index,
             mode=mode or "",
         )
     if dataset.corpus_path is not None:

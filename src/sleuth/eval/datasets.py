@@ -10,11 +10,10 @@ import csv
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.datasets_zh import load_policy_zh, load_rgb_zh
 from sleuth.eval.items import (
     LETTERS,
     MC,
@@ -29,6 +28,8 @@ from sleuth.eval.items import (
     read_jsonl,
     read_text,
 )
+from sleuth.eval.metrics import part_hits
+from sleuth.eval.policy import conclusion_of_gold
 from sleuth.search.base import Filters
 from sleuth.strategies.conversation import BadHistory, split_messages
 
@@ -60,8 +61,7 @@ def _dedupe(xs: Any) -> list[str]:
 
 
 # --------------------------------------------------------------------------- loaders
-def load_hotpotqa(path: Path) -> list[Item]:
-    items = []
+def load_hotpotqa(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(read_jsonl(path)):
         need(rec, ("question", "answer", "context"), path, "hotpotqa")
         ctx = rec["context"]
@@ -73,25 +73,20 @@ def load_hotpotqa(path: Path) -> list[Item]:
         sf = rec.get("supporting_facts") or {}
         titles = sf.get("title", []) if isinstance(sf, dict) else [f[0] for f in sf]
         gold = _dedupe(list(titles))
-        answer = str(rec["answer"])
-        items.append(
-            Item(
-                id=str(rec.get("id") or rec.get("_id") or i),
-                question=rec["question"],
-                answers=[answer],
-                # always open: typing yes/no items by their gold answer would leak it into the prompt
-                type=OPEN,
-                gold_titles=gold,
-                gold_ids=gold,
-                paragraphs=paras,
-                metadata={"hop_type": rec.get("type", ""), "level": rec.get("level", "")},
-            )
+        yield Item(
+            id=str(rec.get("id") or rec.get("_id") or i),
+            question=rec["question"],
+            answers=[str(rec["answer"])],
+            # always open: typing yes/no items by their gold answer would leak it into the prompt
+            type=OPEN,
+            gold_titles=gold,
+            gold_ids=gold,
+            paragraphs=paras,
+            metadata={"hop_type": rec.get("type", ""), "level": rec.get("level", "")},
         )
-    return items
 
 
-def load_musique(path: Path) -> list[Item]:
-    items = []
+def load_musique(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(_json_records(path)):
         need(rec, ("question", "answer", "paragraphs"), path, "musique")
         texts = [(p.get("title", ""), p.get("paragraph_text", p.get("text", ""))) for p in rec["paragraphs"]]
@@ -110,24 +105,20 @@ def load_musique(path: Path) -> list[Item]:
             )
             for s in rec.get("question_decomposition") or []
         ]
-        items.append(
-            Item(
-                id=str(rec.get("id", i)),
-                question=rec["question"],
-                answers=_dedupe([rec["answer"], *(rec.get("answer_aliases") or [])]),
-                gold_titles=_dedupe([p.title for p in sup]),
-                gold_ids=[p.id for p in sup],
-                paragraphs=paras,
-                decomposition=decomp,
-                answerable=bool(rec.get("answerable", True)),
-                metadata={"hops": len(decomp)},
-            )
+        yield Item(
+            id=str(rec.get("id", i)),
+            question=rec["question"],
+            answers=_dedupe([rec["answer"], *(rec.get("answer_aliases") or [])]),
+            gold_titles=_dedupe([p.title for p in sup]),
+            gold_ids=[p.id for p in sup],
+            paragraphs=paras,
+            decomposition=decomp,
+            answerable=bool(rec.get("answerable", True)),
+            metadata={"hops": len(decomp)},
         )
-    return items
 
 
-def load_timeqa(path: Path) -> list[Item]:
-    items = []
+def load_timeqa(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(_json_records(path)):
         need(rec, ("question", "targets"), path, "timeqa")
         raw = [p if isinstance(p, dict) else {"text": p} for p in rec.get("paragraphs") or []]
@@ -138,22 +129,18 @@ def load_timeqa(path: Path) -> list[Item]:
         ]
         targets = [str(t).strip() for t in rec["targets"] if str(t).strip()]
         page = paras[0].title if paras else ""
-        items.append(
-            Item(
-                id=str(rec.get("idx", i)),
-                question=rec["question"],
-                answers=targets,
-                gold_titles=[page] if page else [],
-                paragraphs=paras,
-                answerable=bool(targets),
-                metadata={"level": rec.get("level", "")},
-            )
+        yield Item(
+            id=str(rec.get("idx", i)),
+            question=rec["question"],
+            answers=targets,
+            gold_titles=[page] if page else [],
+            paragraphs=paras,
+            answerable=bool(targets),
+            metadata={"level": rec.get("level", "")},
         )
-    return items
 
 
-def load_mmlu(path: Path) -> list[Item]:
-    items = []
+def load_mmlu(path: Path) -> Iterator[Item]:
     try:
         rows = list(csv.reader(read_text(path).splitlines()))
     except csv.Error as e:
@@ -167,21 +154,17 @@ def load_mmlu(path: Path) -> list[Item]:
         if len(row) < 6 or row[5].strip().upper() not in LETTERS:
             raise DatasetError(f"{path}: row {n} is not question,A,B,C,D,answer-letter")
         letter = row[5].strip().upper()
-        items.append(
-            Item(
-                id=f"{path.stem}-{n}",
-                question=row[0].strip(),
-                answers=[letter],
-                type=MC,
-                choices=[c.strip() for c in row[1:5]],
-                metadata={"subject": subject},
-            )
+        yield Item(
+            id=f"{path.stem}-{n}",
+            question=row[0].strip(),
+            answers=[letter],
+            type=MC,
+            choices=[c.strip() for c in row[1:5]],
+            metadata={"subject": subject},
         )
-    return items
 
 
-def load_strategyqa(path: Path) -> list[Item]:
-    items = []
+def load_strategyqa(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(_json_records(path)):
         need(rec, ("question", "answer"), path, "strategyqa")
         qid = str(rec.get("qid", i))
@@ -189,31 +172,25 @@ def load_strategyqa(path: Path) -> list[Item]:
         paras = [Paragraph(f"{qid}~f{j}", str(rec.get("term", "")), f, {}) for j, f in enumerate(facts)]
         ans = rec["answer"]
         ans = "yes" if (ans is True or str(ans).lower() in ("true", "yes")) else "no"
-        items.append(
-            Item(
-                id=qid,
-                question=rec["question"],
-                answers=[ans],
-                type=YESNO,
-                gold_ids=[p.id for p in paras],
-                paragraphs=paras,
-                decomposition=[SubQuestion(str(s)) for s in rec.get("decomposition") or []],
-                metadata={"term": rec.get("term", "")},
-            )
+        yield Item(
+            id=qid,
+            question=rec["question"],
+            answers=[ans],
+            type=YESNO,
+            gold_ids=[p.id for p in paras],
+            paragraphs=paras,
+            decomposition=[SubQuestion(str(s)) for s in rec.get("decomposition") or []],
+            metadata={"term": rec.get("term", "")},
         )
-    return items
 
 
-def load_flashrag(path: Path) -> list[Item]:
-    items = []
+def load_flashrag(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(read_jsonl(path)):
         need(rec, ("question", "golden_answers"), path, "flashrag")
-        items.append(Item(id=str(rec.get("id", i)), question=rec["question"], answers=_dedupe(rec["golden_answers"])))
-    return items
+        yield Item(id=str(rec.get("id", i)), question=rec["question"], answers=_dedupe(rec["golden_answers"]))
 
 
-def load_jsonl(path: Path) -> list[Item]:
-    items = []
+def load_jsonl(path: Path) -> Iterator[Item]:
     for i, rec in enumerate(_json_records(path)):
         history: list[dict[str, str]] = []
         if "messages" in rec and "question" not in rec:
@@ -225,37 +202,127 @@ def load_jsonl(path: Path) -> list[Item]:
         need(rec, ("question",), path, "jsonl")
         raw = [{"text": p} if isinstance(p, str) else p for p in rec.get("paragraphs") or []]
         paras = [Paragraph.from_dict({**p, "id": p.get("id") or f"{rec.get('id', i)}~p{j}"}) for j, p in enumerate(raw)]
-        filters = rec.get("filters")
-        items.append(
-            Item(
-                id=str(rec.get("id", i)),
-                question=rec["question"],
-                answers=_dedupe(rec.get("answers", rec.get("answer", []))),
-                type=str(rec.get("type", OPEN)),
-                choices=[str(c) for c in rec.get("choices") or []],
-                gold_titles=[str(t) for t in rec.get("gold_titles") or []],
-                gold_ids=[str(t) for t in rec.get("gold_ids") or []],
-                paragraphs=paras,
-                decomposition=[
-                    SubQuestion(**s) if isinstance(s, dict) else SubQuestion(str(s))
-                    for s in rec.get("decomposition") or []
-                ],
-                filters=Filters.from_dict(filters)
-                if isinstance(filters, dict)
-                else (Filters.parse(filters) if isinstance(filters, list) else None),
-                must_mention=[str(m) for m in rec.get("must_mention") or []],
-                must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
-                metadata=dict(rec.get("metadata") or {}),
-                history=history,
-                standalone=str(rec.get("standalone") or ""),
-            )
+        filters, kind = rec.get("filters"), str(rec.get("type", OPEN))
+        if kind not in (OPEN, MC, YESNO):
+            raise DatasetError(f"{path}: item {rec.get('id', i)} has type {kind!r}; use open, mc or yesno")
+        yield Item(
+            id=str(rec.get("id", i)),
+            question=rec["question"],
+            answers=_dedupe(rec.get("answers", rec.get("answer", []))),
+            type=kind,
+            choices=[str(c) for c in rec.get("choices") or []],
+            gold_titles=[str(t) for t in rec.get("gold_titles") or []],
+            gold_ids=[str(t) for t in rec.get("gold_ids") or []],
+            paragraphs=paras,
+            decomposition=[
+                SubQuestion(**s) if isinstance(s, dict) else SubQuestion(str(s)) for s in rec.get("decomposition") or []
+            ],
+            filters=Filters.from_dict(filters)
+            if isinstance(filters, dict)
+            else (Filters.parse(filters) if isinstance(filters, list) else None),
+            must_mention=[str(m) for m in rec.get("must_mention") or []],
+            must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
+            metadata=dict(rec.get("metadata") or {}),
+            history=history,
+            standalone=str(rec.get("standalone") or ""),
         )
-        if items[-1].type not in (OPEN, MC, YESNO):
-            raise DatasetError(f"{path}: item {items[-1].id} has type {items[-1].type!r}; use open, mc or yesno")
-    return items
 
 
-LOADERS: dict[str, Callable[[Path], list[Item]]] = {
+# --------------------------------------------------------------------------- Chinese datasets
+def passage_id(text: str) -> str:
+    """The id of an RGB passage: a hash of its text (the same passage under two questions is one)."""
+    return "rgb-" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _variants(part: Any) -> list[str]:
+    vals = part if isinstance(part, list) else [part]
+    return [str(v).strip() for v in vals if str(v).strip()]
+
+
+def answer_parts(rec: dict[str, Any]) -> list[list[str]]:
+    """The answer parts of a record, each as its list of accepted variants."""
+    answer = rec["answer"] if isinstance(rec["answer"], list) else [rec["answer"]]
+    return [v for v in (_variants(p) for p in answer) if v]
+
+
+def part_passages(rec: dict[str, Any], parts: list[list[str]]) -> list[list[str]]:
+    """For each answer part, the positive passages that support it: those that mention it
+    (any variant, after :func:`~sleuth.eval.metrics.normalize_zh`); when none does, the
+    part's own list where there is one list per part, else every positive passage.  (Some
+    records have one list per source document rather than per part: 7 of the 50 dev ones.)"""
+    groups = [[str(t) for t in g] for g in rec["positive"]]
+    every = [t for g in groups for t in g]
+    out = []
+    for n, variants in enumerate(parts):
+        hits = [t for t in every if part_hits(t, [variants])[0]]
+        out.append(hits or (groups[n] if len(groups) == len(parts) else every))
+    return out
+
+
+def load_rgb_zh(records: list[dict[str, Any]], path: Path) -> Iterator[Item]:
+    """RGB's Chinese information-integration questions (Chen et al., 2024, ``zh_int``): ``query``, ``answer``
+    (a list of parts; a part is a string or a list of accepted variants, e.g. ``["11月15日", "16日"]``),
+    ``positive`` (one list of passages per answer part) and ``negative`` (distractors on the same topic).
+    Every passage becomes a paragraph of its question (the open setting pools them, each text once).
+    Scored as in RGB: right when the reply mentions every part (``parts``); the share of parts mentioned
+    (``part_rate``) and of parts with a positive passage among those the strategy saw (``part_recall``) too."""
+    for i, rec in enumerate(records):
+        need(rec, ("query", "answer", "positive"), path, "rgb_zh")
+        parts = answer_parts(rec)
+        if not parts:
+            raise DatasetError(f"{path}: question {rec.get('id', i)} has no answer parts")
+        positive = rec["positive"]
+        if not isinstance(positive, list) or not all(isinstance(g, list) for g in positive):
+            raise DatasetError(f"{path}: question {rec.get('id', i)}: positive must be a list of passage lists")
+        paras: dict[str, Paragraph] = {}
+        for text in [t for group in positive for t in group] + list(rec.get("negative") or []):
+            pid = passage_id(str(text))
+            paras.setdefault(pid, Paragraph(pid, "", str(text), {}))
+        part_ids = [sorted({passage_id(t) for t in group}) for group in part_passages(rec, parts)]
+        yield Item(
+            id=str(rec.get("id", i)),
+            question=str(rec["query"]),
+            # EM/F1 against all parts written out; the primary score is "every part mentioned"
+            answers=["、".join(p[0] for p in parts)],
+            gold_ids=sorted({i for ids in part_ids for i in ids}),
+            paragraphs=list(paras.values()),
+            metadata={"answer_parts": parts, "part_ids": part_ids},
+        )
+
+
+def load_policy_zh(path: Path) -> Iterator[Item]:
+    """policy_zh JSONL: ``id, question, answer, conclusion, must_mention, evidence, scope`` (Chinese policy questions)."""
+    for i, rec in enumerate(read_jsonl(path)):
+        need(rec, ("question", "answer"), path, "policy_zh")
+        if rec.get("conclusion") not in (None, "是", "否"):
+            raise DatasetError(f"{path}: question {rec.get('id', i)}: conclusion must be 是, 否 or null")
+        scope = rec.get("scope") or {}
+        equals = {k: v for k, v in scope.items() if k != "acl"}
+        filters = Filters.make(equals=equals, acl=scope.get("acl"))
+        yield Item(
+            id=str(rec.get("id", i)),
+            question=rec["question"],
+            answers=[str(rec["answer"])],
+            gold_ids=[str(e) for e in rec.get("evidence") or []],
+            filters=filters,
+            must_mention=[str(m) for m in rec.get("must_mention") or []],
+            must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
+            answerable=bool(rec.get("evidence")),
+            metadata={
+                "notes": rec.get("notes", ""),
+                "policy": True,
+                # 是/否 for a yes/no question; an older record without the field: its gold answer's polarity
+                "conclusion": rec["conclusion"]
+                if "conclusion" in rec
+                else conclusion_of_gold(rec["question"], str(rec["answer"])),
+                "kind": str(rec.get("kind") or ""),
+                "split": str(rec.get("split") or ""),
+                "restricted": [str(x) for x in rec.get("restricted") or []],
+            },
+        )
+
+
+LOADERS: dict[str, Callable[[Path], Iterable[Item]]] = {
     "hotpotqa": load_hotpotqa,
     "musique": load_musique,
     "timeqa": load_timeqa,
@@ -276,18 +343,13 @@ _CORPUS_SIBLINGS = {
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:
-    head = read_text(path)[:200_000].lstrip()
-    if head.startswith("["):
-        try:
-            data = json.loads(read_text(path))
-            return data[0] if data and isinstance(data[0], dict) else None
-        except json.JSONDecodeError:
-            return None
-    line = head.split("\n", 1)[0]
-    try:
-        rec = json.loads(line)
+    text = read_text(path).lstrip()
+    try:  # a JSON list's first object, else the first line's
+        rec = json.loads(text) if text.startswith("[") else json.loads(text.split("\n", 1)[0])
     except json.JSONDecodeError:
         return None
+    if isinstance(rec, list):
+        rec = rec[0] if rec else None
     return rec if isinstance(rec, dict) else None
 
 
@@ -329,7 +391,7 @@ def load_dataset(path: str | Path, fmt: str | None = None, corpus: str | Path | 
         fmt = detect_format(path)
     if fmt not in LOADERS:
         raise DatasetError(f"unknown format {fmt!r}; choose one of {', '.join(LOADERS)}")
-    items = LOADERS[fmt](path)
+    items = list(LOADERS[fmt](path))
     if not items:
         raise DatasetError(f"{path} holds no questions")
     seen: set[str] = set()

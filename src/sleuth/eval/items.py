@@ -30,9 +30,6 @@ class Paragraph:
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Paragraph:
         return cls(str(d["id"]), str(d.get("title", "")), str(d.get("text", "")), dict(d.get("metadata") or {}))

@@ -10,7 +10,7 @@ import hashlib
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -145,6 +145,7 @@ def config_from_manifest(
     model = s.get("model")
     ran_on = ((manifest.get("code") or {}).get("model") or {}).get("base_url")  # the server the run asked
     fields: dict[str, Any] = {
+        **{k: s.get(k) for k in ("format", "setting", "limit", "seed", "max_steps", "max_tokens", "split")},
         "concurrency": int(manifest.get("concurrency") or 1),
         "isolate": bool(manifest.get("isolated_tasks", True)),
         "prices": manifest.get("prices"),
@@ -155,32 +156,22 @@ def config_from_manifest(
     return EvalConfig(
         data=str(data if data is not None else (manifest.get("data") or {}).get("path", "")),
         out=str(out),
-        format=s.get("format"),
-        setting=s.get("setting"),
         strategies=list(s.get("strategies") or []),
-        limit=s.get("limit"),
-        seed=s.get("seed"),
         k=int(s.get("k") or 5),
-        max_steps=s.get("max_steps"),
-        max_tokens=s.get("max_tokens"),
         model=None if model in (None, "default") else str(model),
         base_url=base_url or ran_on,
         index=index,
         corpus=str(corpus) if corpus is not None else None,
         search_mode=search_mode(None, s),
         gap=bool(s.get("gap")),
-        split=s.get("split"),
         strategy_options=dict(s.get("strategy_options") or {}),
         **fields,
     )
 
 
-def check_sample(manifest: Mapping[str, Any], ids: Sequence[str], path: Path) -> None:
-    """Refuse a data file other than the run's, or a sample other than its ids (raises :class:`EvalError`)."""
-    data = manifest.get("data") or {}
+def check_data(manifest: Mapping[str, Any], path: Path) -> None:
+    """Refuse a data file other than the run's: missing, or its sha256 differs (raises :class:`EvalError`)."""
     if not path.is_file():
         raise EvalError(f"the data file {path} named in run.json is missing; pass --data PATH")
-    if file_sha256(path) != data.get("sha256"):
+    if file_sha256(path) != (manifest.get("data") or {}).get("sha256"):
         raise EvalError(f"{path} is not the file the run used (its sha256 differs)")
-    if list(ids) != list(data.get("question_ids") or []):
-        raise EvalError("the sample drawn now is not the run's sample (question ids differ)")

@@ -1,6 +1,6 @@
-"""Scores of one answer against its gold: EM, F1, cover-EM (SQuAD normalisation),
-multiple-choice and yes/no accuracy, must-mention checks, retrieval recall, citation
-precision and cost.
+"""Scores of one answer against its gold: EM, F1, cover-EM (SQuAD normalisation; Chinese answers
+character-level after Chinese normalisation), RGB's every-part check, multiple-choice and yes/no
+accuracy, must-mention checks, retrieval recall, citation precision and cost.
 
 Every function is pure; :func:`score` combines them for one (item, result) pair
 and names the item's *primary* score (what plots and confidence intervals use).
@@ -11,15 +11,15 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sleuth.config import settings
-from sleuth.eval.datasets import LETTERS, MC, YESNO, Item
-from sleuth.eval.metrics_zh import cover_zh, em_zh, f1_zh, is_chinese, part_hits
-from sleuth.eval.policy import conclusion_score, has_term, scope_violations
-from sleuth.lang import ABSTAIN, NO_WORDS, YES_WORDS
+from sleuth.eval.items import LETTERS, MC, YESNO, Item
+from sleuth.eval.policy import abstains, conclusion_score, contains, mentions, passage_ids, scope_violations
+from sleuth.lang import NO_WORDS, YES_WORDS
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
@@ -51,6 +51,81 @@ def cover_em(pred: str, golds: Iterable[str]) -> float:
     """1 when a normalised gold answer appears (on token boundaries) in the normalised prediction."""
     p = f" {' '.join(tokens(pred))} "
     return float(any((t := " ".join(tokens(g))) and f" {t} " in p for g in golds))
+
+
+# --------------------------------------------------------------------------- Chinese answers
+# Chinese has no spaces, so a word-level F1 scores a whole sentence as one token. An answer is
+# normalised (:func:`normalize_zh`: NFKC folds full-width letters, digits and punctuation; lower case;
+# punctuation, symbols and spaces removed; numbers with 万/亿 expanded, so "131万" and "1310000" compare
+# equal; thousands separators dropped) and split into characters, a run of Latin letters or digits staying
+# one token ("G20峰会" -> ``g20 峰 会``). :func:`score` uses these for an item whose gold answers are Chinese.
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_WAN = re.compile(r"(\d+(?:\.\d+)?)\s*(万亿|亿|万)")
+_SCALE = {"万": 10**4, "亿": 10**8, "万亿": 10**12}
+_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?|\S")
+
+
+def token_f1(pred: Sequence[str], gold: Sequence[str]) -> float:
+    """SQuAD's F1 of the multiset overlap of two token lists (the English metrics' too); two empty lists agree."""
+    if not pred or not gold:
+        return float(list(pred) == list(gold))
+    same = sum((Counter(pred) & Counter(gold)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def is_chinese(text: str) -> bool:
+    """True when ``text`` contains a Chinese character."""
+    return bool(_CJK.search(text or ""))
+
+
+def _expand(m: re.Match[str]) -> str:
+    num, unit = m.group(1), m.group(2)
+    whole, _, frac = num.partition(".")
+    scale = _SCALE[unit]
+    digits = len(str(scale)) - 1
+    if len(frac) > digits:  # more decimals than the unit has zeros: leave it as written
+        return m.group(0)
+    return str(int(whole) * scale + (int(frac.ljust(digits, "0")) if frac else 0))
+
+
+def normalize_zh(text: str) -> str:
+    """NFKC, lower case, numbers with 万/亿 expanded, punctuation, symbols and spaces removed
+    (a decimal point between digits is kept)."""
+    s = unicodedata.normalize("NFKC", str(text or "")).lower()
+    s = _THOUSANDS.sub("", s)
+    s = _WAN.sub(_expand, s)
+    s = "".join(ch for ch in s if ch == "." or not (unicodedata.category(ch)[0] in "PSZ" or ch.isspace()))
+    return re.sub(r"\.(?!\d)|(?<!\d)\.", "", s)
+
+
+def tokens_zh(text: str) -> list[str]:
+    """Normalised tokens: one per Chinese character, one per run of Latin letters or digits."""
+    return _TOKEN.findall(normalize_zh(text))
+
+
+def em_zh(pred: str, golds: Iterable[str], norm: Callable[[str], str] = normalize_zh) -> float:
+    """1 when the prediction equals a gold answer after ``norm`` (the English EM passes SQuAD's)."""
+    return float(any(norm(pred) == norm(g) for g in golds))
+
+
+def f1_zh(pred: str, golds: Iterable[str], tokenize: Callable[[str], list[str]] = tokens_zh) -> float:
+    """Token F1 against the best gold: character-level here, the English F1 passes its tokens."""
+    return max((token_f1(tokenize(pred), tokenize(g)) for g in golds), default=0.0)
+
+
+def cover_zh(pred: str, golds: Iterable[str]) -> float:
+    """1 when a normalised gold answer appears in the normalised prediction."""
+    p = normalize_zh(pred)
+    return float(any(contains(p, normalize_zh(g)) for g in golds))
+
+
+def part_hits(answer: str, parts: Sequence[Sequence[str]]) -> list[bool]:
+    """For each answer part (a list of accepted variants): is one of them mentioned in ``answer``?"""
+    a = normalize_zh(answer)
+    return [any(contains(a, normalize_zh(v)) for v in variants) for variants in parts]
 
 
 _MC_PATTERNS = [
@@ -93,17 +168,6 @@ def parse_yesno(answer: str) -> str:
     return ""
 
 
-def abstains(answer: str) -> bool:
-    """True when an answer declines to answer (empty or an explicit "cannot answer")."""
-    return not (answer or "").strip() or bool(ABSTAIN.search(answer))
-
-
-def mentions(answer: str, must: Sequence[str], must_not: Sequence[str] = ()) -> float:
-    """1 when every ``must`` string appears in the answer and no ``must_not`` one does (spaces and width
-    ignored; ``"第十五条|15个自然日"`` accepts either; a number is never part of a longer one)."""
-    return float(all(has_term(answer, m) for m in must) and not any(has_term(answer, m) for m in must_not))
-
-
 # --------------------------------------------------------------------------- retrieval
 def retrieved_passages(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every passage a run saw: its citations plus the passages of its trace's search events."""
@@ -112,15 +176,6 @@ def retrieved_passages(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         if ev.get("kind") == "search":
             seen.extend((ev.get("data") or {}).get("passages") or [])
     return seen
-
-
-def _pid(p: Mapping[str, Any]) -> set[str]:
-    ids = {str(p.get("doc_id") or ""), str(p.get("id") or "")}
-    ids |= {i.rsplit("#", 1)[0] for i in list(ids) if "#" in i}
-    meta = p.get("metadata") or {}
-    if isinstance(meta, Mapping) and meta.get("para_id"):
-        ids.add(str(meta["para_id"]))
-    return {i for i in ids if i}
 
 
 def _title(p: Mapping[str, Any]) -> str:
@@ -136,7 +191,7 @@ def recall(gold: Sequence[str], passages: Sequence[Mapping[str, Any]], *, by: st
         return sum(normalize_answer(g) in have for g in gold) / len(gold)
     have_ids: set[str] = set()
     for p in passages:
-        have_ids |= _pid(p)
+        have_ids |= passage_ids(p)
     return sum(g in have_ids for g in gold) / len(gold)
 
 
@@ -148,7 +203,7 @@ def cited_documents(citations: Sequence[Mapping[str, Any]]) -> list[set[str]]:
     """
     docs: dict[str, set[str]] = {}
     for p in citations:
-        ids = _pid(p)
+        ids = passage_ids(p)
         if not ids:
             continue
         key = str(p.get("doc_id") or "") or str(p.get("id") or "").rsplit("#", 1)[0] or min(ids)
@@ -270,7 +325,7 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
         hits = part_hits(answer, parts)
         s["parts"] = float(all(hits))
         s["part_rate"] = sum(hits) / len(hits)
-        seen: set[str] = set().union(*(_pid(p) for p in passages)) if passages else set()
+        seen: set[str] = set().union(*(passage_ids(p) for p in passages)) if passages else set()
         part_ids = item.metadata.get("part_ids") or []
         if part_ids:
             s["part_recall"] = sum(any(i in seen for i in ids) for ids in part_ids) / len(part_ids)
@@ -284,9 +339,7 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
         s["cited_recall_id"] = recall(item.gold_ids, cited, by="id")
         s["cite_precision"] = citation_precision(item.gold_ids, cited)
     usage = result.get("usage") or {}
-    s["prompt_tokens"] = int(usage.get("prompt_tokens", 0))
-    s["completion_tokens"] = int(usage.get("completion_tokens", 0))
-    s["processed_prompt_tokens"] = int(usage.get("processed_prompt_tokens", 0))
+    s.update({k: int(usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "processed_prompt_tokens")})
     s["llm_calls"] = int(result.get("llm_calls", 0))
     # calls answered by the response cache cost no model time: timings of such runs are not comparable
     s["cached_llm_calls"] = sum(

@@ -26,20 +26,9 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sleuth.lang import ABSTAIN, NO_START, YES_START
+from sleuth.lang import NO_START, YES_START
+from sleuth.lang import abstains as lang_abstains
 from sleuth.search.base import Filters, Passage
-
-__all__ = [
-    "NO",
-    "YES",
-    "abstains_zh",
-    "answer_polarity",
-    "conclusion_of_gold",
-    "conclusion_score",
-    "has_term",
-    "polarity",
-    "scope_violations",
-]
 
 YES, NO = "是", "否"
 
@@ -59,19 +48,24 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).lower()
 
 
+def contains(haystack: str, needle: str) -> bool:
+    if not needle:
+        return False
+    # a number must not be part of a longer number ("30" is not in "300", "5.7" not in "15.7")
+    pre = r"(?<![\d.])" if needle[0].isdigit() else ""
+    post = r"(?![\d])" if needle[-1].isdigit() else ""
+    return re.search(pre + re.escape(needle) + post, haystack) is not None
+
+
 def has_term(text: str, term: str) -> bool:
     """``term`` (or one of its ``|``-separated variants) appears in ``text``, ignoring spaces and width;
     a number must not be part of a longer number ("30" is not in "300")."""
-    a = _norm(text)
-    for variant in term.split("|"):
-        t = _norm(variant)
-        if not t:
-            continue
-        pre = r"(?<![\d.])" if t[0].isdigit() else ""
-        post = r"(?![\d])" if t[-1].isdigit() else ""
-        if re.search(pre + re.escape(t) + post, a):
-            return True
-    return False
+    return any(contains(_norm(text), _norm(variant)) for variant in term.split("|"))
+
+
+def mentions(answer: str, must: Sequence[str], must_not: Sequence[str] = ()) -> float:
+    """1 when every ``must`` term appears in the answer and no ``must_not`` one does (:func:`has_term`)."""
+    return float(all(has_term(answer, m) for m in must) and not any(has_term(answer, m) for m in must_not))
 
 
 def polarity(text: str) -> str:
@@ -109,9 +103,9 @@ def answer_polarity(answer: str, short: str = "") -> tuple[str, bool]:
     return said[0], len(set(said)) > 1
 
 
-def abstains_zh(answer: str) -> bool:
-    """The answer says the (accessible) documents do not settle the question."""
-    return not (answer or "").strip() or bool(ABSTAIN.search(answer))
+def abstains(answer: str) -> bool:
+    """True when an answer declines to answer: empty, or it says the (accessible) documents do not settle it."""
+    return not (answer or "").strip() or lang_abstains(answer)
 
 
 def conclusion_of_gold(question: str, answer: str) -> str | None:
@@ -129,7 +123,8 @@ def _passage(p: Mapping[str, Any]) -> Passage:
     )
 
 
-def _ids(p: Mapping[str, Any]) -> set[str]:
+def passage_ids(p: Mapping[str, Any]) -> set[str]:
+    """The ids a passage answers to: its id and document id, each also without its chunk (``"Title#0"``)."""
     ids = {str(p.get("doc_id") or ""), str(p.get("id") or "")}
     return {i for i in ids | {i.rsplit("#", 1)[0] for i in ids} if i}
 
@@ -151,7 +146,7 @@ def scope_violations(
                 out.append(f"cited {p.get('id')} outside the scope")
     banned = set(restricted)
     for p in [*citations, *retrieved]:
-        hit = _ids(p) & banned
+        hit = passage_ids(p) & banned
         if hit:
             out.append(f"saw restricted {sorted(hit)[0]}")
     out.extend(f"stated restricted fact {t!r}" for t in restricted_facts if has_term(answer, t))
@@ -169,10 +164,10 @@ def conclusion_score(
     violations: Sequence[str],
 ) -> dict[str, Any]:
     """``conclusion`` (1 or 0) and what decided it: ``polarity``, ``contradiction``, ``terms``."""
-    terms = all(has_term(answer, m) for m in must) and not any(has_term(answer, m) for m in must_not)
-    out: dict[str, Any] = {"terms": float(terms)}
+    terms = mentions(answer, must, must_not)
+    out: dict[str, Any] = {"terms": terms}
     if not answerable:
-        ok = abstains_zh(answer) and not violations
+        ok = abstains(answer) and not violations
         out["conclusion"] = float(ok)
         return out
     pol, contradiction = answer_polarity(answer, short)

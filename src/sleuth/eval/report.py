@@ -4,8 +4,8 @@ Everything here is deterministic (fixed bootstrap seed, sorted inputs, no
 timestamps from the clock, PNG metadata stripped), so regenerating a report
 from the same JSONL gives byte-identical files.
 
-The numbers come from :mod:`sleuth.eval.summary`, the PNGs from
-:mod:`sleuth.eval.plots`; this module lays out ``report.md``.
+The numbers come from :mod:`sleuth.eval.summary`; this module lays out ``report.md`` and draws the
+PNGs (score per strategy, cost per question, accuracy against tokens; no software or time stamp in them).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sleuth.eval.conversations import conversation_section
 from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.metrics import PRIMARY
-from sleuth.eval.plots import write_plots
 from sleuth.eval.sections import (
     answer_form_section,
     diagnosis_section,
@@ -54,6 +55,7 @@ from sleuth.eval.summary import (
 )
 
 REPORT = "report.md"
+PLOTS = ("scores.png", "cost.png", "accuracy_vs_tokens.png")
 
 
 def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
@@ -101,10 +103,6 @@ SCORES = ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id")
 #: the cost table's columns and their decimals
 COST = (("llm_calls", 2), ("searches", 2), ("prompt_tokens", 1), ("processed_prompt_tokens", 1))
 COST += (("completion_tokens", 1), ("seconds", 2), ("cost_usd", 5))
-
-
-def _reasons(reasons: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}: {v}" for k, v in reasons.items())
 
 
 def _error(rec: Mapping[str, Any]) -> str:
@@ -242,7 +240,8 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
                 "model's, and their prompt tokens were not processed, so they are no timings.",
             ]
         lines += heading("Finish reasons")
-        lines += table(["strategy", "reasons"], ([r["strategy"], _reasons(r["reasons"])] for r in rows))
+        reasons = ([r["strategy"], ", ".join(f"{k}: {v}" for k, v in r["reasons"].items())] for r in rows)
+        lines += table(["strategy", "reasons"], reasons)
     lines += _paired_section(records, names)
     lines += conversation_section(records, names)
     lines += leading_section(every, prog, order)
@@ -296,3 +295,63 @@ def write_report(out: str | Path, *, plots: bool = True) -> Path:
     path = out / REPORT
     path.write_text(render(records, manifest, written), encoding="utf-8")
     return path
+
+
+def write_plots(rows: Sequence[Mapping[str, Any]], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["strategy"] for r in rows]
+    x = np.arange(len(rows))
+
+    def save(fig: Any, name: str) -> str:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=100, metadata={"Software": None})
+        plt.close(fig)
+        return name
+
+    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(rows) + 2), 3.6))
+    means = [r["score"][0] for r in rows]
+    err = np.array([[r["score"][0] - r["score"][1] for r in rows], [r["score"][2] - r["score"][0] for r in rows]])
+    ax.bar(x, means, yerr=err, capsize=4, color="#4C72B0")
+    ax.set_xticks(x, names, rotation=20)
+    ax.set_ylim(0, 1.03)
+    ax.set_ylabel(PRIMARY.get(rows[0]["primary"], rows[0]["primary"]) if rows else "score")
+    ax.set_title("Score per strategy (95% bootstrap CI)")
+    written = [save(fig, PLOTS[0])]
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(6, 2 * len(rows) + 2), 3.6))
+    a1.bar(x, [r["prompt_tokens"] for r in rows], label="prompt", color="#55A868")
+    a1.bar(
+        x,
+        [r["completion_tokens"] for r in rows],
+        bottom=[r["prompt_tokens"] for r in rows],
+        label="completion",
+        color="#C44E52",
+    )
+    a1.set_xticks(x, names, rotation=20)
+    a1.set_title("Tokens per question")
+    a1.legend(fontsize=8)
+    a2.bar(x, [r["seconds"] for r in rows], color="#8172B2")
+    a2.set_xticks(x, names, rotation=20)
+    a2.set_title("Seconds per question")
+    written.append(save(fig, PLOTS[1]))
+
+    fig, ax = plt.subplots(figsize=(5, 3.8))
+    for r in rows:
+        ax.errorbar(
+            r["tokens"],
+            r["score"][0],
+            yerr=[[r["score"][0] - r["score"][1]], [r["score"][2] - r["score"][0]]],
+            fmt="o",
+            capsize=3,
+        )
+        ax.annotate(r["strategy"], (r["tokens"], r["score"][0]), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xlabel("tokens per question (prompt + completion)")
+    ax.set_ylabel("score")
+    ax.set_ylim(-0.03, 1.03)
+    ax.margins(x=0.15)
+    ax.set_title("Accuracy vs cost")
+    return [*written, save(fig, PLOTS[2])]

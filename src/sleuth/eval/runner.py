@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
+from sleuth.eval.conversations import REWRITE, is_conversation, mode_units
 from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
-from sleuth.eval.datasets import Dataset, Item, load_dataset
+from sleuth.eval.datasets import Dataset, DatasetError, Item, load_dataset
 from sleuth.eval.executors import make_executor
-from sleuth.eval.gap import sub_items
-from sleuth.eval.manifest import add_sitting, code_state, commit_label, config_from_manifest, new_manifest
+from sleuth.eval.gap import question_of, sub_items
+from sleuth.eval.manifest import add_sitting, check_data, code_state, commit_label, config_from_manifest, new_manifest
 from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
     MANIFEST,
     RESULTS,
+    ManifestMismatch,
     ResultsWriter,
+    RunDirBusy,
     check_manifest,
     has_results,
     is_composed,
@@ -36,9 +39,63 @@ from sleuth.eval.store import (
     run_lock,
     write_manifest,
 )
-from sleuth.eval.tasks import Sitting, Task, build_tasks
 from sleuth.eval.worker import FAILED, kind_of, make_record, now, run_task, worker_config
-from sleuth.llm.models import file_sha256
+
+#: what the eval commands report as a user's mistake: one sentence, no traceback
+USER_ERRORS = (DatasetError, EvalError, CorpusError, ManifestMismatch, RunDirBusy)
+
+
+#: one task: the strategy's name, the question, the task's meta (``{"kind": "main"}`` or a hop's)
+Task = tuple[str, Item, dict[str, Any]]
+
+
+def build_tasks(dataset: Dataset, strategies: Sequence[str], gap: bool) -> list[Task]:
+    """Question-major order, so a partial run covers every strategy on the first questions.
+
+    A conversation item also gets its baseline tasks (:func:`sleuth.eval.conversations.mode_units`)."""
+    tasks = []
+    for item in dataset.items:
+        units: list[tuple[Item, dict[str, Any]]] = [(item, {"kind": "main"})]
+        if is_conversation(item):
+            units = [(item, {"kind": "main", "mode": REWRITE}), *mode_units(item)]
+        if gap:
+            units += [(s, {"kind": "sub", **s.metadata}) for s in sub_items(item)]
+        for unit, meta in units:
+            for strat in strategies:
+                tasks.append((strat, unit, meta))
+    return tasks
+
+
+class Sitting:
+    """Hands out a run's tasks until a time limit, stopping only between questions.
+
+    Once ``limit`` seconds have passed since ``started`` (a ``time.monotonic()`` reading), the
+    next task that would start a new question is not handed out: the tasks of the question in
+    progress (all strategies, and the hops of a composed question) still run, so a sitting ends
+    on a complete question and the next one, resumed with the same command, starts on a fresh
+    one. The check sits where the executor asks for its next task, so no task is started and
+    then thrown away.
+    """
+
+    def __init__(self, limit: float | None, started: float | None = None) -> None:
+        start = time.monotonic() if started is None else started
+        self.deadline = None if limit is None else start + limit
+        self.stopped_before: str | None = None  # the question not started because time was up
+
+    def tasks(self, todo: Sequence[Task]) -> Iterator[Task]:
+        current: str | None = None
+        for task in todo:
+            question = question_of(task[1].id)
+            if (
+                self.deadline is not None
+                and current is not None
+                and question != current
+                and time.monotonic() >= self.deadline
+            ):
+                self.stopped_before = question
+                return
+            current = question
+            yield task
 
 
 class RunningScores:
@@ -283,12 +340,8 @@ def rescore_run(out: str | Path) -> int:
     manifest = read_manifest(out)
     if manifest is None:
         raise EvalError(f"{out} has no {MANIFEST}; cannot tell which data to score against")
-    data = manifest.get("data") or {}
-    path = Path(str(data.get("path", "")))
-    if not path.is_file():
-        raise EvalError(f"the data file {path} named in {out / MANIFEST} is missing")
-    if file_sha256(path) != data.get("sha256"):
-        raise EvalError(f"{path} changed since the run; rescoring against it would be wrong")
+    path = Path(str((manifest.get("data") or {}).get("path", "")))
+    check_data(manifest, path)
     items: dict[str, Item] = {}
     for it in load_dataset(path, (manifest.get("settings") or {}).get("format")).items:
         items[it.id] = it

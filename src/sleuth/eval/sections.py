@@ -22,13 +22,13 @@ from sleuth.eval.store import composed_by_strategy, in_order, is_composed, prima
 from sleuth.eval.summary import (
     BOOTSTRAP,
     Progress,
-    bootstrap_ci,
     cell,
     ci_cell,
     citation_rows,
     citation_table,
     heading,
     mean_or_nan,
+    paired,
     paired_cells,
     paired_differences,
     summarise,
@@ -222,20 +222,8 @@ def draft_section(records: Records, order: Sequence[str]) -> list[str]:
                 by[r["strategy"]].append((float(d), primary_score(r)))
     rows = []
     for s in in_order(by, order):
-        diff = [f - d for d, f in by[s]]
-        drafts, finals = (mean_or_nan([p[i] for p in by[s]]) for i in (0, 1))
-        wins = (sum(x > 0 for x in diff), sum(x < 0 for x in diff), sum(x == 0 for x in diff))
-        rows.append(
-            [
-                s,
-                len(diff),
-                total[s],
-                cell(drafts),
-                cell(finals),
-                "{:+.3f} [{:+.3f}, {:+.3f}]".format(*bootstrap_ci(diff)),
-                wins,
-            ]
-        )
+        drafts, finals = (cell(mean_or_nan([p[i] for p in by[s]])) for i in (0, 1))
+        rows.append([s, len(by[s]), total[s], drafts, finals, paired_cells(paired([f - d for d, f in by[s]]))])
     if not rows:
         return []
     return heading(

@@ -7,14 +7,13 @@ The published comparison reports on two sets that nobody tunes on:
   (``Dataset.sample(50, 0)``, which holds the peers comparison's 30 questions, drawn with the same seed).
   The other half is MuSiQue's tuning split.
 
-No question text of a reporting split may appear in ``src/`` or ``tests/`` (``tests/test_splits.py``).
+No question text of a reporting split may appear in ``src/`` or ``tests/`` (``tests/test_splits.py``, which
+reads them with ``conftest.reporting_questions``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from sleuth.eval.datasets import Dataset, load_dataset
+from sleuth.eval.datasets import Dataset
 
 HOTPOTQA_REPORTING = "hotpotqa/test.jsonl"
 MUSIQUE = "musique/train.json"
@@ -35,15 +34,3 @@ def musique_split(musique: Dataset, part: str) -> Dataset:
     report = musique_reporting_ids(musique)
     items = [it for it in musique.items if (it.id in report) == (part == "reporting")]
     return Dataset(musique.name, musique.format, musique.path, items, musique.corpus_path)
-
-
-def reporting_questions(data_root: Path) -> list[str]:
-    """The question texts of every reporting split found under ``data_root`` (missing files are skipped)."""
-    out: list[str] = []
-    hotpot = data_root / HOTPOTQA_REPORTING
-    if hotpot.is_file():
-        out += [it.question for it in load_dataset(hotpot, "hotpotqa").items]
-    musique = data_root / MUSIQUE
-    if musique.is_file():
-        out += [it.question for it in musique_split(load_dataset(musique, "musique"), "reporting").items]
-    return out

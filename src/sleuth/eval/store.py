@@ -78,31 +78,23 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     return list(latest.values())
 
 
-def _raw_lines(path: Path) -> Iterator[bytes]:
-    """The complete lines of a plain or gzip file (a torn gzip tail ends the file)."""
-    if path.suffix != ".gz":
-        with open(path, "rb") as f:
-            yield from f
-        return
-    with gzip.open(path, "rb") as f:
-        try:
-            yield from f
-        except (EOFError, gzip.BadGzipFile):
-            return
-
-
 def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
     """Every complete record line of a results file (plain or ``.gz``), oldest first, superseded
-    ones included (a torn or invalid line is skipped); :func:`read_records` keeps the newest of each task."""
-    for raw in _raw_lines(Path(path)):
-        if not raw.endswith(b"\n"):
-            break  # torn tail: never complete
+    ones included (a torn or invalid line is skipped, a torn gzip tail ends the file); :func:`read_records`
+    keeps the newest of each task."""
+    with (gzip.open if Path(path).suffix == ".gz" else open)(path, "rb") as f:
         try:
-            rec = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if isinstance(rec, dict) and "strategy" in rec and "qid" in rec:
-            yield rec
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break  # torn tail: never complete
+                try:
+                    rec = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                if isinstance(rec, dict) and "strategy" in rec and "qid" in rec:
+                    yield rec
+        except (EOFError, gzip.BadGzipFile):
+            return
 
 
 def _line(rec: Mapping[str, Any]) -> bytes:

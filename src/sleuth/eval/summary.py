@@ -19,20 +19,19 @@ from sleuth.eval.store import composed_by_strategy, in_order, is_composed, prima
 
 BOOTSTRAP = 2000
 BOOT_SEED = 12345
+LEVEL = 0.95
 
 
-def bootstrap_ci(
-    values: Sequence[float], n: int = BOOTSTRAP, seed: int = BOOT_SEED, level: float = 0.95
-) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap confidence interval (deterministic for a given seed)."""
+def bootstrap_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and percentile-bootstrap interval (:data:`LEVEL`, :data:`BOOTSTRAP` resamples, fixed seed)."""
     a = np.asarray(values, dtype=float)
     if a.size == 0:
         return (math.nan, math.nan, math.nan)
     if a.size == 1:
         return (float(a[0]), float(a[0]), float(a[0]))
-    rng = np.random.default_rng(seed)
-    means = a[rng.integers(0, a.size, size=(n, a.size))].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    rng = np.random.default_rng(BOOT_SEED)
+    means = a[rng.integers(0, a.size, size=(BOOTSTRAP, a.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
     return (float(a.mean()), float(lo), float(hi))
 
 
@@ -230,6 +229,13 @@ def ci_cell(ci: Sequence[float]) -> str:
     return "{} [{}, {}]".format(*map(cell, ci))
 
 
+def paired(d: Sequence[float]) -> dict[str, Any]:
+    """A paired difference from its per-question differences ``d``: the mean with its bootstrap CI,
+    and the questions each side won (``wins``: positive) or tied."""
+    wins, losses, ties = (sum(x > 0 for x in d), sum(x < 0 for x in d), sum(x == 0 for x in d))
+    return {"diff": bootstrap_ci(d), "wins": wins, "losses": losses, "ties": ties}
+
+
 def paired_cells(row: Mapping[str, Any]) -> tuple[str, int, int, int]:
     """A paired difference (a :func:`paired_differences` row): the mean with its CI, wins, losses, ties."""
     return "{:+.3f} [{:+.3f}, {:+.3f}]".format(*row["diff"]), row["wins"], row["losses"], row["ties"]
@@ -278,16 +284,11 @@ def paired_differences(
         common = sorted(set(scores[s]) & set(base))
         if not common:
             continue
-        d = [scores[s][q] - base[q] for q in common]
-        mean, lo, hi = bootstrap_ci(d)
         rows.append(
             {
                 "strategy": s,
                 "n": len(common),
-                "diff": (mean, lo, hi),
-                "wins": sum(x > 0 for x in d),
-                "losses": sum(x < 0 for x in d),
-                "ties": sum(x == 0 for x in d),
+                **paired([scores[s][q] - base[q] for q in common]),
                 "tokens_ratio": _ratio(costs[s], costs[baseline], common, 0),
                 "seconds_ratio": _ratio(costs[s], costs[baseline], common, 1),
             }

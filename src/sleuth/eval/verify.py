@@ -15,10 +15,10 @@ from typing import Any
 
 from sleuth.eval.config import EvalError, load_sample
 from sleuth.eval.corpus import plan_retrieval
-from sleuth.eval.manifest import check_sample, code_state, commit_label, config_from_manifest
+from sleuth.eval.manifest import check_data, code_state, commit_label, config_from_manifest
 from sleuth.eval.metrics import score
+from sleuth.eval.runner import build_tasks
 from sleuth.eval.store import MANIFEST, primary_score, read_manifest, read_records
-from sleuth.eval.tasks import build_tasks
 from sleuth.eval.worker import _clip, first_difference, run_task, worker_config
 
 SAME, DIFFERS = "same", "differs"
@@ -129,18 +129,15 @@ def verify_run(
     manifest = read_manifest(out)
     if manifest is None:
         raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
-    cfg = config_from_manifest(
-        manifest, out, data=data, corpus=corpus, index=index, base_url=base_url, concurrency=1, isolate=True
-    )
-    cfg.llm_cache = False
+    fixed = {"concurrency": 1, "isolate": True, "llm_cache": False}  # one task at a time, each from scratch
+    cfg = config_from_manifest(manifest, out, data=data, corpus=corpus, index=index, base_url=base_url, **fixed)
     unknown = [s for s in strategies or () if s not in cfg.strategies]
     if unknown:
         raise EvalError(f"{', '.join(unknown)} not among the run's strategies ({', '.join(cfg.strategies)})")
-    path = Path(cfg.data)
-    if not path.is_file():
-        raise EvalError(f"the data file {path} named in {out / MANIFEST} is missing; pass --data PATH")
+    check_data(manifest, Path(cfg.data))
     dataset = load_sample(cfg)
-    check_sample(manifest, [it.id for it in dataset.items], path)
+    if [it.id for it in dataset.items] != list((manifest.get("data") or {}).get("question_ids") or []):
+        raise EvalError("the sample drawn now is not the run's sample (question ids differ)")
     plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=cfg.search_mode)
     want = (manifest.get("settings") or {}).get("index") or {}
     now = plan.describe()

@@ -86,7 +86,7 @@ class _Worker:
     def strategy(self, name: str, item: Item) -> Any:
         """The strategy ``name`` for ``item`` (shared across tasks on a pooled index)."""
         retriever = self.plan.retriever_for(item)
-        shared = not self.plan.per_item
+        shared = self.plan.setting != "distractor"  # one index for every question
         if shared and name in self._strategies:
             return self._strategies[name]
         strat = build_strategy(name, self.llm, retriever, self.cfg["options"])
