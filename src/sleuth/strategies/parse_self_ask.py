@@ -13,24 +13,8 @@ from sleuth.strategies.text import cap, clean_short
 
 #: the scaffold's own words, per prompt language (the parser accepts both and their variants)
 SCAFFOLD = {
-    "en": {
-        "follow": "Follow up:",
-        "intermediate": "Intermediate answer:",
-        "final": "So the final answer is:",
-        "unknown": "unknown",
-        "about": "About ",
-        "colon": ":",
-        "or": " or ",
-    },
-    "zh": {
-        "follow": "追问：",
-        "intermediate": "中间答案：",
-        "final": "所以最终答案是：",
-        "unknown": "未知",
-        "about": "关于",
-        "colon": "：",
-        "or": "还是",
-    },
+    "en": {"intermediate": "Intermediate answer:", "final": "So the final answer is:", "unknown": "unknown"},
+    "zh": {"intermediate": "中间答案：", "final": "所以最终答案是：", "unknown": "未知"},
 }
 #: generation stops where the search engine takes over (both languages: small models mix them)
 STOPS = ["Intermediate answer:", "Intermediate Answer:", "中间答案：", "中间答案:", "\nQuestion:", "\n问题："]

@@ -13,7 +13,6 @@ from pathlib import Path
 from string import Template
 
 PROMPT_DIR = Path(__file__).resolve().parent
-LANGS = ("en", "zh")
 
 
 class PromptError(KeyError):
