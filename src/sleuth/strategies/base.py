@@ -220,9 +220,7 @@ class Strategy:
             fired(st, "grounding", cited=[p.id for p in g.citations], of=drew_on)
             if not g.citations:  # an honest empty list, not every passage retrieved
                 st.emit("note", type="no_citations", message=g.message)
-        if (
-            result.lang == "zh"
-        ):  # the reader never sees "所以答案是：…" (English answers: unchanged, see strip_scaffold)
+        if result.lang == "zh":  # the reader never sees "所以答案是：…" (English answers: see strip_scaffold)
             result.answer = strip_scaffold(result.answer)
         result.elapsed_s = time.perf_counter() - st.t0
         st.emit(
@@ -301,9 +299,9 @@ class Strategy:
         Each run gets its own ``search`` event; runs with different filters
         are searched separately (a scope is never shared or widened).
         """
-        if self.retriever is None:
-            return [[] for _ in queries]
         out: list[list[Passage]] = [[] for _ in queries]
+        if self.retriever is None:
+            return out
         groups: dict[str, list[int]] = {}
         for i, st in enumerate(sts):
             groups.setdefault(st.filters.cache_key(), []).append(i)

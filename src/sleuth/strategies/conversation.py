@@ -248,41 +248,26 @@ def find_reference(question: str) -> Reference | None:
     return None
 
 
-def substitute_reference(question: str, ref: Reference, entity: str) -> str:
-    """``question`` with the reference replaced by ``entity`` ("When did that person die?" -> "When did
-    Herman Melville die?")."""
-    out = question[: ref.start] + (f"{entity}'s" if ref.possessive else entity) + question[ref.end :]
-    return out[:1].upper() + out[1:] if ref.start == 0 else out
-
-
 def kept_entity(rewritten: str, question: str, turns: Sequence[Turn]) -> str | None:
     """The check after the rewrite (option ``rewrite_check``): when the message refers to the previous
     short answer (:func:`find_reference`: "Which continent is that river on?" after "Atbara River.")
     and the model's rewrite does not name that answer (it kept "that river", named another entity
     of the conversation, or repeated a question), the message with its reference replaced by the
-    answer; None when the rewrite stands or the check does not apply (a long previous answer, no
-    reference of those kinds)."""
+    answer ("When did that person die?" -> "When did Herman Melville die?"); None when the rewrite stands
+    or the check does not apply (a long previous answer, no reference of those kinds)."""
     entity = previous_entity(turns)
-    if not entity or names(rewritten, entity) or names(question, entity):
-        return None
     ref = find_reference(question)
-    return substitute_reference(question, ref, entity) if ref else None
-
-
-def last_user_turn(messages: Sequence[Turn]) -> tuple[str, list[Turn]]:
-    """Split a conversation into (the last user message, the turns before it).
-
-    Trailing assistant turns after the last user message are dropped (nothing asks about them)."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role == "user":
-            return messages[i].content, list(messages[:i])
-    return "", []
+    if not entity or not ref or names(rewritten, entity) or names(question, entity):
+        return None
+    out = question[: ref.start] + (f"{entity}'s" if ref.possessive else entity) + question[ref.end :]
+    return out[:1].upper() + out[1:] if ref.start == 0 else out
 
 
 def split_messages(messages: Any) -> tuple[str, list[dict[str, str]]]:
-    """A conversation's messages as (the last user message, the turns before it, as dicts);
-    :class:`BadHistory` when they are malformed or hold no user message."""
-    question, history = last_user_turn(parse_history(messages))
-    if not question:
+    """A conversation's messages as (the last user message, the turns before it, as dicts); trailing assistant
+    turns are dropped (nothing asks about them).  :class:`BadHistory` when they are malformed or hold no user message."""
+    turns = parse_history(messages)
+    last = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role == "user"), None)
+    if last is None:
         raise BadHistory("the messages hold no user message")
-    return question, [t.to_dict() for t in history]
+    return turns[last].content, [t.to_dict() for t in turns[:last]]

@@ -179,6 +179,10 @@ _SCAFFOLD = re.compile(
 )
 
 
+#: "<short answer>" copied from the instruction instead of an answer
+PLACEHOLDER = re.compile(r"<[^<>]{0,40}>")
+
+
 def _squash(text: str) -> str:
     return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", text or "")).lower()
 
@@ -201,8 +205,9 @@ def strip_scaffold(answer: str) -> str:
         end = len(out) if end < 0 else end
         value = out[m.end() : end].strip()
         rest = out[: m.start()] + out[end:]
-        placeholder = re.fullmatch(r"<[^<>]{0,40}>", value) is not None  # the instruction's "<short answer>"
-        if placeholder or (_squash(strip_citations(value)) and _squash(strip_citations(value)) in _squash(rest)):
+        if PLACEHOLDER.fullmatch(value) or (
+            _squash(strip_citations(value)) and _squash(strip_citations(value)) in _squash(rest)
+        ):
             out = rest
         else:
             out = out[: m.start()] + value + out[end:]
