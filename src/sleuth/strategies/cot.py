@@ -8,10 +8,8 @@ from sleuth.strategies.options import CoTOptions
 
 
 class ChainOfThought(Strategy):
-    """One call; the short answer is parsed from the last "So the answer is:" line.
-
-    Without that line, the repair ``extract_short`` reads it (:mod:`sleuth.strategies.answers`).
-    """
+    """One call; the short answer is its last "So the answer is:" line (without one, the repair
+    ``extract_short`` reads it: :mod:`sleuth.strategies.answers`)."""
 
     name = "cot"
     Options = CoTOptions

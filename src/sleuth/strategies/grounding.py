@@ -152,8 +152,7 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
         if c.asserted:
             chosen, how = list(c.passages), "asserted"
         else:
-            valid = [n for n in c.marks if 1 <= n <= len(c.passages)]
-            chosen = _marked(c) if valid else []
+            chosen = _marked(c)
             how = "marks" if chosen else "overlap"
             if not chosen:
                 chosen = supporting(c.passages, c.text, c.query)

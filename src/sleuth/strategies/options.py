@@ -130,7 +130,7 @@ class StrategyOptions:
                 shown = f.metadata["derived"]
             else:
                 shown = str(default)
-            kind = " | ".join(_kind_name(k) for k in _kinds(hints[f.name]) if k is not type(None))
+            kind = " | ".join(k.__name__ for k in _kinds(hints[f.name]) if k is not type(None))
             rows.append({"name": f.name, "type": kind, "default": shown, "help": f.metadata["help"]})
         return rows
 
@@ -244,14 +244,6 @@ def _kinds(hint: Any) -> tuple[Any, ...]:
     return get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
 
 
-def _kind_name(kind: Any) -> str:
-    return {int: "int", float: "float", bool: "bool", str: "str"}.get(kind, str(kind))
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
     """``value`` as the field's type, or :class:`OptionsError` saying what the option takes."""
     kinds = _kinds(hint)
@@ -261,7 +253,8 @@ def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
     lo, hi = meta.get("min"), meta.get("max")
     if kind in (int, float):
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        fits = _number(value) and (isinstance(value, int) or math.isfinite(value)) and (kind is float or whole)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        fits = number and (isinstance(value, int) or math.isfinite(value)) and (kind is float or whole)
         if not (fits and (lo is None or value >= lo) and (hi is None or value <= hi)):
             what = "a whole number" if kind is int else "a number"
             raise OptionsError(f"{name} must be {what}{_span(lo, hi)}, not {_shown(value)}")

@@ -1,12 +1,8 @@
-"""Pure parsers for what models write.
+"""Pure parsers for what models write: chain-of-thought answers, search queries, step-back questions, RAT drafts
+(Self-Ask's are in :mod:`sleuth.strategies.parse_self_ask`, Search-o1's in :mod:`~.parse_search_o1`).
 
-Every function here takes model output (any string) and returns a small value; none raises, none loops more than a
-bounded number of times over its input, and all accept the usual mistakes of small models: variant spellings
-("Followup", "Follow-up", "Follow up :"), missing colons, full-width colons and Chinese labels, missing scaffold,
-extra chatter, the model answering its own follow-up, unbalanced braces.
-
-This module holds the parsers several strategies use (chain-of-thought answers, search queries, step-back questions,
-RAT drafts); Self-Ask's are in :mod:`sleuth.strategies.parse_self_ask`, Search-o1's in :mod:`~.parse_search_o1`.
+Every parser takes any string and returns a small value; none raises, none loops more than a bounded number of times
+over its input, and all accept the usual mistakes of small models (see :mod:`~.parse_self_ask`).
 """
 
 from __future__ import annotations

@@ -9,11 +9,8 @@ from sleuth.strategies.text import cited_numbers, format_passages
 
 
 class RAG(Strategy):
-    """Retrieve ``k`` passages for the question, then one answering call.
-
-    The short answer is the answer's "So the answer is:" line; without it, the repair
-    ``extract_short`` reads it (:mod:`sleuth.strategies.answers`).
-    """
+    """Retrieve ``k`` passages for the question, then one answering call; the short answer is its
+    "So the answer is:" line (without one, the repair ``extract_short`` reads it: :mod:`~.answers`)."""
 
     name = "rag"
     Options = RAGOptions

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from sleuth.lang import en, zh
+from sleuth.lang import CJK, en, zh
 from sleuth.search.base import Passage
 
 MAX_IN = 20_000  # the parsers of model output look at most at this many characters (bounded time on runaway output)
@@ -91,7 +91,6 @@ def format_passages(
 
 # -- tokens and overlap --------------------------------------------------------
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[0-9a-z\u00c0-\u024f]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _STOP = en.STOPWORDS | zh.STOPWORDS
 
@@ -102,7 +101,7 @@ def content_tokens(text: str) -> set[str]:
     return {w for w in _WORD.findall(t) if w not in _STOP}
 
 
-_CJK_RUN = re.compile(_CJK.pattern + "+")
+_CJK_RUN = re.compile(CJK.pattern + "+")
 
 
 def query_tokens(text: str) -> set[str]:
