@@ -14,6 +14,7 @@ END_RESULT = "<|end_search_result|>"
 
 _BEGIN_Q = re.compile(r"<\s*\|?\s*begin_search_query\s*\|?\s*>", re.I)
 _END_Q = re.compile(r"<\s*\|?\s*/?\s*end_search_query\s*\|?\s*>|<\s*/\s*begin_search_query\s*\|?\s*>", re.I)
+_BOXED = re.compile(r"\\boxed *\{")
 _ANY_RESULT = re.compile(r"<\s*\|?\s*(?:begin|end)_search_result\s*\|?\s*>", re.I)
 
 
@@ -27,27 +28,17 @@ class O1Step:
 def parse_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (balanced braces; ``\\text{}`` unwrapped)."""
     text = cap(text)
-    idx = text.rfind("\\boxed")
-    while idx != -1:
-        j = idx + len("\\boxed")
-        while j < len(text) and text[j] == " ":
-            j += 1
-        if j < len(text) and text[j] == "{":
-            depth, k = 0, j
-            while k < len(text):
-                if text[k] == "{":
-                    depth += 1
-                elif text[k] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                k += 1
-            inner = text[j + 1 : k] if depth == 0 else text[j + 1 :].split("\n")[0]
-            inner = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", inner)
-            inner = inner.replace("\\", "").strip().strip("$").strip()
-            if inner:
-                return clean_short(inner, 300)
-        idx = text.rfind("\\boxed", 0, idx)
+    for m in reversed(list(_BOXED.finditer(text))):  # the last one with content
+        depth = 0
+        for k in range(m.end() - 1, len(text)):  # to the brace that closes it
+            depth += (text[k] == "{") - (text[k] == "}")
+            if depth == 0:
+                break
+        inner = text[m.end() : k] if depth == 0 else text[m.end() :].split("\n")[0]
+        inner = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", inner)
+        inner = inner.replace("\\", "").strip().strip("$").strip()
+        if inner:
+            return clean_short(inner, 300)
     return None
 
 

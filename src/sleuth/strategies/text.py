@@ -137,13 +137,8 @@ ANSWER_PREFIX = re.compile(
 
 def cited_numbers(text: str) -> list[int]:
     """Document numbers cited as [1], [2, 3], 【1】 in order of first mention."""
-    seen: list[int] = []
-    for m in CITE_MARK.finditer(text or ""):
-        for n in re.split(r"[,，、]", m.group(1)):
-            v = int(n.strip())
-            if v not in seen:
-                seen.append(v)
-    return seen
+    numbers = (int(n) for m in CITE_MARK.finditer(text or "") for n in re.split(r"[,，、]", m.group(1)))
+    return list(dict.fromkeys(numbers))
 
 
 def strip_citations(text: str) -> str:
