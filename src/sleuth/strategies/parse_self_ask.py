@@ -115,8 +115,7 @@ def parse_self_ask(text: str) -> SelfAskStep:
         if step.needed is None and i <= 1:
             m = _NEEDED.match(line) or _NEEDED_ZH.match(line)
             if m:
-                v = m.group("v").lower()
-                step.needed = v in ("yes", "是", "需要")
+                step.needed = m.group("v").lower() in ("yes", "是", "需要")
         if step.follow_up is not None:
             # anything after the follow-up line: the model answering itself
             mi = _INTERMEDIATE.match(line)
@@ -135,10 +134,8 @@ def parse_self_ask(text: str) -> SelfAskStep:
                     step.consumed = text[: a + line.find(mf.group("q"))] + q
                 continue
         mfin = _FINAL.match(line)
-        if mfin and _DEFUSED.match(next((g for g in mfin.groups() if g is not None), "").strip()):
-            mfin = None
-        if mfin:
-            ans = next((g for g in mfin.groups() if g is not None), "").strip()
+        ans = next((g for g in mfin.groups() if g is not None), "").strip() if mfin else ""
+        if mfin and not _DEFUSED.match(ans):  # not what sanitize leaves of a marker in a document
             end = b
             if not ans:  # "So the final answer is:" then the answer on the next line
                 nxt = next(((c, d) for c, d in spans[i + 1 :] if text[c:d].strip()), None)

@@ -59,20 +59,12 @@ def parse_query(text: str, max_chars: int = 300, max_words: int = 32) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip() and not re.search(r"[:：]\s*\**\s*$", ln)] or [
         ln for ln in text.splitlines() if ln.strip()
     ]
-    pick = ""
-    for ln in lines:
+    pick = lines[0] if lines else ""
+    for i, ln in enumerate(lines):  # the first labelled line's text, or the line after a bare label
         m = _QUERY_LABEL.match(ln)
-        if m:
-            rest = ln[m.end() :].strip()
-            if rest:
-                pick = rest
-                break
-            idx = lines.index(ln)
-            if idx + 1 < len(lines):
-                pick = lines[idx + 1]
-                break
-    if not pick and lines:
-        pick = lines[0]
+        if m and (ln[m.end() :].strip() or i + 1 < len(lines)):
+            pick = ln[m.end() :].strip() or lines[i + 1]
+            break
     pick = re.sub(r"^\s*(?:[-*#>]+|\d+[.)、])\s*", "", pick)
     pick = pick.strip().strip("*").strip().strip("\"'“”「」`").strip()
     pick = re.sub(r"(?<!\s)\s+\((?:this|which|to)\b.*\)$", "", pick, flags=re.I)  # (?<!\s): linear on long runs
