@@ -136,9 +136,7 @@ def parse_rewrite(text: str, question: str) -> str:
     for line in text.splitlines():
         line = _LABEL.sub("", line).strip().strip("\"'“”「」").strip()
         if line:
-            if len(line) > 4 * len(question) + 400:  # a rambling reply, not a question
-                return question
-            return line
+            return question if len(line) > 4 * len(question) + 400 else line  # a rambling reply is no question
     return question
 
 
