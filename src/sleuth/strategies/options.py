@@ -123,13 +123,9 @@ class StrategyOptions:
         hints = _hints(cls)
         rows = []
         for f in fields(cls):
-            default = f.default
-            if f.name == "max_tokens":
+            shown = f.metadata["derived"] if f.default is None else str(f.default)
+            if f.name == "max_tokens":  # the strategy's own default
                 shown = str(cls.DEFAULT_MAX_TOKENS)
-            elif default is None:
-                shown = f.metadata["derived"]
-            else:
-                shown = str(default)
             kind = " | ".join(k.__name__ for k in _kinds(hints[f.name]) if k is not type(None))
             rows.append({"name": f.name, "type": kind, "default": shown, "help": f.metadata["help"]})
         return rows
@@ -255,9 +251,9 @@ def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         number = isinstance(value, int | float) and not isinstance(value, bool)
         fits = number and (isinstance(value, int) or math.isfinite(value)) and (kind is float or whole)
-        if not (fits and (lo is None or value >= lo) and (hi is None or value <= hi)):
+        if not (fits and lo <= value <= hi):  # every number has both bounds (MAX_K, ...)
             what = "a whole number" if kind is int else "a number"
-            raise OptionsError(f"{name} must be {what}{_span(lo, hi)}, not {_shown(value)}")
+            raise OptionsError(f"{name} must be {what} from {lo:g} to {hi:g}, not {_shown(value)}")
         return kind(value)
     if kind is bool:
         if not isinstance(value, bool):
@@ -268,12 +264,6 @@ def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
         allowed = f"{', '.join(choices[:-1])} or {choices[-1]}" if choices else "text"
         raise OptionsError(f"{name} must be {allowed}, not {value!r}")
     return value
-
-
-def _span(lo: float | None, hi: float | None) -> str:
-    if lo is not None and hi is not None:
-        return f" from {lo:g} to {hi:g}"
-    return f" of at least {lo:g}" if lo is not None else f" of at most {hi:g}" if hi is not None else ""
 
 
 def _shown(value: Any) -> str:
