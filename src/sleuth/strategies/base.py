@@ -200,13 +200,12 @@ class Strategy:
     def finish(self, st: RunState) -> Result:
         """Apply the finishing repairs (``short_support``, ``grounding``), emit ``error``/``answer``."""
         result = st.result
-        refused = None
         if self.opts.short_support:
             seen = seen_passages(st.claims, result.trace.events)
             refused = unsupported_note(result.question, result.short_answer, result.answer, seen, st.q.yes_no)
-        if refused is not None:  # a short answer nothing in the run states is not returned: the answer stands
-            fired(st, "short_support", **refused)
-            result.short_answer = ""
+            if refused is not None:  # a short answer nothing in the run states is not returned: the answer stands
+                fired(st, "short_support", **refused)
+                result.short_answer = ""
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
         grounds: dict[str, Any] = {}

@@ -199,11 +199,7 @@ def strip_scaffold(answer: str) -> str:
         end = len(out) if end < 0 else end
         value = out[m.end() : end].strip()
         rest = out[: m.start()] + out[end:]
-        if PLACEHOLDER.fullmatch(value) or (
-            _squash(strip_citations(value)) and _squash(strip_citations(value)) in _squash(rest)
-        ):
-            out = rest
-        else:
-            out = out[: m.start()] + value + out[end:]
+        stated = (said := _squash(strip_citations(value))) and said in _squash(rest)
+        out = rest if PLACEHOLDER.fullmatch(value) or stated else out[: m.start()] + value + out[end:]
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
     return out or (answer or "").strip()
