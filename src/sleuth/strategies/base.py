@@ -30,6 +30,7 @@ from sleuth.strategies.conversation import (
 )
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
+from sleuth.strategies.prompts import render
 from sleuth.strategies.repairs import fired
 from sleuth.strategies.repairs.support import seen_passages, unsupported_note
 from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
@@ -242,8 +243,6 @@ class Strategy:
         A template may also use ``$expected``: the answer the question expects, in words
         (:meth:`~sleuth.lang.question.Question.expected`: "a date or a year", …).
         """
-        from sleuth.strategies.prompts import render
-
         if "expected" not in fields:
             fields["expected"] = st.q.expected()
         return render(name, st.result.lang, **fields)
