@@ -263,7 +263,7 @@ def kept_entity(rewritten: str, question: str, turns: Sequence[Turn]) -> str | N
 
 def split_messages(messages: Any) -> tuple[str, list[dict[str, str]]]:
     """A conversation's messages as (the last user message, the turns before it, as dicts); trailing assistant
-    turns are dropped (nothing asks about them).  :class:`BadHistory` when they are malformed or hold no user message."""
+    turns are dropped (nothing asks about them).  :class:`BadHistory` when malformed or without a user message."""
     turns = parse_history(messages)
     last = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role == "user"), None)
     if last is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sleuth.strategies.answers import short_answer
 from sleuth.strategies.base import RunState, Strategy
-from sleuth.strategies.options import CoTOptions
+from sleuth.strategies.options import BaselineOptions
 
 
 class ChainOfThought(Strategy):
@@ -12,7 +12,7 @@ class ChainOfThought(Strategy):
     ``extract_short`` reads it: :mod:`sleuth.strategies.answers`)."""
 
     name = "cot"
-    Options = CoTOptions
+    Options = BaselineOptions
 
     def solve(self, question: str, st: RunState) -> None:
         c = self.ask(st, self.prompt(st, "cot", question=question), step="reason")

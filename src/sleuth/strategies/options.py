@@ -1,4 +1,4 @@
-"""Typed strategy options: one frozen dataclass per strategy, every default in one place (meanings: docs/strategies.md).
+"""Typed options: a frozen dataclass per strategy (baselines share one), each default in one place (docs/strategies.md).
 
 ``Strategy(llm, retriever, **options)`` builds its class's ``Options``; an unknown key (with the closest valid
 one named), a wrong type or a number outside its declared bounds raises :class:`OptionsError` everywhere (Python,
@@ -132,18 +132,8 @@ class StrategyOptions:
 
 
 @dataclass(frozen=True)
-class DirectOptions(StrategyOptions):
-    """Direct answer: the common options only."""
-
-
-@dataclass(frozen=True)
-class CoTOptions(StrategyOptions):
-    """Chain of thought: the common options only."""
-
-
-@dataclass(frozen=True)
-class RAGOptions(StrategyOptions):
-    """RAG: the common options only."""
+class BaselineOptions(StrategyOptions):
+    """Direct, chain of thought and RAG: the common options only."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sleuth.strategies.answers import short_answer
 from sleuth.strategies.base import RunState, Strategy
-from sleuth.strategies.options import RAGOptions
+from sleuth.strategies.options import BaselineOptions
 from sleuth.strategies.text import cited_numbers, format_passages
 
 
@@ -13,7 +13,7 @@ class RAG(Strategy):
     "So the answer is:" line (without one, the repair ``extract_short`` reads it: :mod:`~.answers`)."""
 
     name = "rag"
-    Options = RAGOptions
+    Options = BaselineOptions
     needs_retriever = True
 
     def solve(self, question: str, st: RunState) -> None:
