@@ -205,11 +205,8 @@ def previous_entity(turns: Sequence[Turn]) -> str:
     """The last assistant turn when it is a short answer (an entity: "Tesla.", "曹雪芹。"), else ''."""
     last = next((t.content for t in reversed(turns) if t.role == "assistant"), "")
     last = last.strip().rstrip(".。!！")
-    if not last or len(last) > ENTITY_CHARS or "\n" in last:
-        return ""
-    if (not _CJK.search(last) and len(last.split()) > ENTITY_WORDS) or re.search(r"[.。;；:：?？]", last):
-        return ""
-    return last
+    short = len(last) <= ENTITY_CHARS and (_CJK.search(last) or len(last.split()) <= ENTITY_WORDS)
+    return last if short and not re.search(r"[\n.。;；:：?？]", last) else ""  # one line, one phrase
 
 
 def names(text: str, entity: str) -> bool:
