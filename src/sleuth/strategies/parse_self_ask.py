@@ -25,11 +25,8 @@ _OPT_COLON = r"(?:\s*[:：]\s*|\s+)"
 _BULLET = r"^\s*(?:[-*>#]+\s*|\*\*)?"
 
 _FOLLOW = re.compile(
-    _BULLET
-    + r"(?:follow[\s_-]*up(?:\s*question)?|followup(?:\s*question)?|sub[\s-]*question|追问|子问题|后续问题)"
-    + r"(?:\s*\d+)?\**"
-    + _OPT_COLON
-    + r"\**\s*(?P<q>.*)$",
+    rf"{_BULLET}(?:follow[\s_-]*up(?:\s*question)?|followup(?:\s*question)?|sub[\s-]*question|追问|子问题|后续问题)"
+    rf"(?:\s*\d+)?\**{_OPT_COLON}\**\s*(?P<q>.*)$",
     re.I,
 )
 _NOT_A_FOLLOW = re.compile(r"^(?:questions?\s+(?:are\s+|is\s+)?needed|questions?\s+needed)", re.I)
@@ -38,14 +35,9 @@ _INTERMEDIATE = re.compile(
 )
 _INTERMEDIATE_INLINE = re.compile(r"(?:intermediate[\s_-]*answer|中间答案|中间回答)\s*[:：]?", re.I)
 _FINAL = re.compile(
-    _BULLET
-    + r"(?:so\s+)?(?:the\s+)?final\s+answer(?:\s+is)?\**(?:\s*[:：]\s*|\s+)(?P<a>.*)$"
-    + r"|"
-    + _BULLET
-    + r"(?:so\s+the\s+answer\s+is|the\s+answer\s+is|therefore,?\s+the\s+answer\s+is)\**(?:\s*[:：]\s*|\s+)(?P<b>.*)$"
-    + r"|"
-    + _BULLET
-    + r"(?:所以|因此)?(?:最终答案|最后答案|最终的答案)(?:是|为)?\**\s*[:：]?\s*(?P<c>.*)$",
+    rf"{_BULLET}(?:so\s+)?(?:the\s+)?final\s+answer(?:\s+is)?\**{_OPT_COLON}(?P<a>.*)$"
+    rf"|{_BULLET}(?:so\s+the\s+answer\s+is|the\s+answer\s+is|therefore,?\s+the\s+answer\s+is)\**{_OPT_COLON}(?P<b>.*)$"
+    rf"|{_BULLET}(?:所以|因此)?(?:最终答案|最后答案|最终的答案)(?:是|为)?\**\s*[:：]?\s*(?P<c>.*)$",
     re.I,
 )
 _NEEDED = re.compile(
