@@ -69,7 +69,6 @@ def passage_header(p: Passage) -> str:
 def format_passages(
     passages: Sequence[Passage],
     max_chars: int = 700,
-    start: int = 1,
     budget: int | None = None,
     numbers: Sequence[int] | None = None,
 ) -> str:
@@ -77,12 +76,12 @@ def format_passages(
 
     ``budget`` caps the total characters (each passage gets an equal share, at least 160), so a long context never
     overflows a small model's window. ``numbers`` gives each passage its own number (a run that numbers its sources
-    once); otherwise they count up from ``start``.
+    once); otherwise they count up from 1.
     """
     if budget and passages:
         max_chars = min(max_chars, max(160, budget // len(passages)))
     lines = []
-    for i, p in zip(numbers or range(start, start + len(passages)), passages, strict=True):
+    for i, p in zip(numbers or range(1, len(passages) + 1), passages, strict=True):
         head = passage_header(p)
         body = sanitize(p.text, max_chars)
         lines.append(f"[{i}] ({head}) {body}" if head else f"[{i}] {body}")
