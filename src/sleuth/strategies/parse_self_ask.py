@@ -80,15 +80,6 @@ class SelfAskStep:
     unparsed: bool = False
 
 
-def _line_spans(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for m in re.finditer(r"\n", text):
-        spans.append((start, m.start()))
-        start = m.end()
-    spans.append((start, len(text)))
-    return spans
-
-
 def _clean_follow_up(q: str) -> str:
     q = _INTERMEDIATE_INLINE.split(q, maxsplit=1)[0]
     q = q.strip().strip("*").strip().strip("\"'“”「」").strip()
@@ -99,7 +90,7 @@ def parse_self_ask(text: str) -> SelfAskStep:
     """Parse one completion of the Self-Ask scaffold (see module docstring)."""
     text = cap(text)
     step = SelfAskStep()
-    spans = _line_spans(text)
+    spans = [m.span() for m in re.finditer(r"^.*$", text, re.M)]  # each line's (start, end)
     for i, (a, b) in enumerate(spans):
         line = text[a:b]
         if not line.strip():
@@ -148,7 +139,7 @@ def parse_self_ask(text: str) -> SelfAskStep:
     if step.needed is False:
         rest = _NEEDED.sub("", body, count=1) if _NEEDED.match(body) else _NEEDED_ZH.sub("", body, count=1)
         rest = rest.lstrip(" .。,，:：\n")
-        rest = _QUESTION_LINE.split(rest)[0] if _QUESTION_LINE.search(rest) else rest
+        rest = _QUESTION_LINE.split(rest)[0]
         ans = clean_short(rest, 300)
         if ans:
             step.final = ans
