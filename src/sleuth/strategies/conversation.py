@@ -67,8 +67,7 @@ def parse_history(history: Iterable[Any] | None) -> list[Turn]:
         content = t.get("content") if isinstance(t, Mapping) else getattr(t, "content", None)
         if role not in ROLES:
             raise BadHistory(f"history turn {i} has role {role!r}; use 'user' or 'assistant'")
-        if content is None:
-            content = ""
+        content = "" if content is None else content
         if not isinstance(content, str):
             raise BadHistory(f"history turn {i} has no text content")
         if role == "assistant":  # a model's earlier answer, sent back: control characters it emitted are dropped

@@ -146,8 +146,7 @@ def strip_citations(text: str) -> str:
 
 def clean_short(text: str, max_chars: int = 200) -> str:
     """A short answer span: first non-empty line, no label, quotes, citations or final period."""
-    head = (text or "")[:20_000]
-    t = next((ln.strip() for ln in head.splitlines() if ln.strip()), "")
+    t = next((ln.strip() for ln in cap(text).splitlines() if ln.strip()), "")
     for _ in range(2):
         t = ANSWER_PREFIX.sub("", t)
     t = strip_citations(t)
