@@ -11,7 +11,8 @@ import re
 
 from sleuth.lang import en, zh
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: a CJK ideograph
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 #: a text that says there is no answer, anywhere in it ("… is not mentioned", "无法回答")
 ABSTAIN = re.compile(f"{en.ABSTAIN}|{zh.ABSTAIN}", re.I)
@@ -37,7 +38,7 @@ def detect_lang(text: str) -> str:
     letters = [ch for ch in text if ch.isalpha()]
     if not letters:
         return "en"
-    cjk = sum(1 for ch in letters if _CJK.match(ch))
+    cjk = sum(1 for ch in letters if CJK.match(ch))
     return "zh" if cjk / len(letters) >= 0.2 else "en"
 
 

@@ -7,23 +7,18 @@ the reply; with the repair off (``mode=paper``) the reply's last line stands.
 
 from __future__ import annotations
 
-import re
-
 from sleuth.llm.base import Completion
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.parsing import parse_cot
 from sleuth.strategies.repairs import fired
-from sleuth.strategies.text import clean_short
-
-# "<short answer>" copied from the instruction instead of an answer
-_PLACEHOLDER = re.compile(r"<[^<>]{0,40}>")
+from sleuth.strategies.text import PLACEHOLDER, clean_short
 
 
 def short_answer(strategy: Strategy, st: RunState, question: str, reply: Completion) -> str:
     """The reply's "So the answer is:" span; without one (or with the instruction's ``<short answer>``
     placeholder), :func:`extract_short` when the repair is on, else the reply's last line."""
     body, short = parse_cot(reply.text)
-    if short is not None and not _PLACEHOLDER.fullmatch(short):
+    if short is not None and not PLACEHOLDER.fullmatch(short):
         return short
     return extract_short(strategy, st, question, body) or last_line(body)
 

@@ -30,6 +30,7 @@ from sleuth.strategies.conversation import (
 )
 from sleuth.strategies.grounding import Claim, ground, renumber
 from sleuth.strategies.options import StrategyOptions
+from sleuth.strategies.prompts import render
 from sleuth.strategies.repairs import fired
 from sleuth.strategies.repairs.support import seen_passages, unsupported_note
 from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
@@ -200,13 +201,12 @@ class Strategy:
     def finish(self, st: RunState) -> Result:
         """Apply the finishing repairs (``short_support``, ``grounding``), emit ``error``/``answer``."""
         result = st.result
-        refused = None
         if self.opts.short_support:
             seen = seen_passages(st.claims, result.trace.events)
             refused = unsupported_note(result.question, result.short_answer, result.answer, seen, st.q.yes_no)
-        if refused is not None:  # a short answer nothing in the run states is not returned: the answer stands
-            fired(st, "short_support", **refused)
-            result.short_answer = ""
+            if refused is not None:  # a short answer nothing in the run states is not returned: the answer stands
+                fired(st, "short_support", **refused)
+                result.short_answer = ""
         if result.error:
             st.emit("error", reason=result.finish_reason, message=result.error)
         grounds: dict[str, Any] = {}
@@ -220,9 +220,7 @@ class Strategy:
             fired(st, "grounding", cited=[p.id for p in g.citations], of=drew_on)
             if not g.citations:  # an honest empty list, not every passage retrieved
                 st.emit("note", type="no_citations", message=g.message)
-        if (
-            result.lang == "zh"
-        ):  # the reader never sees "所以答案是：…" (English answers: unchanged, see strip_scaffold)
+        if result.lang == "zh":  # the reader never sees "所以答案是：…" (English answers: see strip_scaffold)
             result.answer = strip_scaffold(result.answer)
         result.elapsed_s = time.perf_counter() - st.t0
         st.emit(
@@ -245,8 +243,6 @@ class Strategy:
         A template may also use ``$expected``: the answer the question expects, in words
         (:meth:`~sleuth.lang.question.Question.expected`: "a date or a year", …).
         """
-        from sleuth.strategies.prompts import render
-
         if "expected" not in fields:
             fields["expected"] = st.q.expected()
         return render(name, st.result.lang, **fields)
@@ -301,9 +297,9 @@ class Strategy:
         Each run gets its own ``search`` event; runs with different filters
         are searched separately (a scope is never shared or widened).
         """
-        if self.retriever is None:
-            return [[] for _ in queries]
         out: list[list[Passage]] = [[] for _ in queries]
+        if self.retriever is None:
+            return out
         groups: dict[str, list[int]] = {}
         for i, st in enumerate(sts):
             groups.setdefault(st.filters.cache_key(), []).append(i)

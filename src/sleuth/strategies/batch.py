@@ -1,6 +1,7 @@
-"""Step-synchronous batches for agentic strategies, as FlashRAG's reasoning pipeline runs them.
+"""Step-synchronous batches for Search-o1, as FlashRAG's reasoning pipeline runs them.
 
-A strategy that exposes its steps (:class:`Stepwise`) runs many questions at once:
+:meth:`SearchO1.run_batch <sleuth.strategies.search_o1.SearchO1.run_batch>` runs many questions at once, from the
+steps that strategy exposes (``start_run``, ``reason``, ``search_queries``, ``condense``, ``search_failed``):
 
 1. start every question (an invalid one gets a ``bad_input`` result and leaves at once);
 2. a *reasoning step* for each active question; ``concurrency`` LLM calls stay in flight, fed from a queue of active
@@ -22,98 +23,57 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING
 
 from sleuth.llm.base import LLMError
-from sleuth.search.base import Filters, Passage, SearchError
-from sleuth.strategies.base import BadQuestion, RunState, StrategyAbort
+from sleuth.search.base import Filters, SearchError
+from sleuth.strategies.base import BadQuestion, StrategyAbort
 from sleuth.strategies.result import BAD_INPUT, Listener, Result
 
-
-class BatchRun(Protocol):
-    """One question's state inside a batch."""
-
-    st: RunState
-    pending: str | None  # the query its last reasoning step asked, waiting for search
-    done: bool
+if TYPE_CHECKING:
+    from sleuth.strategies.search_o1 import O1Run, SearchO1
 
 
-R = TypeVar("R", bound=BatchRun)
+def run_batch(
+    steps: SearchO1,
+    questions: Sequence[str],
+    *,
+    filters: Filters | None,
+    listeners: Sequence[Listener],
+    concurrency: int,
+    window: float,
+) -> list[Result]:
+    """Step every question to its end; results in input order, each with its finish reason."""
+    results: list[Result] = []
+    runs: list[O1Run] = []
+    for q in questions:
+        try:
+            st = steps.begin(q, filters=filters, listeners=listeners)
+        except BadQuestion as e:
+            results.append(Result(question=str(q)[:200], strategy=steps.name, finish_reason=BAD_INPUT, error=str(e)))
+            continue
+        results.append(st.result)
+        runs.append(steps.start_run(st.result.question, st))
+    _Schedule(steps, width=max(1, concurrency), window=window).drive(runs)
+    for run in runs:
+        steps.finish(run.st)
+    return results
 
 
-class Stepwise(Protocol[R]):
-    """The steps of a strategy that can run step-synchronously."""
-
-    name: str
-
-    def begin(
-        self, question: str, *, filters: Filters | None = None, listeners: Sequence[Listener] = ()
-    ) -> RunState: ...
-
-    def start_run(self, question: str, st: RunState) -> R: ...
-
-    def reason(self, run: R) -> None:
-        """One reasoning step: ends with a query in ``run.pending``, or ``run.done``, or to be continued."""
-
-    def search_queries(self, runs: Sequence[R]) -> list[list[Passage]]:
-        """The pending queries of ``runs``, searched together."""
-
-    def search_failed(self, run: R, e: Exception) -> None: ...
-
-    def condense(self, run: R, passages: list[Passage]) -> None:
-        """Read the passages found for ``run.pending`` into the run; clears ``run.pending``."""
-
-    def fail(self, st: RunState, e: Exception) -> None: ...
-
-    def finish(self, st: RunState) -> Result: ...
-
-
-class StepBatch(Generic[R]):
-    """Questions started together; :meth:`run` drives them to their results."""
-
-    def __init__(
-        self,
-        steps: Stepwise[R],
-        questions: Sequence[str],
-        *,
-        filters: Filters | None = None,
-        listeners: Sequence[Listener] = (),
-    ) -> None:
-        self.steps = steps
-        self.results: list[Result | None] = [None] * len(questions)
-        self.runs: dict[int, R] = {}
-        for i, q in enumerate(questions):
-            try:
-                st = steps.begin(q, filters=filters, listeners=listeners)
-            except BadQuestion as e:
-                self.results[i] = Result(
-                    question=str(q)[:200], strategy=steps.name, finish_reason=BAD_INPUT, error=str(e)
-                )
-                continue
-            self.runs[i] = steps.start_run(st.result.question, st)
-
-    def run(self, *, concurrency: int = 8, window: float = 0.05) -> list[Result]:
-        """Step every question to its end; results in input order, each with its finish reason."""
-        _Schedule(self.steps, width=max(1, concurrency), window=window).drive([self.runs[i] for i in sorted(self.runs)])
-        for i, run in self.runs.items():
-            self.results[i] = self.steps.finish(run.st)
-        return [r for r in self.results if r is not None]
-
-
-class _Schedule(Generic[R]):
+class _Schedule:
     """The queue, the LLM calls in flight and the queries waiting for the next search step."""
 
-    def __init__(self, steps: Stepwise[R], *, width: int, window: float) -> None:
+    def __init__(self, steps: SearchO1, *, width: int, window: float) -> None:
         self.steps = steps
         self.width = width
         self.window = window
-        self.queue: deque[R] = deque()  # active, ready for a reasoning step
-        self.inflight: dict[Future[None], tuple[str, R]] = {}  # LLM calls: "reason" or "condense"
-        self.ready: list[R] = []  # reasoning step done, query waiting for the next search step
+        self.queue: deque[O1Run] = deque()  # active, ready for a reasoning step
+        self.inflight: dict[Future[None], tuple[str, O1Run]] = {}  # LLM calls: "reason" or "condense"
+        self.ready: list[O1Run] = []  # reasoning step done, query waiting for the next search step
         self.ready_since = 0.0
         self.rounds: dict[int, int] = {}
 
-    def drive(self, runs: Sequence[R]) -> None:
+    def drive(self, runs: Sequence[O1Run]) -> None:
         self.queue.extend(runs)
         with ThreadPoolExecutor(max_workers=self.width) as pool:
             while self.queue or self.inflight or self.ready:
@@ -168,7 +128,7 @@ class _Schedule(Generic[R]):
             else:
                 self.queue.append(r)
 
-    def _guarded(self, step: Callable[..., None], run: R, *args: object) -> None:
+    def _guarded(self, step: Callable[..., None], run: O1Run, *args: object) -> None:
         """Run one step; a backend failure ends only this question."""
         try:
             step(run, *args)

@@ -67,8 +67,7 @@ def parse_history(history: Iterable[Any] | None) -> list[Turn]:
         content = t.get("content") if isinstance(t, Mapping) else getattr(t, "content", None)
         if role not in ROLES:
             raise BadHistory(f"history turn {i} has role {role!r}; use 'user' or 'assistant'")
-        if content is None:
-            content = ""
+        content = "" if content is None else content
         if not isinstance(content, str):
             raise BadHistory(f"history turn {i} has no text content")
         if role == "assistant":  # a model's earlier answer, sent back: control characters it emitted are dropped
@@ -136,9 +135,7 @@ def parse_rewrite(text: str, question: str) -> str:
     for line in text.splitlines():
         line = _LABEL.sub("", line).strip().strip("\"'“”「」").strip()
         if line:
-            if len(line) > 4 * len(question) + 400:  # a rambling reply, not a question
-                return question
-            return line
+            return question if len(line) > 4 * len(question) + 400 else line  # a rambling reply is no question
     return question
 
 
@@ -207,11 +204,8 @@ def previous_entity(turns: Sequence[Turn]) -> str:
     """The last assistant turn when it is a short answer (an entity: "Tesla.", "曹雪芹。"), else ''."""
     last = next((t.content for t in reversed(turns) if t.role == "assistant"), "")
     last = last.strip().rstrip(".。!！")
-    if not last or len(last) > ENTITY_CHARS or "\n" in last:
-        return ""
-    if (not _CJK.search(last) and len(last.split()) > ENTITY_WORDS) or re.search(r"[.。;；:：?？]", last):
-        return ""
-    return last
+    short = len(last) <= ENTITY_CHARS and (_CJK.search(last) or len(last.split()) <= ENTITY_WORDS)
+    return last if short and not re.search(r"[\n.。;；:：?？]", last) else ""  # one line, one phrase
 
 
 def names(text: str, entity: str) -> bool:
@@ -248,41 +242,26 @@ def find_reference(question: str) -> Reference | None:
     return None
 
 
-def substitute_reference(question: str, ref: Reference, entity: str) -> str:
-    """``question`` with the reference replaced by ``entity`` ("When did that person die?" -> "When did
-    Herman Melville die?")."""
-    out = question[: ref.start] + (f"{entity}'s" if ref.possessive else entity) + question[ref.end :]
-    return out[:1].upper() + out[1:] if ref.start == 0 else out
-
-
 def kept_entity(rewritten: str, question: str, turns: Sequence[Turn]) -> str | None:
     """The check after the rewrite (option ``rewrite_check``): when the message refers to the previous
     short answer (:func:`find_reference`: "Which continent is that river on?" after "Atbara River.")
     and the model's rewrite does not name that answer (it kept "that river", named another entity
     of the conversation, or repeated a question), the message with its reference replaced by the
-    answer; None when the rewrite stands or the check does not apply (a long previous answer, no
-    reference of those kinds)."""
+    answer ("When did that person die?" -> "When did Herman Melville die?"); None when the rewrite stands
+    or the check does not apply (a long previous answer, no reference of those kinds)."""
     entity = previous_entity(turns)
-    if not entity or names(rewritten, entity) or names(question, entity):
-        return None
     ref = find_reference(question)
-    return substitute_reference(question, ref, entity) if ref else None
-
-
-def last_user_turn(messages: Sequence[Turn]) -> tuple[str, list[Turn]]:
-    """Split a conversation into (the last user message, the turns before it).
-
-    Trailing assistant turns after the last user message are dropped (nothing asks about them)."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role == "user":
-            return messages[i].content, list(messages[:i])
-    return "", []
+    if not entity or not ref or names(rewritten, entity) or names(question, entity):
+        return None
+    out = question[: ref.start] + (f"{entity}'s" if ref.possessive else entity) + question[ref.end :]
+    return out[:1].upper() + out[1:] if ref.start == 0 else out
 
 
 def split_messages(messages: Any) -> tuple[str, list[dict[str, str]]]:
-    """A conversation's messages as (the last user message, the turns before it, as dicts);
-    :class:`BadHistory` when they are malformed or hold no user message."""
-    question, history = last_user_turn(parse_history(messages))
-    if not question:
+    """A conversation's messages as (the last user message, the turns before it, as dicts); trailing assistant
+    turns are dropped (nothing asks about them).  :class:`BadHistory` when malformed or without a user message."""
+    turns = parse_history(messages)
+    last = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role == "user"), None)
+    if last is None:
         raise BadHistory("the messages hold no user message")
-    return question, [t.to_dict() for t in history]
+    return turns[last].content, [t.to_dict() for t in turns[:last]]

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from sleuth.strategies.answers import short_answer
 from sleuth.strategies.base import RunState, Strategy
-from sleuth.strategies.options import CoTOptions
+from sleuth.strategies.options import BaselineOptions
 
 
 class ChainOfThought(Strategy):
-    """One call; the short answer is parsed from the last "So the answer is:" line.
-
-    Without that line, the repair ``extract_short`` reads it (:mod:`sleuth.strategies.answers`).
-    """
+    """One call; the short answer is its last "So the answer is:" line (without one, the repair
+    ``extract_short`` reads it: :mod:`sleuth.strategies.answers`)."""
 
     name = "cot"
-    Options = CoTOptions
+    Options = BaselineOptions
 
     def solve(self, question: str, st: RunState) -> None:
         c = self.ask(st, self.prompt(st, "cot", question=question), step="reason")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sleuth.strategies.base import RunState, Strategy
-from sleuth.strategies.options import DirectOptions
+from sleuth.strategies.options import BaselineOptions
 from sleuth.strategies.text import clean_short
 
 
@@ -11,7 +11,7 @@ class Direct(Strategy):
     """Ask the question, take the first line of the reply as the answer."""
 
     name = "direct"
-    Options = DirectOptions
+    Options = BaselineOptions
 
     def solve(self, question: str, st: RunState) -> None:
         c = self.ask(

@@ -65,7 +65,7 @@ class Grounding:
 
     citations: list[Passage]
     picks: list[dict[str, Any]]
-    final: str  # how the final answer was placed: "in_claims", "added", "unsupported", "none"
+    final: str  # how the final answer was placed: "in_claims", "added", "unsupported", "none", "abstained"
 
     @property
     def message(self) -> str:
@@ -127,11 +127,8 @@ def supporting(passages: Sequence[Passage], text: str, query: str = "", *, limit
 def _marked(claim: Claim) -> list[Passage]:
     """The passages the claim marks as [n] that share a new word with it."""
     want = _new_words(claim.text, claim.query)
-    out = []
-    for n in dict.fromkeys(claim.marks):
-        if 1 <= n <= len(claim.passages) and want & _words(claim.passages[n - 1]):
-            out.append(claim.passages[n - 1])
-    return out
+    marked = [claim.passages[n - 1] for n in dict.fromkeys(claim.marks) if 1 <= n <= len(claim.passages)]
+    return [p for p in marked if want & _words(p)]
 
 
 def _dedupe(passages: Iterable[Passage]) -> list[Passage]:
@@ -152,8 +149,7 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
         if c.asserted:
             chosen, how = list(c.passages), "asserted"
         else:
-            valid = [n for n in c.marks if 1 <= n <= len(c.passages)]
-            chosen = _marked(c) if valid else []
+            chosen = _marked(c)
             how = "marks" if chosen else "overlap"
             if not chosen:
                 chosen = supporting(c.passages, c.text, c.query)

@@ -1,4 +1,4 @@
-"""Typed strategy options: one frozen dataclass per strategy, every default in one place (meanings: docs/strategies.md).
+"""Typed options: a frozen dataclass per strategy (baselines share one), each default in one place (docs/strategies.md).
 
 ``Strategy(llm, retriever, **options)`` builds its class's ``Options``; an unknown key (with the closest valid
 one named), a wrong type or a number outside its declared bounds raises :class:`OptionsError` everywhere (Python,
@@ -123,31 +123,17 @@ class StrategyOptions:
         hints = _hints(cls)
         rows = []
         for f in fields(cls):
-            default = f.default
-            if f.name == "max_tokens":
+            shown = f.metadata["derived"] if f.default is None else str(f.default)
+            if f.name == "max_tokens":  # the strategy's own default
                 shown = str(cls.DEFAULT_MAX_TOKENS)
-            elif default is None:
-                shown = f.metadata["derived"]
-            else:
-                shown = str(default)
-            kind = " | ".join(_kind_name(k) for k in _kinds(hints[f.name]) if k is not type(None))
+            kind = " | ".join(k.__name__ for k in _kinds(hints[f.name]) if k is not type(None))
             rows.append({"name": f.name, "type": kind, "default": shown, "help": f.metadata["help"]})
         return rows
 
 
 @dataclass(frozen=True)
-class DirectOptions(StrategyOptions):
-    """Direct answer: the common options only."""
-
-
-@dataclass(frozen=True)
-class CoTOptions(StrategyOptions):
-    """Chain of thought: the common options only."""
-
-
-@dataclass(frozen=True)
-class RAGOptions(StrategyOptions):
-    """RAG: the common options only."""
+class BaselineOptions(StrategyOptions):
+    """Direct, chain of thought and RAG: the common options only."""
 
 
 @dataclass(frozen=True)
@@ -244,14 +230,6 @@ def _kinds(hint: Any) -> tuple[Any, ...]:
     return get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
 
 
-def _kind_name(kind: Any) -> str:
-    return {int: "int", float: "float", bool: "bool", str: "str"}.get(kind, str(kind))
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
     """``value`` as the field's type, or :class:`OptionsError` saying what the option takes."""
     kinds = _kinds(hint)
@@ -261,10 +239,11 @@ def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
     lo, hi = meta.get("min"), meta.get("max")
     if kind in (int, float):
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        fits = _number(value) and (isinstance(value, int) or math.isfinite(value)) and (kind is float or whole)
-        if not (fits and (lo is None or value >= lo) and (hi is None or value <= hi)):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        fits = number and (isinstance(value, int) or math.isfinite(value)) and (kind is float or whole)
+        if not (fits and lo <= value <= hi):  # every number has both bounds (MAX_K, ...)
             what = "a whole number" if kind is int else "a number"
-            raise OptionsError(f"{name} must be {what}{_span(lo, hi)}, not {_shown(value)}")
+            raise OptionsError(f"{name} must be {what} from {lo:g} to {hi:g}, not {_shown(value)}")
         return kind(value)
     if kind is bool:
         if not isinstance(value, bool):
@@ -275,12 +254,6 @@ def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
         allowed = f"{', '.join(choices[:-1])} or {choices[-1]}" if choices else "text"
         raise OptionsError(f"{name} must be {allowed}, not {value!r}")
     return value
-
-
-def _span(lo: float | None, hi: float | None) -> str:
-    if lo is not None and hi is not None:
-        return f" from {lo:g} to {hi:g}"
-    return f" of at least {lo:g}" if lo is not None else f" of at most {hi:g}" if hi is not None else ""
 
 
 def _shown(value: Any) -> str:

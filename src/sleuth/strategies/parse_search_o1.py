@@ -14,7 +14,13 @@ END_RESULT = "<|end_search_result|>"
 
 _BEGIN_Q = re.compile(r"<\s*\|?\s*begin_search_query\s*\|?\s*>", re.I)
 _END_Q = re.compile(r"<\s*\|?\s*/?\s*end_search_query\s*\|?\s*>|<\s*/\s*begin_search_query\s*\|?\s*>", re.I)
+_BOXED = re.compile(r"\\boxed *\{")
 _ANY_RESULT = re.compile(r"<\s*\|?\s*(?:begin|end)_search_result\s*\|?\s*>", re.I)
+#: an answer without ``\boxed`` ("Final answer: X", "答案：X"); ``[ \t]``, not ``\s*``, at a line start: ``\s*``
+#: there is quadratic on blank lines
+_ANSWER_LINE = re.compile(
+    r"(?:final\s+answer|最终答案)\s*(?:is|是|为)?\s*[:：]\s*|^[ \t]*\**(?:answer|答案)\**\s*[:：]\s*", re.I | re.M
+)
 
 
 @dataclass
@@ -27,27 +33,17 @@ class O1Step:
 def parse_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (balanced braces; ``\\text{}`` unwrapped)."""
     text = cap(text)
-    idx = text.rfind("\\boxed")
-    while idx != -1:
-        j = idx + len("\\boxed")
-        while j < len(text) and text[j] == " ":
-            j += 1
-        if j < len(text) and text[j] == "{":
-            depth, k = 0, j
-            while k < len(text):
-                if text[k] == "{":
-                    depth += 1
-                elif text[k] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                k += 1
-            inner = text[j + 1 : k] if depth == 0 else text[j + 1 :].split("\n")[0]
-            inner = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", inner)
-            inner = inner.replace("\\", "").strip().strip("$").strip()
-            if inner:
-                return clean_short(inner, 300)
-        idx = text.rfind("\\boxed", 0, idx)
+    for m in reversed(list(_BOXED.finditer(text))):  # the last one with content
+        depth = 0
+        for k in range(m.end() - 1, len(text)):  # to the brace that closes it
+            depth += (text[k] == "{") - (text[k] == "}")
+            if depth == 0:
+                break
+        inner = text[m.end() : k] if depth == 0 else text[m.end() :].split("\n")[0]
+        inner = re.sub(r"\\(?:text|mathrm|textbf)\s*\{([^{}]*)\}", r"\1", inner)
+        inner = inner.replace("\\", "").strip().strip("$").strip()
+        if inner:
+            return clean_short(inner, 300)
     return None
 
 
@@ -65,10 +61,7 @@ def parse_search_o1(text: str) -> O1Step:
         b = begins[-1]
         after = text[b.end() :]
         end = _END_Q.search(after)
-        raw = after[: end.start()] if end else after
-        fake = _ANY_RESULT.search(raw)
-        if fake:
-            raw = raw[: fake.start()]
+        raw = _ANY_RESULT.split(after[: end.start()] if end else after, maxsplit=1)[0]  # not a result it wrote
         q = raw.strip().splitlines()[0].strip() if raw.strip() else ""
         q = re.sub(r"\\*\|+|\\+", " ", q)  # stray tag pieces: "foo \|bar \|"
         q = re.sub(r"\s+", " ", q).strip().strip("\"'“”「」").strip()[:300]
@@ -77,23 +70,11 @@ def parse_search_o1(text: str) -> O1Step:
             step.consumed = text[: b.start()] + BEGIN_QUERY + " " + q + " "
             return step
     ans = parse_boxed(text)
-    if ans is None:
-        ms = list(
-            re.finditer(
-                r"(?:final\s+answer|最终答案)\s*(?:is|是|为)?\s*[:：]\s*|^[ \t]*\**(?:answer|答案)\**\s*[:：]\s*",  # [ \t]: \s* at each line start is quadratic on blank lines
-                text,
-                re.I | re.M,
-            )
-        )
-        m = ms[-1] if ms else None
-        if m is not None:
-            first = next((ln for ln in text[m.end() :].splitlines() if ln.strip()), "")
-            ans = clean_short(first, 300) or None
+    if ans is None and (ms := list(_ANSWER_LINE.finditer(text))):  # the last answer line
+        first = next((ln for ln in text[ms[-1].end() :].splitlines() if ln.strip()), "")
+        ans = clean_short(first, 300) or None
     step.answer = ans
-    # never carry a search-result tag the model wrote itself into the prompt
-    fake = _ANY_RESULT.search(text)
-    if fake:
-        step.consumed = text[: fake.start()]
+    step.consumed = _ANY_RESULT.split(text, maxsplit=1)[0]  # never a search-result tag the model wrote itself
     return step
 
 

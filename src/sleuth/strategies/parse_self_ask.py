@@ -13,24 +13,8 @@ from sleuth.strategies.text import cap, clean_short
 
 #: the scaffold's own words, per prompt language (the parser accepts both and their variants)
 SCAFFOLD = {
-    "en": {
-        "follow": "Follow up:",
-        "intermediate": "Intermediate answer:",
-        "final": "So the final answer is:",
-        "unknown": "unknown",
-        "about": "About ",
-        "colon": ":",
-        "or": " or ",
-    },
-    "zh": {
-        "follow": "追问：",
-        "intermediate": "中间答案：",
-        "final": "所以最终答案是：",
-        "unknown": "未知",
-        "about": "关于",
-        "colon": "：",
-        "or": "还是",
-    },
+    "en": {"intermediate": "Intermediate answer:", "final": "So the final answer is:", "unknown": "unknown"},
+    "zh": {"intermediate": "中间答案：", "final": "所以最终答案是：", "unknown": "未知"},
 }
 #: generation stops where the search engine takes over (both languages: small models mix them)
 STOPS = ["Intermediate answer:", "Intermediate Answer:", "中间答案：", "中间答案:", "\nQuestion:", "\n问题："]
@@ -41,11 +25,8 @@ _OPT_COLON = r"(?:\s*[:：]\s*|\s+)"
 _BULLET = r"^\s*(?:[-*>#]+\s*|\*\*)?"
 
 _FOLLOW = re.compile(
-    _BULLET
-    + r"(?:follow[\s_-]*up(?:\s*question)?|followup(?:\s*question)?|sub[\s-]*question|追问|子问题|后续问题)"
-    + r"(?:\s*\d+)?\**"
-    + _OPT_COLON
-    + r"\**\s*(?P<q>.*)$",
+    rf"{_BULLET}(?:follow[\s_-]*up(?:\s*question)?|followup(?:\s*question)?|sub[\s-]*question|追问|子问题|后续问题)"
+    rf"(?:\s*\d+)?\**{_OPT_COLON}\**\s*(?P<q>.*)$",
     re.I,
 )
 _NOT_A_FOLLOW = re.compile(r"^(?:questions?\s+(?:are\s+|is\s+)?needed|questions?\s+needed)", re.I)
@@ -54,14 +35,9 @@ _INTERMEDIATE = re.compile(
 )
 _INTERMEDIATE_INLINE = re.compile(r"(?:intermediate[\s_-]*answer|中间答案|中间回答)\s*[:：]?", re.I)
 _FINAL = re.compile(
-    _BULLET
-    + r"(?:so\s+)?(?:the\s+)?final\s+answer(?:\s+is)?\**(?:\s*[:：]\s*|\s+)(?P<a>.*)$"
-    + r"|"
-    + _BULLET
-    + r"(?:so\s+the\s+answer\s+is|the\s+answer\s+is|therefore,?\s+the\s+answer\s+is)\**(?:\s*[:：]\s*|\s+)(?P<b>.*)$"
-    + r"|"
-    + _BULLET
-    + r"(?:所以|因此)?(?:最终答案|最后答案|最终的答案)(?:是|为)?\**\s*[:：]?\s*(?P<c>.*)$",
+    rf"{_BULLET}(?:so\s+)?(?:the\s+)?final\s+answer(?:\s+is)?\**{_OPT_COLON}(?P<a>.*)$"
+    rf"|{_BULLET}(?:so\s+the\s+answer\s+is|the\s+answer\s+is|therefore,?\s+the\s+answer\s+is)\**{_OPT_COLON}(?P<b>.*)$"
+    rf"|{_BULLET}(?:所以|因此)?(?:最终答案|最后答案|最终的答案)(?:是|为)?\**\s*[:：]?\s*(?P<c>.*)$",
     re.I,
 )
 _NEEDED = re.compile(
@@ -104,15 +80,6 @@ class SelfAskStep:
     unparsed: bool = False
 
 
-def _line_spans(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for m in re.finditer(r"\n", text):
-        spans.append((start, m.start()))
-        start = m.end()
-    spans.append((start, len(text)))
-    return spans
-
-
 def _clean_follow_up(q: str) -> str:
     q = _INTERMEDIATE_INLINE.split(q, maxsplit=1)[0]
     q = q.strip().strip("*").strip().strip("\"'“”「」").strip()
@@ -123,7 +90,7 @@ def parse_self_ask(text: str) -> SelfAskStep:
     """Parse one completion of the Self-Ask scaffold (see module docstring)."""
     text = cap(text)
     step = SelfAskStep()
-    spans = _line_spans(text)
+    spans = [m.span() for m in re.finditer(r"^.*$", text, re.M)]  # each line's (start, end)
     for i, (a, b) in enumerate(spans):
         line = text[a:b]
         if not line.strip():
@@ -131,8 +98,7 @@ def parse_self_ask(text: str) -> SelfAskStep:
         if step.needed is None and i <= 1:
             m = _NEEDED.match(line) or _NEEDED_ZH.match(line)
             if m:
-                v = m.group("v").lower()
-                step.needed = v in ("yes", "是", "需要")
+                step.needed = m.group("v").lower() in ("yes", "是", "需要")
         if step.follow_up is not None:
             # anything after the follow-up line: the model answering itself
             mi = _INTERMEDIATE.match(line)
@@ -151,10 +117,8 @@ def parse_self_ask(text: str) -> SelfAskStep:
                     step.consumed = text[: a + line.find(mf.group("q"))] + q
                 continue
         mfin = _FINAL.match(line)
-        if mfin and _DEFUSED.match(next((g for g in mfin.groups() if g is not None), "").strip()):
-            mfin = None
-        if mfin:
-            ans = next((g for g in mfin.groups() if g is not None), "").strip()
+        ans = next((g for g in mfin.groups() if g is not None), "").strip() if mfin else ""
+        if mfin and not _DEFUSED.match(ans):  # not what sanitize leaves of a marker in a document
             end = b
             if not ans:  # "So the final answer is:" then the answer on the next line
                 nxt = next(((c, d) for c, d in spans[i + 1 :] if text[c:d].strip()), None)
@@ -175,7 +139,7 @@ def parse_self_ask(text: str) -> SelfAskStep:
     if step.needed is False:
         rest = _NEEDED.sub("", body, count=1) if _NEEDED.match(body) else _NEEDED_ZH.sub("", body, count=1)
         rest = rest.lstrip(" .。,，:：\n")
-        rest = _QUESTION_LINE.split(rest)[0] if _QUESTION_LINE.search(rest) else rest
+        rest = _QUESTION_LINE.split(rest)[0]
         ans = clean_short(rest, 300)
         if ans:
             step.final = ans

@@ -1,12 +1,8 @@
-"""Pure parsers for what models write.
+"""Pure parsers for what models write: chain-of-thought answers, search queries, step-back questions, RAT drafts
+(Self-Ask's are in :mod:`sleuth.strategies.parse_self_ask`, Search-o1's in :mod:`~.parse_search_o1`).
 
-Every function here takes model output (any string) and returns a small value; none raises, none loops more than a
-bounded number of times over its input, and all accept the usual mistakes of small models: variant spellings
-("Followup", "Follow-up", "Follow up :"), missing colons, full-width colons and Chinese labels, missing scaffold,
-extra chatter, the model answering its own follow-up, unbalanced braces.
-
-This module holds the parsers several strategies use (chain-of-thought answers, search queries, step-back questions,
-RAT drafts); Self-Ask's are in :mod:`sleuth.strategies.parse_self_ask`, Search-o1's in :mod:`~.parse_search_o1`.
+Every parser takes any string and returns a small value; none raises, none loops more than a bounded number of times
+over its input, and all accept the usual mistakes of small models (see :mod:`~.parse_self_ask`).
 """
 
 from __future__ import annotations
@@ -33,10 +29,8 @@ def parse_cot(text: str) -> tuple[str, str | None]:
     document (quoted back by the model): it is not an answer.
     """
     text = cap(text).strip()
-    matches = list(_SO_ANSWER.finditer(text))
-    for m in reversed(matches):
-        after = text[m.end() :]
-        first = next((ln for ln in after.splitlines() if ln.strip()), "")
+    for m in reversed(list(_SO_ANSWER.finditer(text))):
+        first = next((ln for ln in text[m.end() :].splitlines() if ln.strip()), "")
         ans = clean_short(first, 300)
         if ans:
             return text[: m.start()].strip(), ans
@@ -63,20 +57,12 @@ def parse_query(text: str, max_chars: int = 300, max_words: int = 32) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip() and not re.search(r"[:：]\s*\**\s*$", ln)] or [
         ln for ln in text.splitlines() if ln.strip()
     ]
-    pick = ""
-    for ln in lines:
+    pick = lines[0] if lines else ""
+    for i, ln in enumerate(lines):  # the first labelled line's text, or the line after a bare label
         m = _QUERY_LABEL.match(ln)
-        if m:
-            rest = ln[m.end() :].strip()
-            if rest:
-                pick = rest
-                break
-            idx = lines.index(ln)
-            if idx + 1 < len(lines):
-                pick = lines[idx + 1]
-                break
-    if not pick and lines:
-        pick = lines[0]
+        if m and (ln[m.end() :].strip() or i + 1 < len(lines)):
+            pick = ln[m.end() :].strip() or lines[i + 1]
+            break
     pick = re.sub(r"^\s*(?:[-*#>]+|\d+[.)、])\s*", "", pick)
     pick = pick.strip().strip("*").strip().strip("\"'“”「」`").strip()
     pick = re.sub(r"(?<!\s)\s+\((?:this|which|to)\b.*\)$", "", pick, flags=re.I)  # (?<!\s): linear on long runs
@@ -84,6 +70,12 @@ def parse_query(text: str, max_chars: int = 300, max_words: int = 32) -> str:
     if len(words) > max_words:  # a copied paragraph, not a query: keep its first clause
         pick = " ".join(words[:max_words])
     return pick[:max_chars].strip()
+
+
+#: what makes a step-back question a question
+_INTERROGATIVE = re.compile(
+    r"\?|？|^(?:what|which|how|who|when|where|why|is|are|does|do|can)\b|什么|哪些|如何|怎样|怎么|是否|吗|多少", re.I
+)
 
 
 def parse_step_back(text: str, question: str, max_chars: int = 300) -> str | None:
@@ -96,21 +88,13 @@ def parse_step_back(text: str, question: str, max_chars: int = 300) -> str | Non
     if not q:
         return None
     # keep only the first question if the model wrote an answer after it
-    for sep in ("?", "？"):
-        if sep in q:
-            q = q[: q.index(sep) + 1]
-            break
+    q = next((q[: q.index(sep) + 1] for sep in ("?", "？") if sep in q), q)
     if q.strip().lower() == question.strip().lower():
         return None
     qt, bt = content_tokens(question), content_tokens(q)
     if not bt or (qt and not (qt & bt)):
         return None  # off topic (e.g. a few-shot example copied verbatim)
-    interrogative = re.search(
-        r"\?|？|^(?:what|which|how|who|when|where|why|is|are|does|do|can)\b|什么|哪些|如何|怎样|怎么|是否|吗|多少",
-        q,
-        re.I,
-    )
-    return q if interrogative else None
+    return q if _INTERROGATIVE.search(q) else None
 
 
 # -- RAT ---------------------------------------------------------------------------------
@@ -140,16 +124,13 @@ def split_paragraphs(text: str, max_parts: int = 6) -> list[str]:
     return parts
 
 
+_REVISED_LABEL = re.compile(
+    r"^\s*\**(?:revised\s+(?:answer|text|version)|修改后的(?:答案|文本)|修订后的(?:答案|文本))\**\s*[:：]\s*", re.I
+)
+
+
 def parse_revision(text: str, fallback: str) -> str:
     """The revised text; the unrevised one when the model returned nothing usable."""
-    t = cap(text).strip()
-    t = re.sub(
-        r"^\s*\**(?:revised\s+(?:answer|text|version)|修改后的(?:答案|文本)|修订后的(?:答案|文本))\**\s*[:：]\s*",
-        "",
-        t,
-        flags=re.I,
-    )
+    t = _REVISED_LABEL.sub("", cap(text).strip())
     t = re.sub(r"^```[a-z]*\n|\n```$", "", t).strip()
-    if len(t) < max(8, len(fallback) // 5):
-        return fallback
-    return t
+    return fallback if len(t) < max(8, len(fallback) // 5) else t

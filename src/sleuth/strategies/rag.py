@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from sleuth.strategies.answers import short_answer
 from sleuth.strategies.base import RunState, Strategy
-from sleuth.strategies.options import RAGOptions
+from sleuth.strategies.options import BaselineOptions
 from sleuth.strategies.text import cited_numbers, format_passages
 
 
 class RAG(Strategy):
-    """Retrieve ``k`` passages for the question, then one answering call.
-
-    The short answer is the answer's "So the answer is:" line; without it, the repair
-    ``extract_short`` reads it (:mod:`sleuth.strategies.answers`).
-    """
+    """Retrieve ``k`` passages for the question, then one answering call; the short answer is its
+    "So the answer is:" line (without one, the repair ``extract_short`` reads it: :mod:`~.answers`)."""
 
     name = "rag"
-    Options = RAGOptions
+    Options = BaselineOptions
     needs_retriever = True
 
     def solve(self, question: str, st: RunState) -> None:

@@ -36,9 +36,6 @@ class Sources:
         self.passages: list[Passage] = []
         self._number: dict[str, int] = {}
 
-    def __contains__(self, p: Passage) -> bool:
-        return p.id in self._number
-
     def add(self, passages: Sequence[Passage]) -> list[int]:
         """Number the new ones; the numbers of all of ``passages``."""
         for p in passages:

@@ -52,9 +52,6 @@ class Trace:
     def of(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
 
-    def to_list(self) -> list[dict[str, Any]]:
-        return [e.to_dict() for e in self.events]
-
 
 @dataclass
 class Result:
@@ -83,7 +80,7 @@ class Result:
         d |= {"citations": [p.to_dict() for p in self.citations], "finish_reason": self.finish_reason}
         d |= {"usage": self.usage.to_dict()} | {k: getattr(self, k) for k in _PLAIN.split()[4:]}  # llm_calls, ...
         d |= {k: round(getattr(self, k), 4) for k in ("llm_seconds", "search_seconds", "elapsed_s")}
-        return d | {"trace": self.trace.to_list()}
+        return d | {"trace": [e.to_dict() for e in self.trace.events]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Result:

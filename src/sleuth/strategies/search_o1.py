@@ -20,7 +20,7 @@ import sleuth.strategies.parse_search_o1 as o1
 from sleuth.lang import NOTHING
 from sleuth.search.base import Filters, Passage, SearchError
 from sleuth.strategies.base import RunState, Strategy
-from sleuth.strategies.batch import StepBatch
+from sleuth.strategies.batch import run_batch
 from sleuth.strategies.options import SearchO1Options
 from sleuth.strategies.repairs import fired, repeat_of
 from sleuth.strategies.repairs.reading import final_read
@@ -155,6 +155,6 @@ class SearchO1(Strategy):
 
     def run_batch(self, questions: Sequence[str], *, filters: Filters | None = None, concurrency: int = 8,
                   listeners: Sequence[Listener] = ()) -> list[Result]:  # fmt: skip
-        """Answer ``questions`` together, step-synchronously (:class:`~sleuth.strategies.batch.StepBatch`)."""
-        batch = StepBatch(self, questions, filters=filters, listeners=listeners)
-        return batch.run(concurrency=concurrency, window=self.opts.batch_window_s)
+        """Answer ``questions`` together, step-synchronously (:mod:`sleuth.strategies.batch`)."""
+        window = self.opts.batch_window_s
+        return run_batch(self, questions, filters=filters, listeners=listeners, concurrency=concurrency, window=window)

@@ -33,12 +33,12 @@ from sleuth.strategies.result import FINISHED, STEP_LIMIT
 from sleuth.strategies.text import format_passages, sanitize
 
 
-def _one_line(text: str, max_chars: int = 300) -> str:
+def _one_line(text: str) -> str:
     """First meaningful line of a model answer, made inert for the scaffold."""
     for ln in (text or "").splitlines():
         ln = re.sub(r"^\s*(?:answer|intermediate\s+answer|答案|中间答案)\s*[:：]\s*", "", ln.strip(), flags=re.I)
         if ln:
-            return sanitize(ln, max_chars)
+            return sanitize(ln, 300)
     return ""
 
 

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from sleuth.lang import en, zh
+from sleuth.lang import CJK, en, zh
 from sleuth.search.base import Passage
 
 MAX_IN = 20_000  # the parsers of model output look at most at this many characters (bounded time on runaway output)
@@ -69,7 +69,6 @@ def passage_header(p: Passage) -> str:
 def format_passages(
     passages: Sequence[Passage],
     max_chars: int = 700,
-    start: int = 1,
     budget: int | None = None,
     numbers: Sequence[int] | None = None,
 ) -> str:
@@ -77,12 +76,12 @@ def format_passages(
 
     ``budget`` caps the total characters (each passage gets an equal share, at least 160), so a long context never
     overflows a small model's window. ``numbers`` gives each passage its own number (a run that numbers its sources
-    once); otherwise they count up from ``start``.
+    once); otherwise they count up from 1.
     """
     if budget and passages:
         max_chars = min(max_chars, max(160, budget // len(passages)))
     lines = []
-    for i, p in zip(numbers or range(start, start + len(passages)), passages, strict=True):
+    for i, p in zip(numbers or range(1, len(passages) + 1), passages, strict=True):
         head = passage_header(p)
         body = sanitize(p.text, max_chars)
         lines.append(f"[{i}] ({head}) {body}" if head else f"[{i}] {body}")
@@ -91,7 +90,6 @@ def format_passages(
 
 # -- tokens and overlap --------------------------------------------------------
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[0-9a-z\u00c0-\u024f]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _STOP = en.STOPWORDS | zh.STOPWORDS
 
@@ -102,7 +100,7 @@ def content_tokens(text: str) -> set[str]:
     return {w for w in _WORD.findall(t) if w not in _STOP}
 
 
-_CJK_RUN = re.compile(_CJK.pattern + "+")
+_CJK_RUN = re.compile(CJK.pattern + "+")
 
 
 def query_tokens(text: str) -> set[str]:
@@ -138,13 +136,8 @@ ANSWER_PREFIX = re.compile(
 
 def cited_numbers(text: str) -> list[int]:
     """Document numbers cited as [1], [2, 3], 【1】 in order of first mention."""
-    seen: list[int] = []
-    for m in CITE_MARK.finditer(text or ""):
-        for n in re.split(r"[,，、]", m.group(1)):
-            v = int(n.strip())
-            if v not in seen:
-                seen.append(v)
-    return seen
+    numbers = (int(n) for m in CITE_MARK.finditer(text or "") for n in re.split(r"[,，、]", m.group(1)))
+    return list(dict.fromkeys(numbers))
 
 
 def strip_citations(text: str) -> str:
@@ -153,8 +146,7 @@ def strip_citations(text: str) -> str:
 
 def clean_short(text: str, max_chars: int = 200) -> str:
     """A short answer span: first non-empty line, no label, quotes, citations or final period."""
-    head = (text or "")[:20_000]
-    t = next((ln.strip() for ln in head.splitlines() if ln.strip()), "")
+    t = next((ln.strip() for ln in cap(text).splitlines() if ln.strip()), "")
     for _ in range(2):
         t = ANSWER_PREFIX.sub("", t)
     t = strip_citations(t)
@@ -179,6 +171,10 @@ _SCAFFOLD = re.compile(
 )
 
 
+#: "<short answer>" copied from the instruction instead of an answer
+PLACEHOLDER = re.compile(r"<[^<>]{0,40}>")
+
+
 def _squash(text: str) -> str:
     return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", text or "")).lower()
 
@@ -201,10 +197,7 @@ def strip_scaffold(answer: str) -> str:
         end = len(out) if end < 0 else end
         value = out[m.end() : end].strip()
         rest = out[: m.start()] + out[end:]
-        placeholder = re.fullmatch(r"<[^<>]{0,40}>", value) is not None  # the instruction's "<short answer>"
-        if placeholder or (_squash(strip_citations(value)) and _squash(strip_citations(value)) in _squash(rest)):
-            out = rest
-        else:
-            out = out[: m.start()] + value + out[end:]
+        stated = (said := _squash(strip_citations(value))) and said in _squash(rest)
+        out = rest if PLACEHOLDER.fullmatch(value) or stated else out[: m.start()] + value + out[end:]
     out = re.sub(r"\n{3,}", "\n\n", out).strip()
     return out or (answer or "").strip()

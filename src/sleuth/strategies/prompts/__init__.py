@@ -13,7 +13,6 @@ from pathlib import Path
 from string import Template
 
 PROMPT_DIR = Path(__file__).resolve().parent
-LANGS = ("en", "zh")
 
 
 class PromptError(KeyError):
@@ -25,10 +24,7 @@ def load(name: str, lang: str = "en") -> Template:
     for lg in (lang, "en"):
         path = PROMPT_DIR / lg / f"{name}.txt"
         if path.is_file():
-            text = path.read_text(encoding="utf-8")
-            if text.endswith("\n"):
-                text = text[:-1]
-            return Template(text)
+            return Template(path.read_text(encoding="utf-8").removesuffix("\n"))
     raise PromptError(f"no prompt template {name!r} for language {lang!r}")
 
 

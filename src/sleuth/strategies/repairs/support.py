@@ -117,9 +117,7 @@ def support(question: str, short: str, answer: str, passages: Iterable[str], yes
     if all(x and any(x in f for f in flats) for x in items):  # as written, or each item of a list ("D组和C组")
         return len(items), len(items)
     words = _support_tokens(s)
-    seen: set[str] = set()
-    for t in texts:
-        seen |= _support_tokens(t)
+    seen = set().union(*(_support_tokens(t) for t in texts))
     found = {w for w in words if w in seen or _kin(w, seen)}
     if words - found:
         written, initials = (set().union(*sets) for sets in zip(*(_acronyms(t) for t in texts), strict=True))
