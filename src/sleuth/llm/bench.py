@@ -7,7 +7,6 @@ from ``/proc`` without counting the caller.
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -130,7 +129,3 @@ def format_table(rows: list[ModelFigures]) -> str:
             f"| {r.decode_tok_s:.1f} ({r.decode_tokens} tok) | {r.rss_mb:.0f} ({r.peak_rss_mb:.0f}) |"
         )
     return "\n".join(out)
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

@@ -319,11 +319,6 @@ def get_server(
     return srv.start()
 
 
-def running_servers() -> list[EmbeddedServer]:
-    with _servers_lock:
-        return [s for s in _servers.values() if s.running]
-
-
 def _stop_where(match: Callable[[EmbeddedServer], bool]) -> int:
     """Stop and forget the shared servers ``match`` picks; returns how many."""
     with _servers_lock:

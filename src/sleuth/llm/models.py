@@ -215,27 +215,24 @@ def assemble_parts(parts: Sequence[str | Path], dest: str | Path, sha256: str) -
     return dest
 
 
-def _marker(path: Path) -> Path:
-    return path.with_name(path.name + ".verified")
+def _marker(path: Path, marker_dir: Path | None = None) -> Path:
+    return (marker_dir or path.parent) / (path.name + ".verified")
 
 
-def _stat_sig(path: Path) -> dict[str, int]:
+def _write_marker(path: Path, sha256: str, marker_dir: Path | None = None) -> None:
     st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def _write_marker(path: Path, sha256: str) -> None:
     try:
-        _marker(path).write_text(json.dumps({"sha256": sha256, **_stat_sig(path)}))
+        _marker(path, marker_dir).write_text(
+            json.dumps({"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+        )
     except OSError:  # read-only location: we simply re-verify next time
         pass
 
 
 def _verified(path: Path, sha256: str, marker_dir: Path | None = None) -> bool:
     """Whether ``path`` was already verified (marker matches its size and mtime)."""
-    m = _marker(path) if marker_dir is None else marker_dir / (path.name + ".verified")
     try:
-        d = json.loads(m.read_text())
+        d = json.loads(_marker(path, marker_dir).read_text())
     except (OSError, ValueError):
         return False
     return (
@@ -263,23 +260,14 @@ def ensure_model(model: str | EmbeddedModel, cache_dir: str | Path | None = None
                     return dest
                 dest.unlink()  # damaged or stale: rebuild from the parts
             return assemble_parts(m.part_paths(), dest, m.sha256)
-        src = m.shipped_file()
+        src = m.shipped_file()  # verified in place; its marker lives in the cache (the package may be read-only)
         models_dir.mkdir(parents=True, exist_ok=True)
-        marker_dir = models_dir
-        if _verified(src, m.sha256, marker_dir):
+        if _verified(src, m.sha256, models_dir):
             return src
         digest = file_sha256(src)
         if digest != m.sha256:
             raise ModelIntegrityError(
                 f"Refusing {src}: sha256 {digest}, expected {m.sha256}; reinstall with {m.pip_hint}."
             )
-        try:
-            (marker_dir / (src.name + ".verified")).write_text(json.dumps({"sha256": m.sha256, **_stat_sig(src)}))
-        except OSError:
-            pass
+        _write_marker(src, m.sha256, models_dir)
         return src
-
-
-def model_path(name: str, cache_dir: str | Path | None = None) -> Path:
-    """Alias of :func:`ensure_model` taking a registry name."""
-    return ensure_model(get_model(name), cache_dir)
