@@ -125,10 +125,7 @@ class PassageStore:
 
     def doc_sources(self) -> dict[str, str]:
         """``doc_id -> source`` (the file it was read from) of every live document."""
-        out: dict[str, str] = {}
-        for doc_id, _, p in self.documents():
-            out[doc_id] = p.source
-        return out
+        return {doc_id: p.source for doc_id, _, p in self.documents()}
 
     def count_live(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM passages WHERE alive=1").fetchone()[0])
