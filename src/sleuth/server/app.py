@@ -132,7 +132,7 @@ def create_app(
             "sources": [
                 {
                     "name": n,
-                    "kind": _kind(rt, n),
+                    "kind": rt.source_kind(n),
                     "default": i == 0,
                     "lang": _lang(rt, n),
                     "quickstart": n == qs,
@@ -201,13 +201,6 @@ def _mcp(app: FastAPI, rt: Runtime) -> list[Any]:
     from sleuth.mcp.http import mount_mcp
 
     return [mount_mcp(app, rt)]
-
-
-def _kind(rt: Runtime, name: str) -> str:
-    spec = dict(rt.settings.sources).get(name)
-    if spec:
-        return "index" if Path(spec).is_dir() else "corpus" if Path(spec).is_file() else "remote"
-    return type(rt._retrievers.get(name)).__name__
 
 
 def _lang(rt: Runtime, name: str) -> str:
