@@ -21,17 +21,16 @@ index_app = typer.Typer(help="Build, extend and inspect an embedded search index
 app.add_typer(index_app, name="index")
 
 
-def _check_inputs(inputs: list[Path]) -> None:
+def _check_inputs(inputs: list[Path], fmt: str) -> None:
+    """Before any work: the inputs exist, their format is known and the readers they need are installed."""
     if not inputs:
         raise UserError("give at least one --input file or folder")
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
         raise UserError(f"input not found: {', '.join(missing)}")
-
-
-def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
+    require_readers(inputs)
 
 
 def require_readers(inputs: list[Path]) -> None:
@@ -90,12 +89,9 @@ def build_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the build report as JSON."),
 ) -> None:
     """Index corpus files and folders into DIR (with --dense or --embed-model: also their vectors)."""
-    _check_inputs(inputs)
-    _check_format(fmt)
     if max_chars < 100:
         raise UserError("--max-chars must be at least 100")
-    acl = comma_list(default_acl)
-    require_readers(inputs)
+    _check_inputs(inputs, fmt)
     if dense:
         require("dense", "--dense")
     try:
@@ -107,7 +103,7 @@ def build_cmd(
             dense=dense,
             embedder=embedder,
             max_chars=max_chars,
-            default_acl=acl,
+            default_acl=comma_list(default_acl),
             max_file_mb=max_file_mb,
             progress=not as_json,
             embed_server=server,
@@ -133,9 +129,7 @@ def add_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Add or update documents in an index (documents with a known id are replaced)."""
-    _check_inputs(inputs)
-    _check_format(fmt)
-    require_readers(inputs)
+    _check_inputs(inputs, fmt)
     idx = _open(index, embed_model, embed_base_url)
     if idx.manifest.get("dense"):
         require("dense", f"adding to {index} (it has vectors)")

@@ -20,10 +20,6 @@ models_app = typer.Typer(
 app.add_typer(models_app, name="models")
 
 
-def _default() -> str:
-    return default_model()
-
-
 def _assembled(name: str, cache: Path) -> bool:
     m = MODELS[name]
     if m.chunked:
@@ -38,7 +34,7 @@ def list_models(
 ) -> None:
     """List the embedded models: size, installed?, default."""
     cache = _cache_dir(cache_dir)
-    default = _default()
+    default = default_model()
     rows = []
     for name, m in MODELS.items():
         rows.append(
@@ -85,7 +81,7 @@ def model_path(
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Cache directory (default $SLEUTH_CACHE_DIR)."),
 ) -> None:
     """Assemble (once, sha256-checked) and print the path of a model's .gguf file."""
-    name = name or _default()
+    name = name or default_model()
     try:
         get_model(name)
         p = ensure_model(name, cache_dir)
