@@ -9,6 +9,7 @@ OpenAI-compatible client and an embedded model; :func:`get_llm` picks the backen
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 import weakref
 from pathlib import Path
@@ -183,10 +184,8 @@ def close_all() -> None:
     with _lock:
         clients = list(_clients)
     for c in clients:
-        try:
+        with contextlib.suppress(Exception):
             c.close()
-        except Exception:
-            pass
     stop_all()
 
 

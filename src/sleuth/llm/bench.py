@@ -7,6 +7,7 @@ from ``/proc`` without counting the caller.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -41,14 +42,12 @@ class ModelFigures:
 
 def _rss_mb(pid: int) -> tuple[float, float]:
     rss = hwm = 0.0
-    try:
+    with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 rss = int(line.split()[1]) / 1024
             elif line.startswith("VmHWM:"):
                 hwm = int(line.split()[1]) / 1024
-    except OSError:
-        pass
     return rss, hwm
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
@@ -221,12 +222,10 @@ def _marker(path: Path, marker_dir: Path | None = None) -> Path:
 
 def _write_marker(path: Path, sha256: str, marker_dir: Path | None = None) -> None:
     st = path.stat()
-    try:
+    with contextlib.suppress(OSError):  # a read-only location: verified again next time
         _marker(path, marker_dir).write_text(
             json.dumps({"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
         )
-    except OSError:  # read-only location: we simply re-verify next time
-        pass
 
 
 def _verified(path: Path, sha256: str, marker_dir: Path | None = None) -> bool:
@@ -251,11 +250,10 @@ def ensure_model(model: str | EmbeddedModel, cache_dir: str | Path | None = None
     with _lock:
         if m.chunked:
             dest = models_dir / m.filename
-            if dest.is_file() and _verified(dest, m.sha256):
-                return dest
             if dest.is_file():
-                digest = file_sha256(dest)
-                if digest == m.sha256:
+                if _verified(dest, m.sha256):
+                    return dest
+                if file_sha256(dest) == m.sha256:
                     _write_marker(dest, m.sha256)
                     return dest
                 dest.unlink()  # damaged or stale: rebuild from the parts
