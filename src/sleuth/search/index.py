@@ -126,7 +126,7 @@ class Index:
     def reload(self) -> Index:
         """This index, or a fresh handle if a writer has published a newer generation."""
         gen = current_gen(self.root)
-        return self if gen == self.gen else Index(self.root, gen)
+        return self if gen == self.gen else Index(self.root, gen, self.embed_server)
 
     # ------------------------------------------------------------------ writing
 

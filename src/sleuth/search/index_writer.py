@@ -379,10 +379,8 @@ def keep_private(gen: Path) -> None:
     its folder and the generation folder 0700, whatever the umask (a copy made by ``index add``
     keeps the mode).  Whoever needs to share such an index sets the modes themselves."""
     for folder in (gen.parent, gen):
-        try:
+        with contextlib.suppress(PermissionError):  # a folder of someone else's: left as its owner set it
             folder.chmod(0o700)
-        except PermissionError:  # a folder of someone else's: left as its owner set it
-            pass
 
 
 def _finish_manifest(
