@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from sleuth.cli import flags
-from sleuth.cli.common import UserError, app, checked, comma_list, console, console_err
+from sleuth.cli.common import UserError, app, checked, comma_list, console, console_err, user_errors
 from sleuth.extras import require
 from sleuth.search.base import FilterError, Filters, SearchError
 from sleuth.search.index import BuildReport, Index
@@ -133,10 +133,8 @@ def add_cmd(
     idx = _open(index, embed_model, embed_base_url)
     if idx.manifest.get("dense"):
         require("dense", f"adding to {index} (it has vectors)")
-    try:
+    with user_errors(SearchError):
         report = idx.add(inputs, format=fmt, max_file_mb=max_file_mb, progress=not as_json)
-    except SearchError as e:
-        raise UserError(str(e)) from e
     _print_report(report, as_json, {"index": str(idx.root), "passages": idx.manifest["passages"]})
 
 
@@ -147,10 +145,8 @@ def list_cmd(
 ) -> None:
     """The documents of an index: id, title, metadata and passage count."""
     idx = _open(index)
-    try:
+    with user_errors(SearchError):
         docs = idx.documents()
-    except SearchError as e:
-        raise UserError(str(e)) from e
     if as_json:
         print(json.dumps({"index": str(idx.root), "documents": docs}, ensure_ascii=False, indent=2))
         return
@@ -173,10 +169,8 @@ def remove_cmd(
 ) -> None:
     """Remove documents from an index, all or none (a name that matches nothing changes nothing)."""
     idx = _open(index)
-    try:
+    with user_errors(SearchError):
         report = idx.remove(targets)
-    except SearchError as e:
-        raise UserError(str(e)) from e
     if as_json:
         console.print_json(json.dumps({"index": str(idx.root), "passages": idx.manifest["passages"],
                                        "report": report.to_dict()}, ensure_ascii=False))  # fmt: skip
@@ -195,10 +189,8 @@ def stats_cmd(
 ) -> None:
     """Counts and settings of an index (within a scope if --filter is given)."""
     idx = _open(index)
-    try:
+    with user_errors(FilterError):
         f = Filters.parse([checked(x, "--filter") for x in filters]) if filters else None
-    except FilterError as e:
-        raise UserError(str(e)) from e
     st = idx.stats(f)
     if as_json:
         console.print_json(json.dumps(st, ensure_ascii=False))
@@ -210,7 +202,6 @@ def stats_cmd(
 def _open(index: Path, embed_model: str | None = None, embed_base_url: str | None = None) -> Index:
     if not index.exists():
         raise UserError(f"index folder {index} does not exist")
-    try:
-        return Index.open(index, embed_model=embed_model, embed_base_url=embed_base_url)
-    except SearchError as e:
-        raise UserError(str(e)) from e
+    with user_errors(SearchError):
+        idx = Index.open(index, embed_model=embed_model, embed_base_url=embed_base_url)
+    return idx

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from sleuth.cli import flags
-from sleuth.cli.common import UserError, app, console_err, require_llm, rerank_option
+from sleuth.cli.common import UserError, app, console_err, require_llm, rerank_option, user_errors
 from sleuth.cli.serve import open_runtime, served_sources
 
 HELP = (
@@ -82,7 +82,7 @@ def mcp_cmd(
         raise UserError("--max-concurrency must be at least 1 and --timeout above 0")
     # as sleuth serve and sleuth ask: with no index, the quick-start corpus, said so
     sources, quickstart = served_sources(index, corpus)
-    try:
+    with user_errors(ServerConfigError):
         settings = ServerSettings(sources=tuple(sources), quickstart_source=quickstart, model=model,
                                   base_url=base_url, timeout_s=timeout,
                                   max_concurrency=max_concurrency, default_strategy=default_strategy,
@@ -90,8 +90,6 @@ def mcp_cmd(
                                   embed_base_url=embed_base_url, rerank=rerank_option(rerank, rerank_base_url),
                                   rerank_model=rerank_model, rerank_depth=rerank_depth)  # fmt: skip
         rt = Runtime(settings)
-    except ServerConfigError as e:
-        raise UserError(str(e)) from None
     open_runtime(rt, default_strategy, sources, quickstart, quiet=_stdout_to_stderr)
     local = Principal(id="local", name="local user", scope=Filters(), kind="local")
     server = build_server(rt, lambda ctx: local, endpoint="mcp:stdio", local=True)

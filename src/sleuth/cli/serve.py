@@ -11,7 +11,7 @@ import typer
 
 from sleuth.cli import flags
 from sleuth.cli.ask import QUICKSTART, data_dir, quickstart_corpus
-from sleuth.cli.common import UserError, app, comma_list, console_err, require_llm, rerank_option
+from sleuth.cli.common import UserError, app, comma_list, console_err, require_llm, rerank_option, user_errors
 
 
 def served_sources(index: list[str], corpus: list[str]) -> tuple[list[tuple[str, str]], str | None]:
@@ -114,7 +114,7 @@ def serve(
     keys_raw = api_key if api_key is not None else (env("SLEUTH_SERVER_KEY") or "")
     keys = tuple(comma_list(keys_raw))
     sources, quickstart = served_sources(index, corpus)
-    try:
+    with user_errors(ServerConfigError):
         settings = ServerSettings(
             host=host,
             port=port,
@@ -140,8 +140,6 @@ def serve(
             rerank_depth=rerank_depth,
         )
         application = create_app(settings)
-    except ServerConfigError as e:
-        raise UserError(str(e)) from None
     rt = application.state.runtime
     open_runtime(rt, default_strategy, sources, quickstart)
     if quickstart:
