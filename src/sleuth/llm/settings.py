@@ -190,9 +190,7 @@ def resolve_llm_settings(
     if provider is None:
         provider = _provider_for_url(base_url)
 
-    key = api_key
-    if key is None:
-        key = env("SLEUTH_LLM_API_KEY")
+    key = api_key if api_key is not None else env("SLEUTH_LLM_API_KEY")
     if key is None and source == "OPENAI_BASE_URL":
         key = env("OPENAI_API_KEY")
     if key is None and source == "QWEN_BASE_URL":

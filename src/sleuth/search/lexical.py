@@ -175,6 +175,3 @@ class LexicalIndex:
             rows = np.asarray(s.fast_field_values("row", [addr for _, addr in hits]), dtype=np.int64)
             mask[rows[(rows >= 0) & (rows < n_rows)]] = True
         return mask
-
-    def num_docs(self) -> int:
-        return int(self.searcher.num_docs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -218,10 +219,7 @@ def _lang(rt: Runtime, name: str) -> str:
         r = getattr(r, "inner", r)
         if hasattr(r, "store"):
             try:
-                for n, (_, p) in enumerate(r.store.iter_live(batch=200)):
-                    if n >= 200:
-                        break
-                    text += p.text[:200]
+                text = "".join(p.text[:200] for _, p in itertools.islice(r.store.iter_live(batch=200), 200))
             except Exception:  # a damaged store: the page just keeps its default language
                 text = ""
         langs[name] = detect_lang(text) if text else ""

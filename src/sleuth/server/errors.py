@@ -158,10 +158,11 @@ class BodyLimit:
         self.read_timeout_s = read_timeout_s
         self.on_refuse = on_refuse
 
-    def _refused(self, scope: Scope, status: int, reason: str) -> None:
+    async def _refuse(self, scope: Scope, send: Send, err: ApiError, reason: str) -> None:
         log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), reason)
         if self.on_refuse is not None:
-            self.on_refuse(status, str(scope.get("path", "")), reason)
+            self.on_refuse(err.status, str(scope.get("path", "")), reason)
+        await _send_error(send, err)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -172,13 +173,13 @@ class BodyLimit:
             if name == b"content-length":
                 with contextlib.suppress(ValueError):
                     declared = int(value)
-        too_large = f"the request body is larger than the server's limit of {self.max_bytes} bytes"
+        limit = f"the request body is larger than the server's limit of {self.max_bytes} bytes"
+        too_large = ApiError(413, limit, code="too_large")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.read_timeout_s
         if declared is not None and declared > self.max_bytes:
             await self._drain(receive, 0, min(deadline, loop.time() + self.DRAIN_S))
-            self._refused(scope, 413, f"declared body of {declared} bytes")
-            await _send_error(send, ApiError(413, too_large, code="too_large"))
+            await self._refuse(scope, send, too_large, f"declared body of {declared} bytes")
             return
         chunks: list[bytes] = []
         seen = 0
@@ -187,9 +188,9 @@ class BodyLimit:
             try:
                 msg = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - loop.time()))
             except TimeoutError:
-                self._refused(scope, 408, f"body not received within {self.read_timeout_s:g} s ({seen} bytes)")
                 message = f"the request body did not arrive within the server's {self.read_timeout_s:g} s read timeout"
-                await _send_error(send, ApiError(408, message, code="timeout"))
+                reason = f"body not received within {self.read_timeout_s:g} s ({seen} bytes)"
+                await self._refuse(scope, send, ApiError(408, message, code="timeout"), reason)
                 return
             if msg["type"] != "http.request":  # the client left before sending its body
                 first = msg
@@ -199,8 +200,7 @@ class BodyLimit:
             if seen > self.max_bytes:
                 if msg.get("more_body"):
                     await self._drain(receive, seen, min(deadline, loop.time() + self.DRAIN_S))
-                self._refused(scope, 413, f"streamed body of more than {self.max_bytes} bytes")
-                await _send_error(send, ApiError(413, too_large, code="too_large"))
+                await self._refuse(scope, send, too_large, f"streamed body of more than {self.max_bytes} bytes")
                 return
             chunks.append(body)
             if not msg.get("more_body"):
