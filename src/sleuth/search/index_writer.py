@@ -177,9 +177,8 @@ def match_documents(store: PassageStore, sources: Sequence[str], targets: Sequen
             for doc_id, src in docs.items():
                 if not src:
                     continue
-                s = Path(src).expanduser()
-                s = s if s.is_absolute() else Path.cwd() / s
-                if s.resolve() == p or p in s.resolve().parents:
+                s = Path(src).expanduser().resolve()  # a relative source: from the working folder
+                if s == p or p in s.parents:
                     hits.append(doc_id)
             if not hits:  # a path relative to an input folder (the document's id), e.g. "sub/a.md"
                 for r in roots:
