@@ -128,6 +128,12 @@ def test_build_add_and_query_through_a_server_with_the_cache(fake: ModelServer, 
     assert fake.stats.texts - before == 10  # only the new passages go to the server
     again = Index.open(tmp_path / "ix")
     assert again.manifest["rows"] == 70 and np.load(again.gen / "vectors.npy").shape == (70, 64)
+    reader = Index.open(tmp_path / "ix")
+    again.remove(["p1"])  # a removal keeps the record of the server that made the vectors
+    after = Index.open(tmp_path / "ix")
+    assert after.manifest["embed_server"]["model"] == "fake-embed" and after.manifest["passages"] == 69
+    assert after.search("volcanoes erupt lava", 3, mode="dense")
+    assert reader.reload().search("volcanoes erupt lava", 3, mode="dense")  # with the same query embedder
 
     before = fake.stats.texts
     Index.build([src], tmp_path / "ix2", embed_server=es)

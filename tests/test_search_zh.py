@@ -15,7 +15,7 @@ import pytest
 import tantivy
 
 from sleuth.search import Filters, Index, SearchError
-from sleuth.search.lexical import LexicalIndex, _schema_v1
+from sleuth.search.lexical import LexicalIndex, _schema
 from sleuth.search.multilingual import MULTILINGUAL_EMBEDDER, choose_embedder
 from sleuth.search.tokenize import tokenize
 
@@ -61,7 +61,7 @@ def test_auto_embedder_follows_the_corpus_language() -> None:
 def test_an_index_from_before_the_head_field_still_reads(tmp_path: Path) -> None:
     path = tmp_path / "lexical"
     path.mkdir()
-    old = tantivy.Index(_schema_v1(), path=str(path))
+    old = tantivy.Index(_schema(head=False), path=str(path))
     w = old.writer(heap_size=15_000_000, num_threads=1)
     for row, text in enumerate(["退票费用 报销期限", "the refund deadline"]):
         w.add_document(tantivy.Document(body=" ".join(tokenize(text)), row=row, doc=f"d{row}", acl=["all"]))

@@ -19,6 +19,7 @@ says so.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -52,17 +53,6 @@ def quickstart_corpus() -> Path | None:
     return p if p.is_file() else None
 
 
-def quickstart_source() -> Path:
-    """The quick-start corpus a server (serve, mcp) answers from when no --index is given, or one line."""
-    qs = quickstart_corpus()
-    if qs is None:
-        raise UserError(
-            "no --index or --corpus was given and the quick-start corpus was not found at "
-            f"{data_dir() / QUICKSTART} (set SLEUTH_DATA_DIR, or give --index DIR)"
-        )
-    return qs
-
-
 def open_source(
     index: Path | None, corpus: Path | None, needs: bool, err: Console, opts: dict[str, Any] | None = None
 ) -> Any:
@@ -92,11 +82,7 @@ def open_source(
         from sleuth.cli.index import require_readers
 
         require_readers([corpus])
-    try:
-        from sleuth.search import open_retriever
-    except ImportError as e:  # pragma: no cover - the search layer ships with Sleuth
-        raise UserError(f"the search layer cannot be loaded: {e}") from None
-    from sleuth.search import IndexError_
+    from sleuth.search import IndexError_, open_retriever
 
     try:
         return open_retriever(str(spec), **(opts or {}))
@@ -252,23 +238,14 @@ def ask(
 
     if lang not in ("auto", "en", "zh"):
         raise UserError(f"--lang must be auto, en or zh, not {lang!r}")
-    try:
-        name = resolve_name(strategy)
-    except UnknownStrategy as e:
-        raise UserError(str(e)) from None
-    try:
-        validate_question(question)
-    except BadQuestion as e:
-        raise UserError(str(e)) from None
-    try:
-        filters = Filters.parse([checked(f, "--filter") for f in filter_])
-    except FilterError as e:
-        raise UserError(str(e)) from None
     options = {"lang": lang, "k": k, "max_steps": max_steps, "max_tokens": max_tokens, "mode": mode}
     try:
+        name = resolve_name(strategy)
+        validate_question(question)
+        filters = Filters.parse([checked(f, "--filter") for f in filter_])
         options.update(parse_opts(opt))  # an --opt overrides the flag of the same option
         STRATEGIES[name].Options.parse(options, strategy=name)  # before the model starts
-    except OptionsError as e:
+    except (UnknownStrategy, BadQuestion, FilterError, OptionsError) as e:
         raise UserError(str(e)) from None
     require_llm(model, base_url, "sleuth ask")
     choice = rerank_option(rerank, rerank_base_url)
@@ -282,7 +259,10 @@ def ask(
     except BadQuestion as e:
         raise UserError(str(e)) from None
     finally:
-        _close(llm)
+        # only the model this command opened: a program calling the command in-process keeps its own models
+        # (the embedded engine of a CLI process ends with the process)
+        with contextlib.suppress(Exception):
+            llm.close()
     if json_out:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) + "\n")
         sys.stdout.flush()
@@ -309,12 +289,3 @@ def llm_reranked(retriever: Any, llm: Any, choice: str | None, depth: int) -> An
     from sleuth.search.rerank import LLMReranker, RerankedRetriever
 
     return RerankedRetriever(retriever, LLMReranker(llm), depth=depth)
-
-
-def _close(llm: Any) -> None:
-    """Close the model this command opened (only it: a program calling the command in-process keeps
-    its own models; the embedded engine of a CLI process ends with the process)."""
-    try:
-        llm.close()
-    except Exception:
-        pass

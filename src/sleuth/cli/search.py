@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from sleuth.cli import flags
-from sleuth.cli.common import UserError, app, checked, console, rerank_option, source_options
+from sleuth.cli.common import UserError, app, checked, console, rerank_option, source_options, user_errors
 from sleuth.search.base import FilterError, Filters, SearchError
 
 
@@ -45,10 +45,8 @@ def search_cmd(
         raise UserError("--k must be between 1 and 1000")
     if mode is not None and mode not in ("lexical", "dense", "hybrid"):
         raise UserError("--mode must be lexical, dense or hybrid")
-    try:
+    with user_errors(FilterError):
         f = Filters.parse([checked(x, "--filter") for x in filters]) if filters else None
-    except FilterError as e:
-        raise UserError(str(e)) from e
     choice = rerank_option(rerank, rerank_base_url, allow_llm=False)
     opts = {"mode": mode, **source_options(embed_model, embed_base_url, choice, rerank_model, rerank_depth)}
     if no_cache:
@@ -68,11 +66,9 @@ def search_cmd(
         spec = index
         if "://" not in spec and ":" not in spec.split("/")[0] and spec.lower() != "tavily" and not Path(spec).exists():
             raise UserError(f"index folder {spec} does not exist")
-    try:
+    with user_errors(SearchError):
         retriever = open_retriever(spec, **opts)
         passages = retriever.search(query, k, f)
-    except SearchError as e:
-        raise UserError(str(e)) from e
     if as_json:
         out = {
             "query": query,

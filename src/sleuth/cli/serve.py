@@ -2,12 +2,59 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from sleuth.cli import flags
-from sleuth.cli.common import UserError, app, comma_list, console_err, require_llm, rerank_option
+from sleuth.cli.ask import QUICKSTART, data_dir, quickstart_corpus
+from sleuth.cli.common import UserError, app, comma_list, console_err, require_llm, rerank_option, user_errors
+
+
+def served_sources(index: list[str], corpus: list[str]) -> tuple[list[tuple[str, str]], str | None]:
+    """The named sources of a server (serve, mcp) and the name of the quick-start corpus among them: the
+    ``--index``/``--corpus`` given, else ``$SLEUTH_INDEX``/``$SLEUTH_CORPUS``, else the quick-start corpus."""
+    from sleuth.config import env
+    from sleuth.server.settings import source_entry
+
+    sources = [source_entry(spec) for spec in [*index, *corpus]]
+    sources = sources or [source_entry(env(v) or "") for v in ("SLEUTH_INDEX", "SLEUTH_CORPUS") if env(v)]
+    if sources:
+        return sources, None
+    qs = quickstart_corpus()
+    if qs is None:
+        raise UserError(
+            "no --index or --corpus was given and the quick-start corpus was not found at "
+            f"{data_dir() / QUICKSTART} (set SLEUTH_DATA_DIR, or give --index DIR)"
+        )
+    return [("quickstart", str(qs))], "quickstart"
+
+
+def open_runtime(
+    rt: Any,
+    default_strategy: str,
+    sources: list[tuple[str, str]],
+    quickstart: str | None,
+    quiet: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+) -> None:
+    """Check the default strategy, say what is served (the quick-start corpus once the settings are known to be
+    good) and open the model and the sources (under ``quiet()``), or one line."""
+    from sleuth.server.settings import QUICKSTART_NOTE
+
+    if default_strategy not in rt.strategy_factories():
+        raise UserError(f"unknown strategy {default_strategy!r}; choose one of: {', '.join(rt.strategy_factories())}")
+    if quickstart:
+        note = QUICKSTART_NOTE.split(", served")[0]
+        console_err.print(f"no --index given: serving {note} ({dict(sources)[quickstart]})", soft_wrap=True)
+    console_err.print(f"opening the model and {len(sources)} source(s)…")
+    try:
+        with quiet():
+            rt.open()
+    except Exception as e:
+        raise UserError(f"could not start: {e}") from None
 
 
 @app.command("serve")
@@ -63,27 +110,11 @@ def serve(
     import uvicorn
 
     from sleuth.server import ServerConfigError, ServerSettings, create_app
-    from sleuth.server.settings import source_entry
 
     keys_raw = api_key if api_key is not None else (env("SLEUTH_SERVER_KEY") or "")
     keys = tuple(comma_list(keys_raw))
-    sources = []
-    for spec in [*index, *corpus]:
-        sources.append(source_entry(spec))
-    if not sources:
-        for var in ("SLEUTH_INDEX", "SLEUTH_CORPUS"):
-            if env(var):
-                sources.append(source_entry(env(var) or ""))
-    quickstart, quickstart_line = None, ""
-    if not sources:
-        from sleuth.cli.ask import quickstart_source
-        from sleuth.server.settings import QUICKSTART_NOTE
-
-        qs = quickstart_source()
-        quickstart = "quickstart"
-        sources.append((quickstart, str(qs)))
-        quickstart_line = f"no --index given: serving {QUICKSTART_NOTE.split(', served')[0]} ({qs})"
-    try:
+    sources, quickstart = served_sources(index, corpus)
+    with user_errors(ServerConfigError):
         settings = ServerSettings(
             host=host,
             port=port,
@@ -109,18 +140,8 @@ def serve(
             rerank_depth=rerank_depth,
         )
         application = create_app(settings)
-    except ServerConfigError as e:
-        raise UserError(str(e)) from None
     rt = application.state.runtime
-    if default_strategy not in rt.strategy_factories():
-        raise UserError(f"unknown strategy {default_strategy!r}; choose one of: {', '.join(rt.strategy_factories())}")
-    if quickstart:  # said once the settings are known to be good
-        console_err.print(quickstart_line, soft_wrap=True)
-    console_err.print(f"opening the model and {len(sources)} source(s)…")
-    try:
-        rt.open()
-    except Exception as e:
-        raise UserError(f"could not start: {e}") from None
+    open_runtime(rt, default_strategy, sources, quickstart)
     if quickstart:
         console_err.print(
             "the page and GET /v1/sources mark it as the quick-start corpus; "

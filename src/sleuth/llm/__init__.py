@@ -9,6 +9,7 @@ OpenAI-compatible client and an embedded model; :func:`get_llm` picks the backen
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 import weakref
 from pathlib import Path
@@ -130,6 +131,11 @@ def get_llm(
     embedded_mode = kw.pop("embedded_mode", None)
     s = resolve_llm_settings(model, base_url=base_url, api_key=api_key)
     retries = _max_retries(max_retries)
+    common: dict[str, Any] = {
+        "timeout": _timeout(timeout, embedded=s.embedded),
+        "max_retries": retries if retries is not None else 3,
+        "defaults": defaults,
+    }
     limits = rate_limits(requests_per_min, tokens_per_min, max_concurrency)
     if s.embedded:
         if s.model not in MODELS:
@@ -146,31 +152,21 @@ def get_llm(
             isolated=isolated,
         )
         assert srv.base_url is not None
-        extra_body = {"cache_prompt": True, **kw.pop("extra_body", {})}
-        inner: OpenAICompatLLM = OpenAICompatLLM(
+        backend = f"embedded:{s.model}"  # stable across runs (the port is random)
+        inner = OpenAICompatLLM(
             srv.base_url,
             s.model,
-            timeout=_timeout(timeout, embedded=True),
-            max_retries=retries if retries is not None else 3,
             limits=_shared_limiter(srv.base_url, limits),
-            defaults=defaults,
-            extra_body=extra_body,
-            name=f"embedded:{s.model}",
+            extra_body={"cache_prompt": True, **kw.pop("extra_body", {})},
+            name=backend,
             prompt_cache_reset=srv.erase_slots if isolated else None,
+            **common,
             **kw,
         )
-        backend = f"embedded:{s.model}"  # stable across runs (the port is random)
     else:
         assert s.base_url is not None
         inner = OpenAICompatLLM(
-            s.base_url,
-            s.model,
-            api_key=s.api_key,
-            timeout=_timeout(timeout, embedded=False),
-            max_retries=retries if retries is not None else 3,
-            limits=_shared_limiter(s.base_url, limits),
-            defaults=defaults,
-            **kw,
+            s.base_url, s.model, api_key=s.api_key, limits=_shared_limiter(s.base_url, limits), **common, **kw
         )
         backend = inner.api_base
     llm: Any = inner
@@ -188,10 +184,8 @@ def close_all() -> None:
     with _lock:
         clients = list(_clients)
     for c in clients:
-        try:
+        with contextlib.suppress(Exception):
             c.close()
-        except Exception:
-            pass
     stop_all()
 
 

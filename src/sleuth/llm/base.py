@@ -72,12 +72,7 @@ class Usage:
     processed_prompt_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.cached_prompt_tokens + other.cached_prompt_tokens,
-            self.processed_prompt_tokens + other.processed_prompt_tokens,
-        )
+        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -96,9 +91,7 @@ class Completion:
     from_cache: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["usage"] = self.usage.to_dict()
-        return d
+        return asdict(self)  # the usage too, as a dict
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from ``/proc`` without counting the caller.
 
 from __future__ import annotations
 
-import time
+import contextlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,14 +42,12 @@ class ModelFigures:
 
 def _rss_mb(pid: int) -> tuple[float, float]:
     rss = hwm = 0.0
-    try:
+    with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 rss = int(line.split()[1]) / 1024
             elif line.startswith("VmHWM:"):
                 hwm = int(line.split()[1]) / 1024
-    except OSError:
-        pass
     return rss, hwm
 
 
@@ -130,7 +128,3 @@ def format_table(rows: list[ModelFigures]) -> str:
             f"| {r.decode_tok_s:.1f} ({r.decode_tokens} tok) | {r.rss_mb:.0f} ({r.peak_rss_mb:.0f}) |"
         )
     return "\n".join(out)
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

@@ -16,14 +16,9 @@ from sleuth.config import cache_dir
 from sleuth.kvcache import KVCache, make_key
 from sleuth.llm.base import DEFAULT_PARAMS, LLM, Completion, GenParams, Message, OnDelta, Usage
 
-__all__ = ["CACHE_VERSION", "CachedLLM", "default_cache_path"]
+__all__ = ["CACHE_VERSION", "CachedLLM"]
 
 CACHE_VERSION = "llm-cache-v1"
-
-
-def default_cache_path() -> Path:
-    """``<cache dir>/llm_cache.sqlite``."""
-    return cache_dir() / "llm_cache.sqlite"
 
 
 class CachedLLM:
@@ -39,7 +34,7 @@ class CachedLLM:
         backend: str | None = None,
     ) -> None:
         self.inner = inner
-        self.path = Path(path) if path is not None else default_cache_path()
+        self.path = Path(path) if path is not None else cache_dir() / "llm_cache.sqlite"
         self.store = KVCache(self.path, table="llm_responses")
         self.refresh = refresh
         self.all_temperatures = all_temperatures

@@ -42,11 +42,6 @@ class ClientStats:
     usage: Usage = field(default_factory=Usage)
 
 
-def _http_limits(limiter: Limiter | None = None) -> httpx.Limits:
-    n = max(MAX_CONNECTIONS, (limiter.limits.max_concurrency or 0) if limiter is not None else 0)
-    return httpx.Limits(max_connections=n, max_keepalive_connections=n)
-
-
 class OpenAICompatLLM:
     """An :class:`~sleuth.llm.base.LLM` over HTTP (OpenAI protocol).
 
@@ -125,11 +120,9 @@ class OpenAICompatLLM:
         return httpx.Timeout(t, connect=min(t, 10.0))
 
     def _client_kw(self, sync: bool) -> dict[str, Any]:
-        kw: dict[str, Any] = {
-            "headers": self._headers,
-            "timeout": self._timeout(None),
-            "limits": _http_limits(self.limiter),
-        }
+        n = max(MAX_CONNECTIONS, (self.limiter.limits.max_concurrency or 0) if self.limiter is not None else 0)
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+        kw: dict[str, Any] = {"headers": self._headers, "timeout": self._timeout(None), "limits": limits}
         t = self._transport
         if t is not None and isinstance(t, httpx.BaseTransport if sync else httpx.AsyncBaseTransport):
             kw["transport"] = t

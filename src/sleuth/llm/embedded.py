@@ -8,10 +8,10 @@ engine loads.
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import gc
+import json
 import os
 import signal
 import subprocess
@@ -36,13 +36,8 @@ from sleuth.llm.settings import threads as _threads
 DEFAULT_CTX_SIZE = 8192
 
 
-def _prepare_env() -> None:
-    """Must run before ``xllamacpp`` is imported (OpenMP reads it at load time)."""
-    settings.set_default("OMP_WAIT_POLICY", "PASSIVE")
-
-
 def _import_engine() -> Any:
-    _prepare_env()
+    settings.set_default("OMP_WAIT_POLICY", "PASSIVE")  # before the import: OpenMP reads it at load time
     try:
         import xllamacpp
     except ImportError as e:
@@ -54,11 +49,11 @@ def _import_engine() -> Any:
 
 
 def _build_params(
-    xlc: Any, path: Path, *, alias: str, n_parallel: int, ctx_size: int, threads: int, slot_dir: Path | None = None
+    xlc: Any, *, path: str, alias: str, n_parallel: int, ctx_size: int, threads: int, slot_dir: str | None = None
 ) -> Any:
     """Engine parameters; ``slot_dir`` makes the server *isolatable* (see :meth:`EmbeddedServer.erase_slots`)."""
     p = xlc.CommonParams()
-    p.model.path = str(path)
+    p.model.path = path
     p.port = 0  # the OS picks a free port
     p.hostnames = ["127.0.0.1"]
     p.n_parallel = n_parallel
@@ -76,7 +71,7 @@ def _build_params(
         # after an erase) and the /slots endpoint, whose erase action needs a save path
         p.cache_ram_mib = 0
         p.endpoint_slots = True
-        p.slot_save_path = str(slot_dir)
+        p.slot_save_path = slot_dir
     with contextlib.suppress(Exception):
         p.model_alias = {alias}
     return p
@@ -157,25 +152,23 @@ class EmbeddedServer:
             t0 = time.perf_counter()
             if self.isolated and self._slot_dir is None:
                 self._slot_dir = tempfile.TemporaryDirectory(prefix="sleuth-slots-")
-            slot_dir = Path(self._slot_dir.name) if self._slot_dir is not None else None
+            spec = {  # the engine's settings, also the subprocess's one argument (as JSON)
+                "path": str(self.path),
+                "alias": self.name,
+                "n_parallel": self.n_parallel,
+                "ctx_size": self.ctx_size,
+                "threads": self.threads,
+                "slot_dir": self._slot_dir.name if self._slot_dir is not None else None,
+            }
             if self.mode == "inprocess":
                 xlc = _import_engine()
-                params = _build_params(
-                    xlc,
-                    self.path,
-                    alias=self.name,
-                    n_parallel=self.n_parallel,
-                    ctx_size=self.ctx_size,
-                    threads=self.threads,
-                    slot_dir=slot_dir,
-                )
                 try:
-                    self._server = xlc.Server(params)
+                    self._server = xlc.Server(_build_params(xlc, **spec))
                 except Exception as e:  # the engine reports load failures as RuntimeError
                     raise LLMUnavailable(f"The embedded engine could not load {self.path.name}: {e}") from e
                 url = str(self._server.listening_address).rstrip("/")
             else:
-                url = self._start_subprocess(slot_dir)
+                url = self._start_subprocess(spec)
             try:
                 _wait_healthy(url, self.start_timeout)
             except LLMUnavailable:
@@ -203,15 +196,10 @@ class EmbeddedServer:
             erased += int(r.json().get("n_erased", 0))
         return erased
 
-    def _start_subprocess(self, slot_dir: Path | None) -> str:
+    def _start_subprocess(self, spec: dict[str, Any]) -> str:
         env_ = settings.environ()
         env_.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        cmd = [
-            sys.executable, "-m", "sleuth.llm.embedded", "--path", str(self.path), "--alias", self.name,
-            "--n-parallel", str(self.n_parallel), "--ctx-size", str(self.ctx_size), "--threads", str(self.threads),
-        ]  # fmt: skip
-        if slot_dir is not None:
-            cmd += ["--slot-dir", str(slot_dir)]
+        cmd = [sys.executable, "-m", "sleuth.llm.embedded", json.dumps(spec)]
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env_
         )
@@ -221,12 +209,6 @@ class EmbeddedServer:
             self._shutdown()
             raise LLMUnavailable(f"The embedded engine subprocess failed to start for {self.path.name}.")
         return line.rstrip("/")
-
-    def _cleanup_slot_dir(self) -> None:
-        if self._slot_dir is not None:
-            with contextlib.suppress(Exception):
-                self._slot_dir.cleanup()
-            self._slot_dir = None
 
     def _shutdown(self) -> None:
         if self._server is not None:
@@ -253,7 +235,10 @@ class EmbeddedServer:
         with self._lock:
             self._shutdown()
             self.base_url = None
-            self._cleanup_slot_dir()
+            if self._slot_dir is not None:
+                with contextlib.suppress(Exception):
+                    self._slot_dir.cleanup()
+                self._slot_dir = None
 
     def __enter__(self) -> EmbeddedServer:
         return self.start()
@@ -319,11 +304,6 @@ def get_server(
     return srv.start()
 
 
-def running_servers() -> list[EmbeddedServer]:
-    with _servers_lock:
-        return [s for s in _servers.values() if s.running]
-
-
 def _stop_where(match: Callable[[EmbeddedServer], bool]) -> int:
     """Stop and forget the shared servers ``match`` picks; returns how many."""
     with _servers_lock:
@@ -354,27 +334,12 @@ atexit.register(stop_all)
 
 
 def _child_main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``subprocess`` mode: serve until stdin closes."""
-    ap = argparse.ArgumentParser(prog="python -m sleuth.llm.embedded")
-    ap.add_argument("--path", required=True)
-    ap.add_argument("--alias", default="embedded")
-    ap.add_argument("--n-parallel", type=int, default=1)
-    ap.add_argument("--ctx-size", type=int, default=DEFAULT_CTX_SIZE)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--slot-dir", default=None)
-    a = ap.parse_args(argv)
+    """Entry point of the ``subprocess`` mode (``python -m sleuth.llm.embedded SPEC``, the settings as JSON):
+    serve until stdin closes."""
+    spec = json.loads((argv if argv is not None else sys.argv[1:])[0])
     xlc = _import_engine()
-    params = _build_params(
-        xlc,
-        Path(a.path),
-        alias=a.alias,
-        n_parallel=a.n_parallel,
-        ctx_size=a.ctx_size,
-        threads=a.threads,
-        slot_dir=Path(a.slot_dir) if a.slot_dir else None,
-    )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
-    server = xlc.Server(params)
+    server = xlc.Server(_build_params(xlc, **spec))
     print(str(server.listening_address), flush=True)
     sys.stdin.read()  # returns when the parent closes the pipe or dies
     # no destructor: with a request in flight it blocks (it joins the HTTP thread); the OS frees the engine

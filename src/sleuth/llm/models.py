@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
@@ -215,27 +216,22 @@ def assemble_parts(parts: Sequence[str | Path], dest: str | Path, sha256: str) -
     return dest
 
 
-def _marker(path: Path) -> Path:
-    return path.with_name(path.name + ".verified")
+def _marker(path: Path, marker_dir: Path | None = None) -> Path:
+    return (marker_dir or path.parent) / (path.name + ".verified")
 
 
-def _stat_sig(path: Path) -> dict[str, int]:
+def _write_marker(path: Path, sha256: str, marker_dir: Path | None = None) -> None:
     st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def _write_marker(path: Path, sha256: str) -> None:
-    try:
-        _marker(path).write_text(json.dumps({"sha256": sha256, **_stat_sig(path)}))
-    except OSError:  # read-only location: we simply re-verify next time
-        pass
+    with contextlib.suppress(OSError):  # a read-only location: verified again next time
+        _marker(path, marker_dir).write_text(
+            json.dumps({"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+        )
 
 
 def _verified(path: Path, sha256: str, marker_dir: Path | None = None) -> bool:
     """Whether ``path`` was already verified (marker matches its size and mtime)."""
-    m = _marker(path) if marker_dir is None else marker_dir / (path.name + ".verified")
     try:
-        d = json.loads(m.read_text())
+        d = json.loads(_marker(path, marker_dir).read_text())
     except (OSError, ValueError):
         return False
     return (
@@ -254,32 +250,22 @@ def ensure_model(model: str | EmbeddedModel, cache_dir: str | Path | None = None
     with _lock:
         if m.chunked:
             dest = models_dir / m.filename
-            if dest.is_file() and _verified(dest, m.sha256):
-                return dest
             if dest.is_file():
-                digest = file_sha256(dest)
-                if digest == m.sha256:
+                if _verified(dest, m.sha256):
+                    return dest
+                if file_sha256(dest) == m.sha256:
                     _write_marker(dest, m.sha256)
                     return dest
                 dest.unlink()  # damaged or stale: rebuild from the parts
             return assemble_parts(m.part_paths(), dest, m.sha256)
-        src = m.shipped_file()
+        src = m.shipped_file()  # verified in place; its marker lives in the cache (the package may be read-only)
         models_dir.mkdir(parents=True, exist_ok=True)
-        marker_dir = models_dir
-        if _verified(src, m.sha256, marker_dir):
+        if _verified(src, m.sha256, models_dir):
             return src
         digest = file_sha256(src)
         if digest != m.sha256:
             raise ModelIntegrityError(
                 f"Refusing {src}: sha256 {digest}, expected {m.sha256}; reinstall with {m.pip_hint}."
             )
-        try:
-            (marker_dir / (src.name + ".verified")).write_text(json.dumps({"sha256": m.sha256, **_stat_sig(src)}))
-        except OSError:
-            pass
+        _write_marker(src, m.sha256, models_dir)
         return src
-
-
-def model_path(name: str, cache_dir: str | Path | None = None) -> Path:
-    """Alias of :func:`ensure_model` taking a registry name."""
-    return ensure_model(get_model(name), cache_dir)

@@ -13,6 +13,7 @@ from sleuth.config import settings
 from sleuth.llm.base import LLMAuthError, LLMBadRequest
 from sleuth.llm.limits import RateLimits
 from sleuth.llm.models import DEFAULT_MODEL, MODELS
+from sleuth.llm.urls import usable_url
 
 
 def threads(override: int | None = None) -> int:
@@ -112,13 +113,7 @@ def _check_url(url: str, source: str) -> str:
     """A usable ``http(s)://host[:port][/path]``, or one clear sentence (``LLMBadRequest``)."""
     u = url.strip().rstrip("/")
     where = "the base_url argument / --base-url" if source == "argument" else source
-    try:
-        p = urlparse(u)
-        ok = p.scheme in ("http", "https") and bool(p.hostname)
-        _ = p.port  # raises ValueError on a non-numeric port
-    except ValueError:
-        ok = False
-    if not ok:
+    if not usable_url(u):
         raise LLMBadRequest(
             f"Invalid LLM base URL {url!r} (from {where}): expected http(s)://host[:port][/v1]; "
             "check SLEUTH_LLM_BASE_URL or --base-url."
@@ -195,9 +190,7 @@ def resolve_llm_settings(
     if provider is None:
         provider = _provider_for_url(base_url)
 
-    key = api_key
-    if key is None:
-        key = env("SLEUTH_LLM_API_KEY")
+    key = api_key if api_key is not None else env("SLEUTH_LLM_API_KEY")
     if key is None and source == "OPENAI_BASE_URL":
         key = env("OPENAI_API_KEY")
     if key is None and source == "QWEN_BASE_URL":

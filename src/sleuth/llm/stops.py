@@ -44,13 +44,12 @@ class StopCutter:
             self.done = True
             self.buf = ""
             return text
-        keep = self.hold
-        if keep <= 0 or len(self.buf) <= keep:
-            if keep <= 0:
-                out, self.buf = self.buf, ""
-                return out
-            return ""
-        out, self.buf = self.buf[:-keep], self.buf[-keep:]
+        if self.hold <= 0:
+            out, self.buf = self.buf, ""
+        elif len(self.buf) <= self.hold:
+            out = ""
+        else:
+            out, self.buf = self.buf[: -self.hold], self.buf[-self.hold :]
         return out
 
     def flush(self) -> str:

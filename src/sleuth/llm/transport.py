@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -16,26 +16,6 @@ from sleuth.llm.limits import Limiter
 __all__ = ["IO", "AsyncIO", "BlockingIO", "run_blocking"]
 
 T = TypeVar("T")
-
-
-class IO(Protocol):
-    """What one call needs from the outside world."""
-
-    def build(self, method: str, url: str, *, json: Any = None, timeout: httpx.Timeout) -> httpx.Request: ...
-
-    async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response: ...
-
-    async def lines(self, resp: httpx.Response) -> Any: ...
-
-    async def next_line(self, lines: Any) -> str | None: ...
-
-    async def read(self, resp: httpx.Response) -> None: ...
-
-    async def close(self, resp: httpx.Response) -> None: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-    async def acquire(self, limiter: Limiter, est_tokens: int) -> None: ...
 
 
 class BlockingIO:
@@ -98,6 +78,10 @@ class AsyncIO:
 
     async def acquire(self, limiter: Limiter, est_tokens: int) -> None:
         await limiter.aacquire(est_tokens)
+
+
+#: what one call needs from the outside world: the two kinds of I/O share every method
+IO = BlockingIO | AsyncIO
 
 
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:

@@ -6,7 +6,7 @@ from urllib.parse import urlparse
 
 from sleuth.llm.base import LLMUnavailable
 
-__all__ = ["api_base", "check_url"]
+__all__ = ["api_base", "check_url", "usable_url"]
 
 
 def api_base(base_url: str) -> str:
@@ -25,15 +25,19 @@ def api_base(base_url: str) -> str:
     return url
 
 
-def check_url(base_url: str) -> None:
-    """Refuse a base URL that can never work (no http(s) scheme, no host, bad port) in one sentence."""
+def usable_url(url: str) -> bool:
+    """Whether ``url`` can ever work: an http(s) scheme, a host and a well-formed port."""
     try:
-        u = urlparse((base_url or "").strip())
-        ok = u.scheme in ("http", "https") and bool(u.hostname)
+        u = urlparse((url or "").strip())
         u.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError:
-        ok = False
-    if not ok:
+        return False
+    return u.scheme in ("http", "https") and bool(u.hostname)
+
+
+def check_url(base_url: str) -> None:
+    """Refuse a base URL that can never work (no http(s) scheme, no host, bad port) in one sentence."""
+    if not usable_url(base_url):
         raise LLMUnavailable(
             f"{base_url!r} is not a usable LLM server URL (expected http(s)://host[:port][/v1]); "
             "check SLEUTH_LLM_BASE_URL or --base-url"

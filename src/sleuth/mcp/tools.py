@@ -11,7 +11,6 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -21,7 +20,7 @@ from sleuth.server.errors import ApiError
 from sleuth.server.principals import ANONYMOUS, Principal
 from sleuth.server.runtime import Busy, Runtime, owner_of
 from sleuth.server.scoping import ScopeError, check_source, default_source, effective_scope
-from sleuth.server.service import check_run, parse_filters, run_options, stream_job
+from sleuth.server.service import check_run, parse_filters, refuse, run_options, stream_job
 from sleuth.strategies.base import BadQuestion, validate_question
 from sleuth.strategies.conversation import BadHistory, parse_history
 from sleuth.strategies.result import Event, Result
@@ -85,8 +84,7 @@ class Tools:
                 check_source(principal, source)
             return effective_scope(principal, requested), source
         except ScopeError as e:
-            if self.rt.audit is not None:
-                self.rt.audit.denied(status=403, path=self.endpoint, reason=e.message, principal=principal)
+            refuse(self.rt, principal, self.endpoint, e)  # audited as on /v1
             raise ToolError(f"{e.message} (a scope may only be narrowed)") from None
 
     def _retriever(self, source: str | None) -> Any:
@@ -159,9 +157,7 @@ class Tools:
             own = {"k": k, "max_steps": max_steps} | ({"mode": mode} if mode is not None else {})
             opts = run_options(self.rt, strategy, own, options)
             self.rt.acquire()
-        except ApiError as e:
-            raise ToolError(e.message) from None
-        except Busy as e:
+        except (ApiError, Busy) as e:  # a caller mistake, or a full server
             raise ToolError(str(e)) from None
         job = self.rt.new_job(question=question, strategy=strategy, filters=scope, principal=principal,
                               source=source, model=None, options=opts, history=turns)  # fmt: skip
@@ -207,18 +203,13 @@ class Tools:
                 from sleuth.server.settings import QUICKSTART_NOTE
 
                 entry.update(quickstart=True, note=QUICKSTART_NOTE)
-            spec = dict(self.rt.settings.sources).get(name)
             try:
                 r: Any = self.rt.retriever(name)
             except Exception as e:  # a source that cannot open is listed with the reason (over HTTP: in the log)
                 r, entry["error"] = None, f"cannot open: {e}" if self.local else "cannot open (see the server log)"
                 if not self.local:
                     log.error("source %r cannot open: %s", name, e)
-            entry["kind"] = (
-                ("index" if Path(spec).is_dir() else "corpus" if Path(spec).is_file() else "remote")
-                if spec
-                else type(r).__name__
-            )
+            entry["kind"] = self.rt.source_kind(name)
             stats = getattr(r, "stats", None)
             if callable(stats):
                 try:

@@ -46,7 +46,9 @@ class CachedRetriever:
     ) -> None:
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
-        self.kv = cache if cache is not None else KVCache(_cache_path(path), table="search")
+        if cache is None:
+            cache = KVCache(Path(path) if path else default_cache_dir() / "search_cache.sqlite", table="search")
+        self.kv = cache
         self.refresh = refresh
         self.enabled = cache_enabled()
         self.hits = 0
@@ -85,7 +87,3 @@ class CachedRetriever:
     def __getattr__(self, name: str) -> Any:
         # stats(), count(), mode... of the wrapped source
         return getattr(self.inner, name)
-
-
-def _cache_path(path: str | Path | None) -> Path:
-    return Path(path) if path else default_cache_dir() / "search_cache.sqlite"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +55,7 @@ class IngestReport:
         self.skipped.append((str(path), reason))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "files_read": list(self.files_read),
-            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
-            "bad_lines": dict(self.bad_lines),
-            "docs": self.docs,
-            "duplicate_docs": self.duplicate_docs,
-        }
+        return {**asdict(self), "skipped": [{"path": p, "reason": r} for p, r in self.skipped]}
 
 
 class BadFile(Exception):

@@ -126,7 +126,7 @@ class Index:
     def reload(self) -> Index:
         """This index, or a fresh handle if a writer has published a newer generation."""
         gen = current_gen(self.root)
-        return self if gen == self.gen else Index(self.root, gen)
+        return self if gen == self.gen else Index(self.root, gen, self.embed_server)
 
     # ------------------------------------------------------------------ writing
 
@@ -212,25 +212,12 @@ class Index:
         try:
             docs = self.store.documents()
         except sqlite3.DatabaseError as e:
-            raise damaged(
-                self.root, f"{self.gen.name}/passages.sqlite: {e}", self.manifest.get("sources", [])
-            ) from None
-        out = []
-        for doc_id, n, p in docs:
-            out.append(
-                {
-                    "id": doc_id,
-                    "title": p.title,
-                    "source": p.source,
-                    "version": p.version,
-                    "region": p.region,
-                    "acl": list(p.acl),
-                    "url": p.url,
-                    "metadata": dict(p.metadata),
-                    "passages": n,
-                }
-            )
-        return out
+            raise self._damaged_store(e) from None
+        fields = ("title", "source", "version", "region", "acl", "url", "metadata")
+        return [{"id": doc_id, **{f: getattr(p, f) for f in fields}, "passages": n} for doc_id, n, p in docs]
+
+    def _damaged_store(self, e: sqlite3.DatabaseError) -> IndexError_:
+        return damaged(self.root, f"{self.gen.name}/passages.sqlite: {e}", self.manifest.get("sources", []))
 
     @property
     def has_vectors(self) -> bool:
@@ -298,9 +285,7 @@ class Index:
         try:
             got = self.store.get_many([r for r, _ in hits])
         except sqlite3.DatabaseError as e:  # a page damaged after the index was opened
-            raise damaged(
-                self.root, f"{self.gen.name}/passages.sqlite: {e}", self.manifest.get("sources", [])
-            ) from None
+            raise self._damaged_store(e) from None
         out = []
         for row, score in hits:
             p = got.get(row)

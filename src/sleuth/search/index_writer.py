@@ -7,10 +7,11 @@ write the passage store, the lexical index and (with ``dense``) the vectors into
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -108,30 +109,21 @@ def build_generation(
         from sleuth.search.dense import check_embedder
 
         embedder = check_embedder(embedder or "auto")
-    with writer_lock(root):
-        cleanup(root)
-        tmp = new_gen_dir(root)
+    settings = {
+        "format": format,
+        "max_chars": max_chars,
+        "default_acl": list(default_acl),
+        "dense": bool(dense),
+        "embedder": embedder if dense else None,
+    }
+    with _new_generation(root) as tmp:
         tmp.mkdir()
-        settings = {
-            "format": format,
-            "max_chars": max_chars,
-            "default_acl": list(default_acl),
-            "dense": bool(dense),
-            "embedder": embedder if dense else None,
-        }
-        try:
-            _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress, server=embed_server)
-        except BaseException:  # a missing reader, an interrupt: nothing half-written stays behind
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        _write(tmp, None, inputs, settings, report, max_file_mb=max_file_mb, progress=progress, server=embed_server)
         report.seconds = time.perf_counter() - t0
         if report.passages_added == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
             why = "; ".join(f"{p}: {r}" for p, r in report.ingest.skipped[:5])
             raise EmptyBuild(f"no passages found in the inputs{' (' + why + ')' if why else ''}", report)
         _finish_manifest(tmp, settings, report, inputs, created=_now())
-        publish(root, tmp)
-        cleanup(root)
     return report
 
 
@@ -149,34 +141,22 @@ def add_generation(
     An index embedded through a server needs ``embed_server`` (the same model: checked by the caller)."""
     report = BuildReport()
     t0 = time.perf_counter()
-    with writer_lock(root):
-        cleanup(root)
-        live = current_gen(root)
-        tmp = new_gen_dir(root)
+    with _new_generation(root) as tmp:
+        live, manifest, settings = _live(root)
         shutil.copytree(live, tmp)
-        manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
-        settings = {k: manifest[k] for k in ("format", "max_chars", "default_acl", "dense", "embedder")}
-        if manifest.get("embed_server"):
-            settings["embed_server"] = manifest["embed_server"]
-        try:
-            _write(
-                tmp,
-                manifest,
-                inputs,
-                {**settings, "format": format},
-                report,
-                max_file_mb=max_file_mb,
-                progress=progress,
-                server=embed_server,
-            )
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        _write(
+            tmp,
+            manifest,
+            inputs,
+            {**settings, "format": format},
+            report,
+            max_file_mb=max_file_mb,
+            progress=progress,
+            server=embed_server,
+        )
         report.seconds = time.perf_counter() - t0
         sources = [*manifest.get("sources", []), *[str(Path(i).expanduser().resolve()) for i in inputs]]
         _finish_manifest(tmp, settings, report, sources, created=manifest.get("created", _now()), previous=manifest)
-        publish(root, tmp)
-        cleanup(root)
     return report
 
 
@@ -197,9 +177,8 @@ def match_documents(store: PassageStore, sources: Sequence[str], targets: Sequen
             for doc_id, src in docs.items():
                 if not src:
                     continue
-                s = Path(src).expanduser()
-                s = s if s.is_absolute() else Path.cwd() / s
-                if s.resolve() == p or p in s.resolve().parents:
+                s = Path(src).expanduser().resolve()  # a relative source: from the working folder
+                if s == p or p in s.parents:
                     hits.append(doc_id)
             if not hits:  # a path relative to an input folder (the document's id), e.g. "sub/a.md"
                 for r in roots:
@@ -221,39 +200,54 @@ def remove_generation(root: Path, targets: Sequence[str]) -> BuildReport:
     """Publish a copy of the live generation at ``root`` without the documents ``targets`` name."""
     report = BuildReport()
     t0 = time.perf_counter()
-    with writer_lock(root):
-        cleanup(root)
-        live = current_gen(root)
-        manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
+    with _new_generation(root) as tmp:
+        live, manifest, settings = _live(root)
         live_store = PassageStore(live / "passages.sqlite", readonly=True)
         try:
             doc_ids = match_documents(live_store, manifest.get("sources", []), targets)
         finally:
             live_store.close()
-        tmp = new_gen_dir(root)
         shutil.copytree(live, tmp)
+        store = PassageStore(tmp / "passages.sqlite")
+        lex = LexicalIndex(tmp / "lexical")
+        for doc_id in doc_ids:
+            report.passages_removed += len(store.kill_doc(doc_id))
+            lex.delete_doc(doc_id)
+            report.docs_removed += 1
+        store.commit()
+        lex.commit()
+        store.close()
+        report.seconds = time.perf_counter() - t0
+        _finish_manifest(tmp, settings, report, manifest.get("sources", []), created=manifest.get("created", _now()),
+                         previous=manifest)  # fmt: skip
+    return report
+
+
+@contextlib.contextmanager
+def _new_generation(root: Path) -> Iterator[Path]:
+    """Under the writer lock: the path of a private generation folder for the block to write (``gen-….tmp``),
+    published when the block ends and removed if it raises (a missing reader, an interrupt, an empty build):
+    nothing half-written stays behind."""
+    with writer_lock(root):
+        cleanup(root)
+        tmp = new_gen_dir(root)
         try:
-            store = PassageStore(tmp / "passages.sqlite")
-            lex = LexicalIndex(tmp / "lexical")
-            for doc_id in doc_ids:
-                report.passages_removed += len(store.kill_doc(doc_id))
-                lex.delete_doc(doc_id)
-                report.docs_removed += 1
-            store.commit()
-            lex.commit()
-            store.close()
-            settings = {k: manifest[k] for k in ("format", "max_chars", "default_acl", "dense", "embedder")}
-            report.seconds = time.perf_counter() - t0
-            _finish_manifest(
-                tmp, settings, report, manifest.get("sources", []), created=manifest.get("created", _now()),
-                previous=manifest,
-            )  # fmt: skip
+            yield tmp
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         publish(root, tmp)
         cleanup(root)
-    return report
+
+
+def _live(root: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """The live generation, its manifest and the build settings it records (kept by ``add`` and ``remove``)."""
+    live = current_gen(root)
+    manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
+    settings = {k: manifest[k] for k in ("format", "max_chars", "default_acl", "dense", "embedder")}
+    if manifest.get("embed_server"):
+        settings["embed_server"] = manifest["embed_server"]
+    return live, manifest, settings
 
 
 def _progress(enabled: bool) -> Any:
@@ -384,10 +378,8 @@ def keep_private(gen: Path) -> None:
     its folder and the generation folder 0700, whatever the umask (a copy made by ``index add``
     keeps the mode).  Whoever needs to share such an index sets the modes themselves."""
     for folder in (gen.parent, gen):
-        try:
+        with contextlib.suppress(PermissionError):  # a folder of someone else's: left as its owner set it
             folder.chmod(0o700)
-        except PermissionError:  # a folder of someone else's: left as its owner set it
-            pass
 
 
 def _finish_manifest(

@@ -17,7 +17,6 @@ from sleuth.search.read_json import read_json_file
 
 FORMATS = ("auto", "flashrag", "hotpotqa", "musique", "policy", "generic", "timeqa", "strategyqa")
 JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".ndjson")
-DOC_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".docx")
 
 DEFAULT_MAX_FILE_MB = 512
 

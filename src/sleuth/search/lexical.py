@@ -30,22 +30,12 @@ def passage_tokens(p: Passage) -> list[str]:
     return tokenize(f"{p.title}\n{p.section}\n{p.text}")
 
 
-def _schema() -> tantivy.Schema:
+def _schema(head: bool = True) -> tantivy.Schema:
+    """The fields of the lexical index (``head=False``: indexes built before the ``head`` field)."""
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
-    sb.add_text_field("head", tokenizer_name="whitespace", index_option="freq")
-    sb.add_integer_field("row", stored=True, indexed=True, fast=True)
-    sb.add_text_field("doc", tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("acl", tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("eq", tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("rng", tokenizer_name="raw", index_option="basic")
-    return sb.build()
-
-
-def _schema_v1() -> tantivy.Schema:
-    """The schema of indexes built before the ``head`` field."""
-    sb = tantivy.SchemaBuilder()
-    sb.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
+    if head:
+        sb.add_text_field("head", tokenizer_name="whitespace", index_option="freq")
     sb.add_integer_field("row", stored=True, indexed=True, fast=True)
     for name in ("doc", "acl", "eq", "rng"):
         sb.add_text_field(name, tokenizer_name="raw", index_option="basic")
@@ -69,8 +59,8 @@ class LexicalIndex:
             self.path.mkdir(parents=True, exist_ok=True)
         elif not (self.path / "meta.json").exists():
             raise FileNotFoundError(f"no lexical index in {self.path}")
-        self.schema = _schema() if create or _has_head(self.path) else _schema_v1()
         self.has_head = create or _has_head(self.path)
+        self.schema = _schema(self.has_head)
         self.index = tantivy.Index(self.schema, path=str(self.path), reuse=not create)
         self._writer: tantivy.IndexWriter | None = None
         # readers load their segments now, so the handle stays valid after the
@@ -185,6 +175,3 @@ class LexicalIndex:
             rows = np.asarray(s.fast_field_values("row", [addr for _, addr in hits]), dtype=np.int64)
             mask[rows[(rows >= 0) & (rows < n_rows)]] = True
         return mask
-
-    def num_docs(self) -> int:
-        return int(self.searcher.num_docs)

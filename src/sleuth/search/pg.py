@@ -24,7 +24,9 @@ from sleuth.search.tokenize import tokenize
 
 __all__ = ["LocalPostgres", "PgRetriever"]
 
-_COLUMNS = "row, id, doc_id, title, text, source, section, version, region, url, acl, metadata"
+#: the passage fields stored as text columns, in column order
+_TEXT_FIELDS = ("id", "doc_id", "title", "text", "source", "section", "version", "region", "url")
+_COLUMNS = f"row, {', '.join(_TEXT_FIELDS)}, acl, metadata"
 
 
 def _connect(dsn: str) -> Any:
@@ -96,15 +98,7 @@ class PgRetriever:
             acl, eq, rng = passage_terms(p)
             rec = [
                 start_row + i,
-                p.id,
-                p.doc_id,
-                p.title,
-                p.text,
-                p.source,
-                p.section,
-                p.version,
-                p.region,
-                p.url,
+                *(getattr(p, f) for f in _TEXT_FIELDS),
                 acl,
                 eq,
                 rng,
@@ -116,7 +110,7 @@ class PgRetriever:
             rows.append(tuple(rec))
         if not rows:
             return 0
-        cols = "row, id, doc_id, title, text, source, section, version, region, url, acl, eq, rng, metadata, tsv"
+        cols = f"row, {', '.join(_TEXT_FIELDS)}, acl, eq, rng, metadata, tsv"
         tmpl = "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::jsonb,to_tsvector('simple', %s)"
         if vectors is not None:
             cols += ", embedding"
@@ -258,21 +252,11 @@ class PgRetriever:
             return []
         cur.execute(f"SELECT {_COLUMNS} FROM {self.table} WHERE row = ANY(%s)", ([r for r, _ in hits],))
         by_row = {}
-        for rec in cur.fetchall():
-            row, pid, doc_id, title, text, source, section, version, region, url, acl, meta = rec
-            by_row[int(row)] = Passage(
-                id=pid,
-                text=text or "",
-                doc_id=doc_id,
-                title=title or "",
-                source=source or "",
-                section=section or "",
-                version=version or "",
-                region=region or "",
-                url=url or "",
-                acl=list(acl or []),
-                metadata=meta if isinstance(meta, dict) else json.loads(meta or "{}"),
-            )
+        for row, *values in cur.fetchall():
+            d = {k: v or "" for k, v in zip((*_TEXT_FIELDS, "acl", "metadata"), values, strict=True)}
+            meta = d["metadata"]
+            d.update(acl=list(d["acl"] or []), metadata=meta if isinstance(meta, dict) else json.loads(meta or "{}"))
+            by_row[int(row)] = Passage.from_dict(d)
         out = []
         for row, score in hits:
             p = by_row.get(row)

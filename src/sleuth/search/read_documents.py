@@ -53,7 +53,7 @@ def _stem(path: Path) -> str:
 def read_document(path: Path, rel: Path, fields: dict[str, Any] | None = None) -> Iterator[Doc]:
     """The one document of a document file (``rel``: its id, relative to the input; ``fields``:
     metadata from a sidecar file, which a Markdown file's own front matter overrides)."""
-    yield apply_fields(_read(path, rel.as_posix(), fields or {}), {})
+    yield _read(path, rel.as_posix(), fields or {})
 
 
 def _read(path: Path, doc_id: str, fields: dict[str, Any]) -> Doc:

@@ -18,41 +18,22 @@ _ID_KEYS = ("id", "doc_id", "_id", "docid", "pid")
 _CORE_KEYS = {"title", "section", "version", "region", "acl", "url", "source", *_TEXT_KEYS, *_ID_KEYS}
 
 
-def _iter_records(path: Path, text: str, report: IngestReport) -> Iterator[tuple[int, Any]]:
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise BadFile(f"not valid JSON ({e.msg} at line {e.lineno})") from e
-        yield from enumerate(data, 1)
-        return
-    lines = text.splitlines()
-    first = next((ln for ln in lines if ln.strip()), "")
+def _iter_records(text: str) -> Iterator[tuple[int, Any]]:
+    """The records of a JSON document (an array, an object holding one, or one record); a JSONL file is
+    streamed by :func:`_jsonl_stream` instead."""
     try:
-        json.loads(first)
-        jsonl = True
-    except json.JSONDecodeError:
-        jsonl = False
-    if not jsonl:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise BadFile(f"not valid JSON or JSONL ({e.msg} at line {e.lineno})") from e
-        if isinstance(data, Mapping):
-            inner = next((data[k] for k in ("data", "docs", "documents", "passages", "corpus") if k in data), None)
-            if isinstance(inner, list):
-                yield from enumerate(inner, 1)
-            else:
-                yield 1, data
-        return
-    for i, ln in enumerate(lines, 1):
-        if not ln.strip():
-            continue
-        try:
-            yield i, json.loads(ln)
-        except json.JSONDecodeError:
-            report.bad_lines[str(path)] = report.bad_lines.get(str(path), 0) + 1
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        what = "JSON" if text.lstrip().startswith("[") else "JSON or JSONL"
+        raise BadFile(f"not valid {what} ({e.msg} at line {e.lineno})") from e
+    if isinstance(data, list):
+        yield from enumerate(data, 1)
+    elif isinstance(data, Mapping):
+        inner = next((data[k] for k in ("data", "docs", "documents", "passages", "corpus") if k in data), None)
+        if isinstance(inner, list):
+            yield from enumerate(inner, 1)
+        else:
+            yield 1, data
 
 
 def detect_format(rec: Any) -> str:
@@ -143,7 +124,7 @@ def read_json_file(path: Path, fmt: str, report: IngestReport, seen: dict[str, s
     A JSONL file (gzipped or not) is streamed a line at a time; a JSON document is read whole."""
     records = _jsonl_stream(path, report)
     if records is None:
-        records = _iter_records(path, decode(read_bytes(path)), report)
+        records = _iter_records(decode(read_bytes(path)))
     file_fmt = None if fmt == "auto" else fmt
     for lineno, rec in records:
         if not isinstance(rec, Mapping):

@@ -112,10 +112,6 @@ def make_reranker(spec: Any, *, llm: Any = None) -> Reranker | None:
     raise SearchError(f"{spec!r} is not a reranker (none, llm, a rerank server URL)")
 
 
-def _doc(p: Passage) -> str:
-    return f"{p.title}\n{p.text}" if p.title else p.text
-
-
 class RerankedRetriever:
     """A retriever whose top ``k`` is chosen by ``reranker`` among the source's top ``depth``."""
 
@@ -148,7 +144,7 @@ class RerankedRetriever:
             cands = [p for p in cands if filters.matches(p)]  # the source did this; never trust, check
         if len(cands) < 2:
             return cands[:k]
-        scores = self.reranker.scores(query, [_doc(p) for p in cands])
+        scores = self.reranker.scores(query, [f"{p.title}\n{p.text}" if p.title else p.text for p in cands])
         order = sorted(range(len(cands)), key=lambda i: (-scores[i], i))
         out = []
         for i in order[:k]:

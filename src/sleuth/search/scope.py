@@ -20,10 +20,6 @@ RANGE_FIELDS = ("section", "version", "region")
 _MAX_TERM = 512
 
 
-def _render(v: Any) -> str:
-    return v if isinstance(v, str) else str(v)
-
-
 _FIELDS = frozenset(Passage.__dataclass_fields__)
 _RANGE_FIELDS = frozenset(RANGE_FIELDS)
 
@@ -45,9 +41,9 @@ def passage_terms(p: Passage) -> tuple[list[str], list[str], list[str]]:
         if val is None:
             continue
         if isinstance(val, list):
-            eq.update(f"{key}={_render(x)}" for x in val)
+            eq.update(f"{key}={x}" for x in val)
         else:
-            eq.add(f"{key}={_render(val)}")
+            eq.add(f"{key}={val}")
         if val != "" and (key in _RANGE_FIELDS or key not in _FIELDS):
             rng.add(f"{key}={range_value(val)}")
     return sorted(set(p.acl)), sorted(t for t in eq if _ok(t)), sorted(t for t in rng if _ok(t))

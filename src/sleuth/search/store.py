@@ -27,15 +27,8 @@ CREATE TABLE IF NOT EXISTS docs (doc_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
 """
 
 
-_FIELDS = tuple(Passage.__dataclass_fields__)
-
-
-def _as_dict(p: Passage) -> dict[str, object]:
-    """A shallow, JSON-ready dict of a passage (``dataclasses.asdict`` is slow)."""
-    d = {f: getattr(p, f) for f in _FIELDS}
-    d.pop("score", None)
-    d.pop("found_by", None)
-    return d
+#: what is stored of a passage (its score and routes belong to a search, not to the passage)
+_STORED = tuple(f for f in Passage.__dataclass_fields__ if f not in ("score", "found_by"))
 
 
 class PassageStore:
@@ -62,7 +55,10 @@ class PassageStore:
         return 0 if r is None else int(r) + 1
 
     def put_many(self, items: Iterable[tuple[int, str, Passage]]) -> None:
-        rows = [(row, p.id, p.doc_id, h, json.dumps(_as_dict(p), ensure_ascii=False)) for row, h, p in items]
+        rows = [
+            (row, p.id, p.doc_id, h, json.dumps({f: getattr(p, f) for f in _STORED}, ensure_ascii=False))
+            for row, h, p in items
+        ]
         self.conn.executemany("INSERT INTO passages (row, id, doc_id, hash, data) VALUES (?,?,?,?,?)", rows)
 
     def set_docs(self, items: Iterable[tuple[str, str]]) -> None:
@@ -125,10 +121,7 @@ class PassageStore:
 
     def doc_sources(self) -> dict[str, str]:
         """``doc_id -> source`` (the file it was read from) of every live document."""
-        out: dict[str, str] = {}
-        for doc_id, _, p in self.documents():
-            out[doc_id] = p.source
-        return out
+        return {doc_id: p.source for doc_id, _, p in self.documents()}
 
     def count_live(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM passages WHERE alive=1").fetchone()[0])

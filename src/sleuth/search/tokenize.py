@@ -9,9 +9,8 @@ import io
 import logging
 import re
 import threading
-from collections.abc import Iterable
 
-__all__ = ["STOPWORDS_EN", "STOPWORDS_ZH", "has_cjk", "tokenize", "tokenize_many"]
+__all__ = ["STOPWORDS_EN", "STOPWORDS_ZH", "has_cjk", "tokenize"]
 
 STOPWORDS_EN = frozenset(
     """a about above after again against all am an and any are as at be because been before being below
@@ -71,8 +70,3 @@ def tokenize(text: str) -> list[str]:
         elif word not in STOPWORDS_EN:
             out.append(word)
     return out
-
-
-def tokenize_many(texts: Iterable[str]) -> list[list[str]]:
-    """:func:`tokenize` over many texts."""
-    return [tokenize(t) for t in texts]

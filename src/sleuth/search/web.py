@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from sleuth.config import settings
+from sleuth.llm.http_policy import parse_retry_after
 from sleuth.search.base import Filters, Passage, SearchError, SearchUnavailable
 
 __all__ = ["SearxngRetriever", "TavilyRetriever", "WebRetriever"]
@@ -125,12 +126,9 @@ class WebRetriever:
 
 
 def _retry_after(resp: httpx.Response, attempt: int) -> float:
-    raw = resp.headers.get("Retry-After")
-    try:
-        wait = float(raw) if raw is not None else 0.5 * 2 ** (attempt - 1)
-    except ValueError:
-        wait = 0.5 * 2 ** (attempt - 1)
-    return max(0.0, min(wait, _MAX_RETRY_WAIT))
+    """The server's ``Retry-After`` (seconds or an HTTP date), else 0.5 s doubled per attempt; at most 10 s."""
+    wait = parse_retry_after(resp.headers.get("Retry-After"), _MAX_RETRY_WAIT)
+    return wait if wait is not None else min(0.5 * 2 ** (attempt - 1), _MAX_RETRY_WAIT)
 
 
 def _score(v: Any) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -132,7 +133,7 @@ def create_app(
             "sources": [
                 {
                     "name": n,
-                    "kind": _kind(rt, n),
+                    "kind": rt.source_kind(n),
                     "default": i == 0,
                     "lang": _lang(rt, n),
                     "quickstart": n == qs,
@@ -203,13 +204,6 @@ def _mcp(app: FastAPI, rt: Runtime) -> list[Any]:
     return [mount_mcp(app, rt)]
 
 
-def _kind(rt: Runtime, name: str) -> str:
-    spec = dict(rt.settings.sources).get(name)
-    if spec:
-        return "index" if Path(spec).is_dir() else "corpus" if Path(spec).is_file() else "remote"
-    return type(rt._retrievers.get(name)).__name__
-
-
 def _lang(rt: Runtime, name: str) -> str:
     """The language of a source's documents (``en``/``zh``, from up to 200 passages; "" when it cannot
     be told, e.g. a web or remote source), so the page can greet in it.  Read once per source."""
@@ -225,10 +219,7 @@ def _lang(rt: Runtime, name: str) -> str:
         r = getattr(r, "inner", r)
         if hasattr(r, "store"):
             try:
-                for n, (_, p) in enumerate(r.store.iter_live(batch=200)):
-                    if n >= 200:
-                        break
-                    text += p.text[:200]
+                text = "".join(p.text[:200] for _, p in itertools.islice(r.store.iter_live(batch=200), 200))
             except Exception:  # a damaged store: the page just keeps its default language
                 text = ""
         langs[name] = detect_lang(text) if text else ""

@@ -6,15 +6,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 
-from sleuth.strategies.result import Event, Result
+from sleuth.strategies.result import Event
 
-from .encoding import SafeJSONResponse, dumps, guard_stream
-from .errors import ApiError, error_responses, principal_of
+from .encoding import SafeJSONResponse, dumps
+from .errors import error_responses
 from .runtime import Runtime
 from .schemas import AskRequest, AskResult
-from .service import admit, check_run, run_options, run_scope, stream_job, wait_result
+from .service import event_stream, failure, new_run, result_of, runtime_of, stream_job
 
 router = APIRouter()
 
@@ -23,14 +23,6 @@ SSE_DOC = (
     "it happens, then one `event: result` (data: the full result, as without streaming). If the server fails "
     "after the stream started, it ends with one `event: error` (data: the error body, as for a 500) instead."
 )
-
-
-def _json(obj: Any) -> str:
-    return dumps(obj)
-
-
-def runtime_of(request: Request) -> Runtime:
-    return request.app.state.runtime
 
 
 @router.post(
@@ -45,47 +37,29 @@ def runtime_of(request: Request) -> Runtime:
 )
 async def ask(body: AskRequest, request: Request) -> Any:
     rt = runtime_of(request)
-    strategy = body.strategy or rt.settings.default_strategy
-    filters, source = await run_scope(rt, request, body.filters, body.index)
-    check_run(rt, strategy=strategy, source=source, model=body.model)
     own = {"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_tokens, "lang": body.lang}
     if body.mode is not None:
         own["mode"] = body.mode
-    options = run_options(rt, strategy, own, body.options)
-    admit(rt)
-    job = rt.new_job(
-        question=body.question,
-        strategy=strategy,
-        filters=filters,
-        principal=principal_of(request),
-        source=source,
+    history = [t.model_dump() for t in body.history or []]
+    job = await new_run(
+        rt,
+        request,
+        body,
+        strategy=body.strategy or rt.settings.default_strategy,
+        own=own,
+        conversation=lambda: (body.question, history),
+        endpoint="/v1/ask",
         model=body.model,
-        options=options,
-        temperature=body.temperature,
-        seed=body.seed,
-        history=[t.model_dump() for t in body.history or []],
     )
-    job.endpoint, job.stream = "/v1/ask", body.stream
     if body.stream:
-        rt.start(job, stream=True)
-        events = guard_stream(_sse(rt, job), lambda: [_failed(job)], f"run {job.trace_id}")
-        return EventSourceResponse(events, ping=10, headers={"X-Sleuth-Trace-Id": job.trace_id})
-    result, timed_out = await wait_result(rt, job, request.receive)
-    if timed_out:
-        raise ApiError(504, result.error, "timeout", code="timeout", trace_id=job.trace_id)
+        return event_stream(rt, job, _sse(rt, job), lambda: [ServerSentEvent(data=dumps(failure(job)), event="error")])
+    result = await result_of(rt, job, request)
     return SafeJSONResponse(result.to_dict(), headers={"X-Sleuth-Trace-Id": job.trace_id})
-
-
-def _failed(job: Any) -> ServerSentEvent:
-    err = ApiError(500, "internal error; see the server log", "server_error", trace_id=job.trace_id)
-    return ServerSentEvent(data=_json(err.body()), event="error")
 
 
 async def _sse(rt: Runtime, job: Any) -> AsyncIterator[ServerSentEvent]:
     seq = 0
     async for item in stream_job(rt, job):
         seq += 1
-        if isinstance(item, Event):
-            yield ServerSentEvent(data=_json(item.to_dict()), event="step", id=str(seq))
-        elif isinstance(item, Result):
-            yield ServerSentEvent(data=_json(item.to_dict()), event="result", id=str(seq))
+        kind = "step" if isinstance(item, Event) else "result"
+        yield ServerSentEvent(data=dumps(item.to_dict()), event=kind, id=str(seq))

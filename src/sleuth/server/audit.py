@@ -77,29 +77,25 @@ class AuditLog:
 
     def run(self, *, principal: Any, scope: Filters, job: Any, result: Result) -> None:
         try:
-            record = self._run_record(principal, scope, job, result)
+            record: dict[str, Any] = {
+                "event": "run",
+                "principal": principal.name,
+                "kind": principal.kind,
+                "scope": scope.to_dict(),
+                "strategy": job.strategy,
+                "source": job.source,
+                "endpoint": job.endpoint,
+                "stream": job.stream,
+                "trace_id": job.trace_id,
+                "passage_ids": returned_ids(result),
+                "outcome": result.finish_reason,
+            }
+            if self.questions:
+                record["question"] = job.question
         except Exception as e:  # the audit must never take a run down
             log.error("could not write the audit log %s: %s", self.path, e)
             return
         self._write(record)
-
-    def _run_record(self, principal: Any, scope: Filters, job: Any, result: Result) -> dict[str, Any]:
-        record: dict[str, Any] = {
-            "event": "run",
-            "principal": principal.name,
-            "kind": principal.kind,
-            "scope": scope.to_dict(),
-            "strategy": job.strategy,
-            "source": job.source,
-            "endpoint": job.endpoint,
-            "stream": job.stream,
-            "trace_id": job.trace_id,
-            "passage_ids": returned_ids(result),
-            "outcome": result.finish_reason,
-        }
-        if self.questions:
-            record["question"] = job.question
-        return record
 
     def searched(self, *, principal: Any, scope: Filters, source: str | None, endpoint: str,
                  passage_ids: list[str]) -> None:  # fmt: skip

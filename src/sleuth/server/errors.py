@@ -133,15 +133,14 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
 OnRefuse = Callable[[int, str, str], None]
 
 
-def _send_error(status: int, message: str, code: str) -> Callable[[Send], Awaitable[None]]:
-    async def answer(send: Send) -> None:
-        body = json.dumps(ApiError(status, message, code=code).body()).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]  # fmt: skip
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-    return answer
+async def _send_error(send: Send, err: ApiError, *, close: bool = True) -> None:
+    """Answer with ``err`` from a pure ASGI middleware (``close``: the connection ends with the answer)."""
+    body = json.dumps(err.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": err.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class BodyLimit:
@@ -159,10 +158,11 @@ class BodyLimit:
         self.read_timeout_s = read_timeout_s
         self.on_refuse = on_refuse
 
-    def _refused(self, scope: Scope, status: int, reason: str) -> None:
+    async def _refuse(self, scope: Scope, send: Send, err: ApiError, reason: str) -> None:
         log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), reason)
         if self.on_refuse is not None:
-            self.on_refuse(status, str(scope.get("path", "")), reason)
+            self.on_refuse(err.status, str(scope.get("path", "")), reason)
+        await _send_error(send, err)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -173,13 +173,13 @@ class BodyLimit:
             if name == b"content-length":
                 with contextlib.suppress(ValueError):
                     declared = int(value)
-        too_large = f"the request body is larger than the server's limit of {self.max_bytes} bytes"
+        limit = f"the request body is larger than the server's limit of {self.max_bytes} bytes"
+        too_large = ApiError(413, limit, code="too_large")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.read_timeout_s
         if declared is not None and declared > self.max_bytes:
             await self._drain(receive, 0, min(deadline, loop.time() + self.DRAIN_S))
-            self._refused(scope, 413, f"declared body of {declared} bytes")
-            await _send_error(413, too_large, "too_large")(send)
+            await self._refuse(scope, send, too_large, f"declared body of {declared} bytes")
             return
         chunks: list[bytes] = []
         seen = 0
@@ -188,12 +188,9 @@ class BodyLimit:
             try:
                 msg = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - loop.time()))
             except TimeoutError:
-                self._refused(scope, 408, f"body not received within {self.read_timeout_s:g} s ({seen} bytes)")
-                await _send_error(
-                    408,
-                    f"the request body did not arrive within the server's {self.read_timeout_s:g} s read timeout",
-                    "timeout",
-                )(send)
+                message = f"the request body did not arrive within the server's {self.read_timeout_s:g} s read timeout"
+                reason = f"body not received within {self.read_timeout_s:g} s ({seen} bytes)"
+                await self._refuse(scope, send, ApiError(408, message, code="timeout"), reason)
                 return
             if msg["type"] != "http.request":  # the client left before sending its body
                 first = msg
@@ -203,8 +200,7 @@ class BodyLimit:
             if seen > self.max_bytes:
                 if msg.get("more_body"):
                     await self._drain(receive, seen, min(deadline, loop.time() + self.DRAIN_S))
-                self._refused(scope, 413, f"streamed body of more than {self.max_bytes} bytes")
-                await _send_error(413, too_large, "too_large")(send)
+                await self._refuse(scope, send, too_large, f"streamed body of more than {self.max_bytes} bytes")
                 return
             chunks.append(body)
             if not msg.get("more_body"):
@@ -274,7 +270,7 @@ class NoCredentialsInURL:
                         f"credentials must not be sent in the URL (query parameter {names[0]!r}); send them in "
                         "the 'Authorization: Bearer <key>' header, and replace a key that was sent this way"
                     )
-                    await _send_error(400, message, "credentials_in_url")(send)
+                    await _send_error(send, ApiError(400, message, code="credentials_in_url"))
                     return
         await self.app(scope, receive, send)
 
@@ -308,7 +304,5 @@ class CatchAll:
                 raise
             log.exception("unhandled error", exc_info=e)
             if not state["started"]:
-                body = json.dumps(ApiError(500, "internal error; see the server log", "server_error").body()).encode()
-                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-                await send({"type": "http.response.start", "status": 500, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
+                err = ApiError(500, "internal error; see the server log", "server_error")
+                await _send_error(send, err, close=False)

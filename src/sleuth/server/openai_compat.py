@@ -16,26 +16,22 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 
 from sleuth.strategies.base import BadQuestion, validate_question
 from sleuth.strategies.conversation import BadHistory, parse_history
 from sleuth.strategies.result import FINISHED, Event, Result
 
-from .encoding import SafeJSONResponse, dumps, guard_stream
-from .errors import ApiError, checked_param, error_responses, principal_of
+from .encoding import SafeJSONResponse, dumps
+from .errors import ApiError, checked_param, error_responses
 from .render import citation_dicts, citations_block, step_line
 from .runtime import Runtime
 from .schemas import ChatCompletion, ChatRequest, ModelCard, ModelList
-from .service import admit, check_run, run_options, run_scope, stream_job, wait_result
+from .service import event_stream, failure, new_run, result_of, runtime_of, stream_job
 
 router = APIRouter()
 PREFIX = "sleuth-"
 STARTED = int(time.time())
-
-
-def _rt(request: Request) -> Runtime:
-    return request.app.state.runtime
 
 
 #: a model name ending in it runs the strategy in the paper mode (``sleuth-self-ask-paper``)
@@ -105,7 +101,7 @@ def usage(r: Result) -> dict[str, int]:
     responses=error_responses(401),
 )
 async def list_models(request: Request) -> dict[str, Any]:
-    names = _rt(request).strategy_factories()
+    names = runtime_of(request).strategy_factories()
     return {"object": "list", "data": [_card(n) for n in names]}
 
 
@@ -114,7 +110,7 @@ async def list_models(request: Request) -> dict[str, Any]:
 )
 async def get_model(model: str, request: Request) -> dict[str, Any]:
     checked_param(model, "model")
-    if strategy_of(model) not in _rt(request).strategy_factories() or not model.startswith(PREFIX):
+    if strategy_of(model) not in runtime_of(request).strategy_factories() or not model.startswith(PREFIX):
         raise ApiError(404, f"the model {model!r} does not exist", code="model_not_found", param="model")
     return {**_card(strategy_of(model)), "id": model}  # sleuth-self-ask-paper: the same strategy, paper mode
 
@@ -136,59 +132,37 @@ def _card(name: str) -> dict[str, Any]:
     },
 )
 async def chat_completions(body: ChatRequest, request: Request) -> Any:
-    rt = _rt(request)
-    strategy = strategy_of(body.model)
-    filters, source = await run_scope(rt, request, body.filters, body.index)
-    check_run(rt, strategy=strategy, source=source, model=None, param="model")
+    rt = runtime_of(request)
     own = {"k": body.k, "max_steps": body.max_steps, "max_tokens": body.max_completion_tokens or body.max_tokens}
     mode = "paper" if body.model.endswith(PAPER) else body.mode
     if mode is not None:
         own["mode"] = mode
-    options = run_options(rt, strategy, own, body.options)
-    question, history = conversation_of(body)
-    admit(rt)
-    job = rt.new_job(
-        question=question,
-        strategy=strategy,
-        filters=filters,
-        principal=principal_of(request),
-        source=source,
-        model=None,
-        options=options,
-        temperature=body.temperature,
-        seed=body.seed,
-        history=history,
+    job = await new_run(
+        rt,
+        request,
+        body,
+        strategy=strategy_of(body.model),
+        own=own,
+        conversation=lambda: conversation_of(body),
+        endpoint="/v1/chat/completions",
+        param="model",
     )
-    job.endpoint, job.stream = "/v1/chat/completions", body.stream
     cid = "chatcmpl-" + job.trace_id
     created = int(time.time())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        rt.start(job, stream=True)
         chunks = _chunks(rt, job, cid, created, body.model, include_usage)
-        return EventSourceResponse(
-            guard_stream(chunks, lambda: _failed(job), f"run {job.trace_id}"),
-            ping=10,
-            headers={"X-Sleuth-Trace-Id": job.trace_id},
+        return event_stream(
+            rt, job, chunks, lambda: [ServerSentEvent(data=dumps(failure(job))), ServerSentEvent(data="[DONE]")]
         )
-    result, timed_out = await wait_result(rt, job, request.receive)
-    if timed_out:
-        raise ApiError(504, result.error, "timeout", code="timeout", trace_id=job.trace_id)
+    result = await result_of(rt, job, request)
     reasoning = "\n".join(line for ev in result.trace.events if (line := step_line(ev)))
+    message = {"role": "assistant", "content": answer_text(result), "reasoning_content": reasoning}
+    choice = {"index": 0, "message": message, "finish_reason": openai_finish(result.finish_reason), "logprobs": None}
     return SafeJSONResponse(
         {
-            "id": cid,
-            "object": "chat.completion",
-            "created": created,
-            "model": body.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": answer_text(result), "reasoning_content": reasoning},
-                    "finish_reason": openai_finish(result.finish_reason),
-                    "logprobs": None,
-                }
-            ],
+            **_head(cid, created, body.model, "chat.completion"),
+            "choices": [choice],
             "usage": usage(result),
             "sleuth": sleuth_extra(result),
         },
@@ -196,19 +170,18 @@ async def chat_completions(body: ChatRequest, request: Request) -> Any:
     )
 
 
+def _head(cid: str, created: int, model: str, obj: str) -> dict[str, Any]:
+    return {"id": cid, "object": obj, "created": created, "model": model}
+
+
 async def _chunks(
     rt: Runtime, job: Any, cid: str, created: int, model: str, include_usage: bool
 ) -> AsyncIterator[ServerSentEvent]:
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> ServerSentEvent:
-        c = {
-            "id": cid,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-            **extra,
-        }
-        return ServerSentEvent(data=dumps(c))
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return ServerSentEvent(
+            data=dumps({**_head(cid, created, model, "chat.completion.chunk"), "choices": [choice], **extra})
+        )
 
     yield chunk({"role": "assistant", "content": ""})
     async for item in stream_job(rt, job):
@@ -220,19 +193,6 @@ async def _chunks(
             yield chunk({"content": answer_text(item)})
             yield chunk({}, openai_finish(item.finish_reason), sleuth=sleuth_extra(item))
             if include_usage:
-                u = {
-                    "id": cid,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": model,
-                    "choices": [],
-                    "usage": usage(item),
-                }
+                u = {**_head(cid, created, model, "chat.completion.chunk"), "choices": [], "usage": usage(item)}
                 yield ServerSentEvent(data=json.dumps(u))
     yield ServerSentEvent(data="[DONE]")
-
-
-def _failed(job: Any) -> list[ServerSentEvent]:
-    """OpenAI's way to fail a started stream: a chunk holding ``error``, then ``[DONE]``."""
-    err = ApiError(500, "internal error; see the server log", "server_error", trace_id=job.trace_id)
-    return [ServerSentEvent(data=dumps(err.body())), ServerSentEvent(data="[DONE]")]

@@ -60,9 +60,7 @@ def step_line(ev: Event) -> str | None:
         "follow_up": "Follow up",
         "intermediate_answer": "Intermediate answer",
         "draft": "Draft",
-        "revision": "Revision",
         "step_back": "Step-back question",
-        "reason_in_documents": "Condensed documents",
         "note": "Note",
         "error": "Error",
     }.get(k, k.replace("_", " ").capitalize())
@@ -91,18 +89,9 @@ def citations_block(citations: list[Passage]) -> str:
     return "\n".join(lines)
 
 
+#: what a citation carries besides its number (``Citation`` in the OpenAPI spec)
+CITATION_FIELDS = ("id", "doc_id", "title", "source", "section", "version", "url", "text")
+
+
 def citation_dicts(citations: list[Passage]) -> list[dict[str, Any]]:
-    return [
-        {
-            "n": i,
-            "id": p.id,
-            "doc_id": p.doc_id,
-            "title": p.title,
-            "source": p.source,
-            "section": p.section,
-            "version": p.version,
-            "url": p.url,
-            "text": p.text,
-        }
-        for i, p in enumerate(citations, 1)
-    ]
+    return [{"n": i, **{f: getattr(p, f) for f in CITATION_FIELDS}} for i, p in enumerate(citations, 1)]

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sleuth.llm.base import LLM, LLMError
@@ -151,10 +152,7 @@ class Runtime:
         if model not in self._llms:
             from sleuth.llm import get_llm
 
-            kw: dict[str, Any] = {}
-            if self.settings.base_url:
-                kw["base_url"] = self.settings.base_url
-            self._llms[model] = get_llm(model, **kw)
+            self._llms[model] = get_llm(model, base_url=self.settings.base_url or None)
         return self._llms[model]
 
     def llm(self, model: str | None) -> LLM:
@@ -185,6 +183,13 @@ class Runtime:
             if name not in self._retrievers:
                 self._retrievers[name] = self._open_source(spec)
             return self._retrievers[name]
+
+    def source_kind(self, name: str) -> str:
+        """``index``, ``corpus`` or ``remote`` for a configured source; the class name of one the app was given."""
+        spec = dict(self.settings.sources).get(name)
+        if spec:
+            return "index" if Path(spec).is_dir() else "corpus" if Path(spec).is_file() else "remote"
+        return type(self._retrievers.get(name)).__name__
 
     def _open_source(self, spec: str) -> Retriever:
         """A configured source with the server's embedding and rerank settings (caller holds the open lock)."""

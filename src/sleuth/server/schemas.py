@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from sleuth.llm.base import Usage
+from sleuth.search.base import Passage
 from sleuth.strategies.base import BadQuestion, validate_question
 from sleuth.strategies.options import bounds
 from sleuth.text_input import BadText, check_tree
@@ -57,29 +59,6 @@ class ErrorResponse(BaseModel):
 
 
 # -- results ------------------------------------------------------------------
-class PassageOut(BaseModel):
-    id: str
-    text: str
-    doc_id: str = ""
-    title: str = ""
-    score: float = 0.0
-    source: str = Field("", description="file path, corpus name or URL")
-    section: str = ""
-    version: str = ""
-    region: str = ""
-    url: str = ""
-    acl: list[str] = []
-    metadata: dict[str, Any] = {}
-    found_by: list[str] = []
-
-
-class UsageOut(BaseModel):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    processed_prompt_tokens: int = 0
-
-
 class EventOut(BaseModel):
     kind: str = Field(
         description="start, llm, search, follow_up, intermediate_answer, draft, revision, step_back, "
@@ -98,11 +77,11 @@ class AskResult(BaseModel):
     strategy: str
     answer: str
     short_answer: str
-    citations: list[PassageOut]
+    citations: list[Passage]  # the dataclasses themselves: the schema is what the result holds
     finish_reason: str = Field(
         description="finished, step_limit, repeat_limit, llm_unavailable, search_unavailable, bad_input, error, timeout, ..."
     )
-    usage: UsageOut
+    usage: Usage
     llm_calls: int
     searches: int
     llm_seconds: float

@@ -6,19 +6,26 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from sleuth.search.base import FilterError, Filters
 from sleuth.strategies.options import OptionsError
 from sleuth.strategies.result import Event, Result
 
+from .encoding import guard_stream
 from .errors import ApiError, forbidden, principal_of
 from .principals import Principal
 from .runtime import CANCELLED, TIMEOUT, Busy, Job, Runtime
 from .scoping import ScopeError, check_source, default_source, duplicated_key, effective_scope
 
 CANONICAL_FILTER_KEYS = {"equals", "ranges", "acl"}
+
+
+def runtime_of(request: Any) -> Runtime:
+    return request.app.state.runtime
 
 
 class _Malformed(Exception):
@@ -148,15 +155,12 @@ async def run_scope(rt: Runtime, request: Any, raw: Any, source: str | None) -> 
 
 def check_run(rt: Runtime, *, strategy: str, source: str | None, model: str | None, param: str = "strategy") -> None:
     names = list(rt.strategy_factories())
-    if strategy not in names:
-        raise ApiError(
-            422 if param == "strategy" else 404,
-            f"unknown strategy {strategy!r}; choose one of: {', '.join(names)}"
-            if param == "strategy"
-            else f"the model {strategy!r} does not exist; choose one of: {', '.join('sleuth-' + n for n in names)}",
-            param=param,
-            code=None if param == "strategy" else "model_not_found",
-        )
+    if strategy not in names and param == "strategy":
+        raise ApiError(422, f"unknown strategy {strategy!r}; choose one of: {', '.join(names)}", param=param)
+    if strategy not in names:  # a chat completion's model names the strategy
+        models = ", ".join("sleuth-" + n for n in names)
+        msg = f"the model {strategy!r} does not exist; choose one of: {models}"
+        raise ApiError(404, msg, param=param, code="model_not_found")
     if source is not None and source not in rt.sources():
         have = ", ".join(rt.sources()) or "none (start the server with --index or --corpus)"
         raise ApiError(422, f"unknown source {source!r}; this server has: {have}", param="index")
@@ -182,6 +186,64 @@ def run_options(
         except OptionsError as e:
             raise ApiError(422, f"{param}: {e}", param=param) from None
     return options
+
+
+async def new_run(
+    rt: Runtime,
+    request: Any,
+    body: Any,
+    *,
+    strategy: str,
+    own: dict[str, Any],
+    conversation: Callable[[], tuple[str, list[dict[str, str]]]],
+    endpoint: str,
+    model: str | None = None,
+    param: str = "strategy",
+) -> Job:
+    """The checked, admitted run a request asks for (scope, strategy, options; ``own``: its option fields);
+    ``conversation()`` gives the question and its history once those have passed."""
+    filters, source = await run_scope(rt, request, body.filters, body.index)
+    check_run(rt, strategy=strategy, source=source, model=model, param=param)
+    options = run_options(rt, strategy, own, body.options)
+    question, history = conversation()
+    admit(rt)
+    job = rt.new_job(
+        question=question,
+        strategy=strategy,
+        filters=filters,
+        principal=principal_of(request),
+        source=source,
+        model=model,
+        options=options,
+        temperature=body.temperature,
+        seed=body.seed,
+        history=history,
+    )
+    job.endpoint, job.stream = endpoint, body.stream
+    return job
+
+
+def event_stream(
+    rt: Runtime, job: Job, events: AsyncIterator[ServerSentEvent], on_error: Callable[[], Iterable[ServerSentEvent]]
+) -> EventSourceResponse:
+    """Start ``job`` and answer with its ``events`` (ending with ``on_error()`` if making one fails)."""
+    rt.start(job, stream=True)
+    return EventSourceResponse(
+        guard_stream(events, on_error, f"run {job.trace_id}"), ping=10, headers={"X-Sleuth-Trace-Id": job.trace_id}
+    )
+
+
+async def result_of(rt: Runtime, job: Job, request: Any) -> Result:
+    """The result of a run without streaming (504 past the deadline)."""
+    result, timed_out = await wait_result(rt, job, request.receive)
+    if timed_out:
+        raise ApiError(504, result.error, "timeout", code="timeout", trace_id=job.trace_id)
+    return result
+
+
+def failure(job: Job) -> dict[str, Any]:
+    """The error body that ends a stream whose run failed after it started."""
+    return ApiError(500, "internal error; see the server log", "server_error", trace_id=job.trace_id).body()
 
 
 def admit(rt: Runtime) -> None:

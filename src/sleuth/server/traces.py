@@ -1,4 +1,4 @@
-"""Bounded stores of finished runs (in memory, or a SQLite file), each readable only by its owner.
+"""Bounded stores of finished runs (a SQLite file, or the same in memory), each readable only by its owner.
 
 The owner is (principal, canonical scope); any other reader gets nothing, as if the trace did not exist.
 Retention is per principal (``capacity`` each); anonymous runs are not stored (:meth:`Runtime.keep_trace`).
@@ -12,7 +12,6 @@ import json
 import secrets
 import sqlite3
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -22,87 +21,28 @@ from .encoding import dumps
 from .settings import ServerConfigError
 
 
-class TraceStore:
-    """Traces in memory: at most ``capacity`` per principal (its oldest evicted first, so another
-    principal's runs never evict yours), and ``max_bytes`` in all (past it, the oldest trace of the
-    principal holding the most bytes goes first)."""
-
-    def __init__(self, capacity: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
-        self.capacity = capacity
-        self.max_bytes = max_bytes
-        self._items: dict[str, tuple[tuple[str, str], dict[str, Any], int]] = {}
-        self._by: dict[str, OrderedDict[str, int]] = {}  # principal id -> its trace ids (oldest first) -> size
-        self._held: dict[str, int] = {}  # principal id -> bytes
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def put(self, trace_id: str, owner: tuple[str, str], result: dict[str, Any]) -> None:
-        size = len(json.dumps(result, ensure_ascii=False, default=str))
-        if size > self.max_bytes:
-            return  # one giant run must not evict everything else
-        who = owner[0]
-        with self._lock:
-            self._drop(trace_id)
-            self._items[trace_id] = (owner, result, size)
-            self._by.setdefault(who, OrderedDict())[trace_id] = size
-            self._held[who] = self._held.get(who, 0) + size
-            self._bytes += size
-            mine = self._by[who]
-            while len(mine) > self.capacity:
-                self._drop(next(iter(mine)))
-            while self._bytes > self.max_bytes:  # never the trace just put (it alone fits)
-                held = {p: n - (size if p == who else 0) for p, n in self._held.items() if p != who or len(mine) > 1}
-                biggest = max(held, key=lambda p: held[p])
-                self._drop(next(t for t in self._by[biggest] if t != trace_id))
-
-    def _drop(self, trace_id: str) -> None:
-        old = self._items.pop(trace_id, None)
-        if old is None:
-            return
-        who, size = old[0][0], old[2]
-        self._by[who].pop(trace_id, None)
-        self._held[who] -= size
-        self._bytes -= size
-        if not self._by[who]:
-            del self._by[who], self._held[who]
-
-    def get(self, trace_id: str, owner: tuple[str, str]) -> dict[str, Any] | None:
-        with self._lock:
-            item = self._items.get(trace_id)
-            if item is None or item[0] != owner:
-                return None
-            return item[1]
-
-    def count(self, principal_id: str) -> int:
-        with self._lock:
-            return len(self._by.get(principal_id, ()))
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
-
-    @property
-    def nbytes(self) -> int:
-        return self._bytes
-
-
 class SqliteTraceStore:
-    """The same store in a SQLite file (WAL, created 0600), so traces outlive a restart; owners are stored as a
-    salted hash, never anything derived from a key (docs/server.md).
+    """Traces in a SQLite file (WAL, created 0600), so they outlive a restart, or in memory without a ``path``
+    (:class:`TraceStore`).  At most ``capacity`` per principal (its oldest evicted first, so another principal's
+    runs never evict yours), and ``max_bytes`` in all (past it, the oldest trace of the principal holding the most
+    bytes goes first).  Owners are stored as a salted hash, never anything derived from a key (docs/server.md).
     """
 
-    def __init__(self, path: str | Path, capacity: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | Path | None, capacity: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.path = Path(path) if path is not None else None
         self.capacity = capacity
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            private_sqlite(self.path)
-            self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-            use_wal(self._db)
-            private_sqlite(self.path)
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            if self.path is None:
+                self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                private_sqlite(self.path)
+                self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+                use_wal(self._db)
+                private_sqlite(self.path)
+                self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS traces (id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
                 "seq INTEGER NOT NULL, size INTEGER NOT NULL, body TEXT NOT NULL, who TEXT NOT NULL DEFAULT '')"
@@ -189,12 +129,17 @@ class SqliteTraceStore:
             self._db.close()
 
 
+class TraceStore(SqliteTraceStore):
+    """The same store in memory (a restart empties it)."""
+
+    def __init__(self, capacity: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
+        super().__init__(None, capacity, max_bytes)
+
+
 class TraceStoreError(ServerConfigError):
     """The trace store file cannot be opened or created."""
 
 
-def open_trace_store(path: str | Path | None, capacity: int, max_bytes: int) -> TraceStore | SqliteTraceStore:
+def open_trace_store(path: str | Path | None, capacity: int, max_bytes: int) -> SqliteTraceStore:
     """In memory without a path; a SQLite file that survives restarts with one."""
-    if path is None:
-        return TraceStore(capacity, max_bytes)
     return SqliteTraceStore(path, capacity, max_bytes)
