@@ -35,6 +35,7 @@ from sleuth.cli import flags
 from sleuth.cli.common import UserError, app, checked, console, console_err, require_llm, rerank_option, source_options
 from sleuth.config import settings
 from sleuth.strategies.result import FINISHED, REPEAT_LIMIT, STEP_LIMIT, Event
+from sleuth.strategies.text import clip
 
 QUICKSTART = Path("quickstart") / "wiki_passages.jsonl"
 OK_REASONS = {FINISHED, STEP_LIMIT, REPEAT_LIMIT}
@@ -117,7 +118,7 @@ class StepPrinter:
                 f" ({u.get('cached_prompt_tokens', 0)} from prompt cache), {ev.duration_s:.1f}s{cached}[/]"
             )
             if self.verbose:
-                p("[dim]" + escape(_clip(d.get("completion", ""), 400)) + "[/]")
+                p("[dim]" + escape(clip(d.get("completion", ""), 400)) + "[/]")
         elif ev.kind == "rewrite":
             dropped = d.get("dropped_turns") or 0
             more = f" [dim]({dropped} older turns left out)[/]" if dropped else ""
@@ -125,7 +126,7 @@ class StepPrinter:
         elif ev.kind == "search":
             ids = ", ".join(x["id"] for x in d["passages"][:8])
             p(
-                f"{t} [cyan]search[/] ({escape(d['route'])}) {escape(_clip(d['query'], 120))} → {len(d['passages'])} passages [dim]{escape(ids)}[/]"
+                f"{t} [cyan]search[/] ({escape(d['route'])}) {escape(clip(d['query'], 120))} → {len(d['passages'])} passages [dim]{escape(ids)}[/]"
             )
         elif ev.kind == "follow_up":
             extra = (
@@ -139,7 +140,7 @@ class StepPrinter:
         elif ev.kind == "intermediate_answer":
             src = d.get("source", "")
             style = "green" if src == "search" else "yellow"
-            p(f"{t} [{style}]answer ({src})[/] {escape(_clip(d['answer'], 200))}")
+            p(f"{t} [{style}]answer ({src})[/] {escape(clip(d['answer'], 200))}")
         elif ev.kind == "step_back":
             fb = " [yellow](fallback)[/]" if d.get("fallback") else ""
             p(f"{t} [bold magenta]step back[/] {escape(d['question'])}{fb}")
@@ -148,14 +149,14 @@ class StepPrinter:
             p(f"{t} [cyan]repair rerank[/] context: {escape(top)}")
         elif ev.kind == "repair":
             what = d.get("message") or d.get("repeat_of") or d.get("refused") or ""
-            p(f"{t} [yellow]repair {escape(str(d.get('name', '')))}[/] {escape(_clip(str(what), 200))}")
+            p(f"{t} [yellow]repair {escape(str(d.get('name', '')))}[/] {escape(clip(what, 200))}")
         elif ev.kind == "draft" and d.get("stage") == "scaffold":  # Self-Ask, before its final reading pass
-            p(f"{t} [bold magenta]scaffold's answer[/] {escape(_clip(str(d.get('short_answer') or ''), 120))}")
+            p(f"{t} [bold magenta]scaffold's answer[/] {escape(clip(d.get('short_answer') or '', 120))}")
         elif ev.kind == "draft":
-            short = f" · its answer: {escape(_clip(str(d['short_answer']), 120))}" if d.get("short_answer") else ""
+            short = f" · its answer: {escape(clip(d['short_answer'], 120))}" if d.get("short_answer") else ""
             p(f"{t} [bold magenta]draft[/] {len(d.get('paragraphs', []))} paragraphs{short}")
             if self.verbose:
-                p("[dim]" + escape(_clip(d.get("text", ""), 600)) + "[/]")
+                p("[dim]" + escape(clip(d.get("text", ""), 600)) + "[/]")
         elif ev.kind == "revision":
             if d.get("skipped"):
                 p(f"{t} [yellow]revision {d['step']} skipped[/] ({escape(str(d.get('reason', '')))})")
@@ -164,23 +165,18 @@ class StepPrinter:
                     1 for ln in d.get("diff", "").splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")
                 )
                 p(
-                    f"{t} [magenta]revision {d['step']}[/] query {escape(_clip(d.get('query', ''), 80))!s} · {changed} lines changed"
+                    f"{t} [magenta]revision {d['step']}[/] query {escape(clip(d.get('query', ''), 80))!s} · {changed} lines changed"
                 )
         elif ev.kind == "reason_in_documents":
-            p(f"{t} [green]facts[/] {escape(_clip(d['info'], 240))}")
+            p(f"{t} [green]facts[/] {escape(clip(d['info'], 240))}")
         elif ev.kind == "note":
             if d.get("type") in ("scaffold", "reasoning") and not self.verbose:
                 return
             p(
-                f"{t} [yellow]note[/] {escape(str(d.get('type', '')))}: {escape(_clip(str(d.get('message', d.get('text', ''))), 200))}"
+                f"{t} [yellow]note[/] {escape(str(d.get('type', '')))}: {escape(clip(d.get('message', d.get('text', '')), 200))}"
             )
         elif ev.kind == "error":
             p(f"{t} [bold red]{escape(d['reason'])}[/] {escape(d['message'])}")
-
-
-def _clip(s: str, n: int) -> str:
-    s = " ".join(str(s).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def print_result(result: Any, out: Console) -> None:

@@ -19,7 +19,8 @@ from sleuth.eval.manifest import check_data, code_state, commit_label, config_fr
 from sleuth.eval.metrics import score
 from sleuth.eval.runner import build_tasks
 from sleuth.eval.store import MANIFEST, primary_score, read_manifest, read_records
-from sleuth.eval.worker import _clip, first_difference, run_task, worker_config
+from sleuth.eval.worker import first_difference, run_task, worker_config
+from sleuth.strategies.text import clip
 
 SAME, DIFFERS = "same", "differs"
 
@@ -86,7 +87,7 @@ def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any]) -> Check:
         if (rec.get("status"), rec.get("reason")) != (fresh.get("status"), fresh.get("reason")):
             diff = f"then {rec.get('status')} ({rec.get('reason')}), now {fresh.get('status')} ({fresh.get('reason')})"
             if fresh.get("error"):
-                diff += f": {_clip(fresh['error'], 160)}"
+                diff += f": {clip(fresh['error'], 160)}"
         steps = 0
     else:
         diff, steps = first_difference(then, now)

@@ -23,6 +23,7 @@ from sleuth.eval.corpus import RetrievalPlan
 from sleuth.eval.datasets import Dataset, Item
 from sleuth.eval.metrics import Prices, score
 from sleuth.strategies.registry import build_strategy
+from sleuth.strategies.text import clip
 
 SCHEMA = 1
 OK, FAILED = "ok", "failed"
@@ -220,11 +221,6 @@ def steps_of(result: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
     return steps
 
 
-def _clip(text: Any, n: int = 90) -> str:
-    t = " ".join(str(text).split())
-    return t if len(t) <= n else t[: n - 1] + "…"
-
-
 def first_difference(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | None) -> tuple[str, int]:
     """The first way ``fresh`` differs from ``then`` ("" when none) and how many steps were compared."""
     a, b = steps_of(then), steps_of(fresh)
@@ -238,16 +234,16 @@ def first_difference(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | 
             label = f"LLM call at step {n} ({x[1][0] or 'unnamed'})"
             if x[1][0] != y[1][0]:
                 return f"{label}: then step {x[1][0]!r}, now {y[1][0]!r}", n
-            return f"{label}: then {_clip(x[1][1])!r}, now {_clip(y[1][1])!r}", n
+            return f"{label}: then {clip(x[1][1], 90)!r}, now {clip(y[1][1], 90)!r}", n
         if x[1][0] != y[1][0]:
-            return f"search at step {n}: then {_clip(x[1][0])!r}, now {_clip(y[1][0])!r}", n
-        return f"search at step {n} ({_clip(x[1][0], 60)!r}): other passages {x[1][1]} then, {y[1][1]} now", n
+            return f"search at step {n}: then {clip(x[1][0], 90)!r}, now {clip(y[1][0], 90)!r}", n
+        return f"search at step {n} ({clip(x[1][0], 60)!r}): other passages {x[1][1]} then, {y[1][1]} now", n
     if len(a) != len(b):
         return f"then {len(a)} steps, now {len(b)}", min(len(a), len(b))
     ta, tb = then or {}, fresh or {}
     for key in ("answer", "short_answer", "finish_reason"):
         if ta.get(key) != tb.get(key):
-            return f"{key}: then {_clip(ta.get(key))!r}, now {_clip(tb.get(key))!r}", len(a)
+            return f"{key}: then {clip(ta.get(key), 90)!r}, now {clip(tb.get(key), 90)!r}", len(a)
     return "", len(a)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from sleuth.search.base import Passage
 from sleuth.strategies.result import Event
+from sleuth.strategies.text import clip
 
 _TEXT_KEYS = ("question", "info", "message", "answer", "text", "query", "draft", "revised", "condensed", "note")
 
@@ -19,28 +20,23 @@ def _first_text(data: dict[str, Any]) -> str:
     return ""
 
 
-def _clip(s: str, n: int = 300) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
 def step_line(ev: Event) -> str | None:
     """A short human line for one step, or None for steps a chat reader does not need."""
     d = ev.data
     k = ev.kind
     if k == "start":
-        return f"Strategy {d.get('strategy', '')}: {_clip(str(d.get('question', '')), 120)}"
+        return f"Strategy {d.get('strategy', '')}: {clip(d.get('question', ''), 120)}"
     if k == "rewrite":
         dropped = int(d.get("dropped_turns") or 0)
         note = f" ({dropped} older turn{'s' if dropped != 1 else ''} left out)" if dropped else ""
-        return f"Follow-up read as: {_clip(str(d.get('question', '')), 200)}{note}"
+        return f"Follow-up read as: {clip(d.get('question', ''), 200)}{note}"
     if k == "llm":
         return None  # the raw completion is in the trace; the structured steps say what it meant
     if k == "search":
         hits = d.get("passages") or []
-        titles = ", ".join(_clip(str(p.get("title") or p.get("id", "")), 60) for p in hits[:3])
+        titles = ", ".join(clip(p.get("title") or p.get("id", ""), 60) for p in hits[:3])
         more = f" (+{len(hits) - 3})" if len(hits) > 3 else ""
-        return f"Search: {_clip(str(d.get('query', '')), 160)} -> {len(hits)} passages" + (
+        return f"Search: {clip(d.get('query', ''), 160)} -> {len(hits)} passages" + (
             f": {titles}{more}" if titles else ""
         )
     if k == "answer":
@@ -48,14 +44,14 @@ def step_line(ev: Event) -> str | None:
     if k == "revision":
         head = f"Revision {d.get('step', '')}".strip()
         if d.get("skipped"):
-            return f"{head}: skipped ({_clip(str(d.get('reason', '')), 120)})"
-        return f"{head}: searched {_clip(str(d.get('query', '')), 120)!r}, " + (
+            return f"{head}: skipped ({clip(d.get('reason', ''), 120)})"
+        return f"{head}: searched {clip(d.get('query', ''), 120)!r}, " + (
             "draft changed" if d.get("changed", True) else "draft unchanged"
         )
     if k == "repair":
-        return f"Repair {d.get('name', '')}" + (f": {_clip(text)}" if (text := _first_text(d)) else "")
+        return f"Repair {d.get('name', '')}" + (f": {clip(text, 300)}" if (text := _first_text(d)) else "")
     if k == "reason_in_documents":
-        return f"Condensed documents for {_clip(str(d.get('query', '')), 120)!r}: {_clip(str(d.get('info', '')))}"
+        return f"Condensed documents for {clip(d.get('query', ''), 120)!r}: {clip(d.get('info', ''), 300)}"
     label = {
         "follow_up": "Follow up",
         "intermediate_answer": "Intermediate answer",
@@ -65,7 +61,7 @@ def step_line(ev: Event) -> str | None:
         "error": "Error",
     }.get(k, k.replace("_", " ").capitalize())
     text = _first_text(d) or ", ".join(f"{a}={b}" for a, b in d.items() if isinstance(b, (str, int, float)))
-    return f"{label}: {_clip(text)}"
+    return f"{label}: {clip(text, 300)}"
 
 
 def provenance(p: Passage | dict[str, Any]) -> str:

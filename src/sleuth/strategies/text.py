@@ -159,6 +159,12 @@ def clean_short(text: str, max_chars: int = 200) -> str:
     return t
 
 
+def clip(text: object, n: int) -> str:
+    """``text`` on one line (runs of whitespace as one space), cut to ``n`` characters with "…"."""
+    t = " ".join(str(text).split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
 def tail(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else "… " + text[-max_chars:].lstrip()
 
