@@ -398,3 +398,18 @@ def test_docs_list_every_option_with_its_type_and_default() -> None:
     for row in [*StrategyOptions.describe(), *rows]:
         line = f"| `{row['name']}` | {row['type']} | {row['default']} |"
         assert line in text, line
+
+
+def test_an_option_a_plugin_bounds_on_one_side_only_is_checked_on_that_side() -> None:
+    """Sleuth's own numeric options declare both bounds; a strategy written outside Sleuth may declare one."""
+    from dataclasses import dataclass
+
+    from sleuth.strategies.options import OptionsError, StrategyOptions, option
+
+    @dataclass(frozen=True)
+    class Plugin(StrategyOptions):
+        delay: float = option(0.0, "seconds to sleep before answering", minimum=0.0)
+
+    assert Plugin.parse({"delay": 1e6}).delay == 1e6
+    with pytest.raises(OptionsError, match="delay must be a number of at least 0, not -1"):
+        Plugin.parse({"delay": -1})

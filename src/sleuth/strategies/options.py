@@ -241,9 +241,9 @@ def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         number = isinstance(value, int | float) and not isinstance(value, bool)
         fits = number and (isinstance(value, int) or math.isfinite(value)) and (kind is float or whole)
-        if not (fits and lo <= value <= hi):  # every number has both bounds (MAX_K, ...)
+        if not (fits and (lo is None or value >= lo) and (hi is None or value <= hi)):
             what = "a whole number" if kind is int else "a number"
-            raise OptionsError(f"{name} must be {what} from {lo:g} to {hi:g}, not {_shown(value)}")
+            raise OptionsError(f"{name} must be {what}{_span(lo, hi)}, not {_shown(value)}")
         return kind(value)
     if kind is bool:
         if not isinstance(value, bool):
@@ -254,6 +254,13 @@ def _checked(name: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
         allowed = f"{', '.join(choices[:-1])} or {choices[-1]}" if choices else "text"
         raise OptionsError(f"{name} must be {allowed}, not {value!r}")
     return value
+
+
+def _span(lo: float | None, hi: float | None) -> str:
+    """Sleuth's own options declare both bounds; a strategy written outside Sleuth may declare one."""
+    if lo is not None and hi is not None:
+        return f" from {lo:g} to {hi:g}"
+    return f" of at least {lo:g}" if lo is not None else f" of at most {hi:g}" if hi is not None else ""
 
 
 def _shown(value: Any) -> str:
