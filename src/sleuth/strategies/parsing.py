@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from sleuth.lang import ABSTAIN
-from sleuth.strategies.text import cap, cited_numbers, clean_short, content_tokens, strip_citations
+from sleuth.strategies.text import cap, cited_numbers, clean_short, content_tokens
 
 # -- chain-of-thought answers ---------------------------------------------------
 
@@ -188,12 +188,6 @@ class StepBackAnswer:
     answer: str
     short: str | None
     abstained: bool
-
-
-def says_nothing(parsed: StepBackAnswer) -> bool:
-    """Whether every field of the form is empty, "无" or only citation marks ("一般规定：无 / 专门条款：[1]")."""
-    values = [strip_citations(v).strip(" \t\n。.：:") for v in parsed.fields.values()]
-    return not any(v and not NO_FIELD.match(v) for v in values)
 
 
 def parse_step_back_answer(text: str, template: str = "", question: str = "") -> StepBackAnswer:

@@ -18,17 +18,15 @@ and the finishing ones of every strategy.  The option ``documents`` sets the for
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from sleuth.lang import CANNOT
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
-from sleuth.strategies.parsing import parse_step_back, parse_step_back_answer, says_nothing
+from sleuth.strategies.parsing import parse_step_back, parse_step_back_answer
 from sleuth.strategies.prompts import load
 from sleuth.strategies.repairs import fired
 from sleuth.strategies.repairs.clauses import GENERAL, RULES, document_form
-from sleuth.strategies.repairs.step_back import answerable, merge_routes, rerank, reread, verdict
+from sleuth.strategies.repairs.step_back import answerable, merge_routes, rerank, reread, settled_stands, verdict
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
 
@@ -92,12 +90,9 @@ class StepBack(Strategy):
         prompt = self.prompt(st, template, question=question, step_back=abstract, documents=docs)
         ac = self.ask(st, prompt, step="answer", max_tokens=self.max_tokens)
         parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template, question)
-        answer = parsed.answer
-        if settled and says_nothing(parsed):  # repair: the form said nothing, the answerability reply stands
-            fired(st, "verdict", form=answer[:300], used=settled[:300])
-            parsed = replace(parsed, short=clean_short(settled), abstained=False)
-            answer = settled
-        st.result.answer = answer.strip()
+        if settled:  # repair: when the form says nothing, the answerability reply stands
+            parsed = settled_stands(st, parsed, settled)
+        st.result.answer = (answer := parsed.answer).strip()
         reread_on = parsed.abstained and context and form != RULES and self.opts.abstention_reread
         if reread_on and reread(self, st, question, context, answer):  # repair: read again, RAG's way
             return

@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from sleuth.lang import ABSTAIN, NOTHING, polarity
+from sleuth.lang import ABSTAIN, NOTHING, polarity, unquoted
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
+from sleuth.strategies.parsing import NO_FIELD, StepBackAnswer
 from sleuth.strategies.repairs import fired
 from sleuth.strategies.repairs.clauses import NUM, Clause, deciding, grams, rank_clauses, referred, split_clauses
 from sleuth.strategies.repairs.reading import read_passages
-from sleuth.strategies.text import cited_numbers, content_tokens, strip_citations
+from sleuth.strategies.text import cited_numbers, clean_short, content_tokens, strip_citations
 
 if TYPE_CHECKING:
     from sleuth.strategies.options import StepBackOptions
@@ -167,7 +168,7 @@ def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bo
     """Whether the reply's ``conclusion`` settles the question from the ``shown`` clauses, and why not: ``said``,
     ``invented`` (a number the clauses and question lack), ``restated`` or ``unsupported`` (less than half of its new
     character bigrams and numbers are in the clauses); docs/strategies.md has the tuning figures."""
-    said = re.sub(r"^[\s*_\"'“”「」【】]+", "", conclusion or "")
+    said = unquoted(conclusion)
     if not said or _UNSETTLED.match(said):
         return False, "said"
     said = _REF.sub(" ", said)
@@ -210,6 +211,21 @@ def answerable(strategy: Strategy, st: RunState, question: str, context: list[Pa
     st.result.citations = []
     fired(st, "verdict", settled=False)  # the accessible clauses do not settle it
     return None
+
+
+def _says_nothing(parsed: StepBackAnswer) -> bool:
+    """Whether every field of the form is empty, "无" or only citation marks ("一般规定：无 / 专门条款：[1]")."""
+    values = [strip_citations(v).strip(" \t\n。.：:") for v in parsed.fields.values()]
+    return not any(v and not NO_FIELD.match(v) for v in values)
+
+
+def settled_stands(st: RunState, parsed: StepBackAnswer, settled: str) -> StepBackAnswer:
+    """Repair ``verdict`` over a question the clauses settle: a form that says nothing (:func:`_says_nothing`) gives
+    way to the answerability reply's conclusion (``settled``)."""
+    if not _says_nothing(parsed):
+        return parsed
+    fired(st, "verdict", form=parsed.answer[:300], used=settled[:300])
+    return replace(parsed, answer=settled, short=clean_short(settled), abstained=False)
 
 
 def reread(strategy: Strategy, st: RunState, question: str, context: list[Passage], written: str) -> bool:
