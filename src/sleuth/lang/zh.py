@@ -10,6 +10,9 @@ ABSTAIN = (
 CANNOT = r"无法回答|不能回答"
 #: a reply that opens by saying it has nothing
 NOTHING = r"未知|文档中没有|没有找到|未找到|没有有用的信息|无有用信息|没有相关|无法回答|不知道"
+#: the answer line the formats ask for ("所以答案是：", "所以最终答案是：") and its bare label
+ANSWER_IS = "所以(?:最终)?答案是"
+FINAL_ANSWER = "最终答案"
 YES_WORDS = frozenset({"是", "是的", "对", "可以", "能"})
 NO_WORDS = frozenset({"否", "不", "不是", "不能", "不可以"})
 #: a whole answer that is a yes or a no

@@ -10,15 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sleuth.lang import ABSTAIN
+from sleuth.lang import ABSTAIN, en, zh
 from sleuth.strategies.text import cap, cited_numbers, clean_short, content_tokens
 
 # -- chain-of-thought answers ---------------------------------------------------
 
 _SO_ANSWER = re.compile(
-    r"(?:so\s+the\s+(?:final\s+)?answer\s+is|the\s+(?:final\s+)?answer\s+is"
-    r"|所以答案是|所以最终答案是|最终答案是|答案是)(?!\**\s*-(?:\s|$))\**\s*[:：]?\s*\**"
-    r"|(?:final\s+answer|short\s+answer|简短答案|最终答案)\**\s*[:：]\s*\**",
+    rf"(?:{en.ANSWER_IS}|the\s+(?:final\s+)?answer\s+is|{zh.ANSWER_IS}|{zh.FINAL_ANSWER}是|答案是)(?!\**\s*-(?:\s|$))"
+    rf"\**\s*[:：]?\s*\**|(?:{en.FINAL_ANSWER}|short\s+answer|简短答案|{zh.FINAL_ANSWER})\**\s*[:：]\s*\**",
     re.I,
 )
 
