@@ -97,7 +97,7 @@ def rank_clauses(question: str, clauses: Sequence[Clause], k: int, also: str = "
     def ranking(text: str) -> list[int]:
         q = grams(text)
         df = {g: sum(1 for cg in of_clause if g in cg) for g in q}
-        weight = [sum(math.log(1 + n / df[g]) for g in q if df[g] and g in of_clause[i]) for i in range(n)]
+        weight = [math.fsum(math.log(1 + n / df[g]) for g in q if df[g] and g in of_clause[i]) for i in range(n)]
         return sorted(range(n), key=lambda i: -weight[i])
 
     score = [0.0] * n
