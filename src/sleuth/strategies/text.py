@@ -129,7 +129,7 @@ def normalize_query(q: str) -> str:
 #: a citation mark: ``[1]``, ``[2, 3]``, ``【1】``
 CITE_MARK = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
 ANSWER_PREFIX = re.compile(
-    r"^\s*(?:(?:short\s+|final\s+)?answer|so\s+the\s+(?:final\s+)?answer\s+is|the\s+answer\s+is|a|答案|简短答案|最终答案)\s*[:：]\s*",
+    rf"^\s*(?:(?:short\s+|final\s+)?answer|{en.ANSWER_IS}|the\s+answer\s+is|a|答案|简短答案|{zh.FINAL_ANSWER})\s*[:：]\s*",
     re.I,
 )
 

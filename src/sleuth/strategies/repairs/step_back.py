@@ -45,16 +45,12 @@ def merge_routes(routes: dict[str, list[Passage]]) -> list[Passage]:
     return list(merged.values())
 
 
-def _passage_tokens(p: Passage) -> set[str]:
-    return content_tokens(f"{p.title} {p.section} {p.text}")
-
-
 def rrf_rerank(
     pool: list[Passage], routes: dict[str, list[Passage]], questions: list[str], rrf_k: int = 60
 ) -> list[tuple[Passage, float]]:
     """Reciprocal-rank fusion of the route rankings and per-question overlap rankings."""
     rankings: list[list[tuple[str, str]]] = [[p.key for p in ps] for ps in routes.values()]
-    pool_tokens = [_passage_tokens(p) for p in pool]  # once per passage, not once per question
+    pool_tokens = [content_tokens(f"{p.title} {p.section} {p.text}") for p in pool]  # once each, not per question
     for q in questions:
         qt = content_tokens(q)
         overlaps = [len(qt & pt) / len(qt) if qt else 0.0 for pt in pool_tokens]
