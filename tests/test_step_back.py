@@ -20,8 +20,9 @@ from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage
 from sleuth.strategies import get_strategy
+from sleuth.strategies.parsing import parse_step_back_answer
 from sleuth.strategies.prompts import load
-from sleuth.strategies.step_back_form import document_form, parse_step_back_answer, rule_like
+from sleuth.strategies.repairs.clauses import document_form, rule_like
 
 # written on HotpotQA-train 5ab6bdd255429953192ad36e ("In what country are both Ugni and Stenomesson native
 # plants?"), as a yes/no question of the kind the recorded runs answered in the old rule-and-clause format: both
@@ -518,7 +519,7 @@ def test_switching_the_verdict_or_the_rule_form_off_removes_exactly_its_step(dat
 
 def test_a_clause_that_refers_to_the_general_rule_is_quoted_with_it(data_dir: Path, tmp_path: Path) -> None:
     """第十六条 says "按第二条一般规定执行": the answer quotes 第二条 (its 30 days) after it."""
-    from sleuth.strategies.step_back_verdict import referred, split_clauses
+    from sleuth.strategies.repairs.clauses import referred, split_clauses
 
     corpus = [
         json.loads(ln) for ln in (data_dir / "policy_zh" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
@@ -616,7 +617,8 @@ def test_a_question_the_clauses_settle_is_answered_by_the_rule_form(data_dir: Pa
 
 
 def test_settles_reads_numbers_and_the_questions_own_words() -> None:
-    from sleuth.strategies.step_back_verdict import parse_verdict, settles, split_clauses
+    from sleuth.strategies.repairs.clauses import split_clauses
+    from sleuth.strategies.repairs.step_back import parse_verdict, settles
 
     shown = split_clauses(
         [
@@ -644,7 +646,7 @@ def test_settles_reads_numbers_and_the_questions_own_words() -> None:
 
 def test_a_basis_in_arabic_numerals_names_its_clause() -> None:
     """The model often writes "依据：第8条" for 第八条 (tuning q8): the answer must quote 第八条, not the first listed."""
-    from sleuth.strategies.step_back_verdict import clause_number, deciding, split_clauses
+    from sleuth.strategies.repairs.clauses import clause_number, deciding, split_clauses
 
     assert [clause_number(x) for x in ("第十五条", "第15条", "第二十一条", "第十条", "第一百零二条", "Article 7")] == [
         15,
@@ -667,7 +669,7 @@ def test_a_basis_in_arabic_numerals_names_its_clause() -> None:
 
 def test_a_named_general_rule_gives_way_to_the_shown_clause_that_overrides_it() -> None:
     """The model names 第二条 (tuning exp-t2); 第十六条, shown too, says it does not apply to December: 第十六条 decides."""
-    from sleuth.strategies.step_back_verdict import deciding, referred, split_clauses
+    from sleuth.strategies.repairs.clauses import deciding, referred, split_clauses
 
     title = "费用报销管理办法（2025版）"
     shown = split_clauses(
@@ -714,7 +716,7 @@ def test_a_form_that_says_nothing_gives_way_to_the_settled_answerability_reply(t
 def test_the_verdict_ranks_clauses_by_the_question_and_the_step_back_question() -> None:
     """A question that shares no word with its deciding clause ("住一晚650元" / "住宿标准") reaches it
     through the step-back question ("住宿费用报销的一般规定"), fused by reciprocal rank."""
-    from sleuth.strategies.step_back_verdict import rank_clauses, split_clauses
+    from sleuth.strategies.repairs.clauses import rank_clauses, split_clauses
 
     text = (
         "第八条 员工出差乘坐火车可选择二等座，副总监及以上可选择一等座。第九条 住宿标准：一线城市每人每晚不超过600元。"
@@ -726,3 +728,34 @@ def test_the_verdict_ranks_clauses_by_the_question_and_the_step_back_question() 
     both = [c.number for c in rank_clauses(q, clauses, 2, also="出差住宿费用报销的一般规定和例外是什么？")]
     assert "第九条" not in alone and "第九条" in both
     assert [c.number for c in rank_clauses(q, clauses, 4)] == [c.number for c in rank_clauses(q, clauses, 4, also="")]
+
+
+_RANK_IN_A_PROCESS = """
+import json, sys
+from sleuth.search.base import Passage
+from sleuth.strategies.repairs.clauses import rank_clauses, split_clauses
+docs = {d["id"]: d for d in map(json.loads, open(sys.argv[1], encoding="utf-8"))}
+ps = [Passage(id=f"{i}#0", doc_id=i, title=docs[i]["title"], text=docs[i]["text"]) for i in sys.argv[2:]]
+q, also = "在境外办公，可以直接连酒店的公共Wi-Fi访问公司内部系统吗？", "在境外办公，是否可以直接连酒店的公共Wi-Fi访问公司内部系统？"
+print([c.name for c in rank_clauses(q, split_clauses(ps), 3, also=also)])
+"""
+
+
+def test_the_clause_ranking_does_not_depend_on_the_hash_seed() -> None:
+    """policy_zh tuning sec-t6: the third clause shown to the verdict was 第三条 or 第四条 of the purchase rules
+    depending on PYTHONHASHSEED (8 gave the other), since the weights summed a set's floats in its hash order."""
+    import os
+    import subprocess
+    import sys
+
+    corpus = Path(__file__).resolve().parents[1] / "benchmarks/data/policy_zh/corpus.jsonl"
+    ids = ["sec-ovs-2025-01", "pur-ovs-2025-01", "lv-ovs-2025-01", "trv-ovs-2025-01", "exp-ovs-2025-01"]
+    seen = set()
+    for seed in ("0", "8"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run(
+            [sys.executable, "-c", _RANK_IN_A_PROCESS, str(corpus), *ids], env=env, capture_output=True
+        )
+        assert run.returncode == 0, run.stderr.decode()
+        seen.add(run.stdout.decode().strip())
+    assert len(seen) == 1, seen

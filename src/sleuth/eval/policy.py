@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sleuth.lang import NO_START, YES_START
+from sleuth.lang import NO_START, YES_START, en, zh
 from sleuth.lang import abstains as lang_abstains
 from sleuth.search.base import Filters, Passage
 
@@ -36,8 +36,8 @@ YES, NO = "是", "否"
 _NO_INSIDE = re.compile(r"不是|不需要|不必|无需|无须|不用|不适用|不按|不能|不可以")
 #: what a reply's conclusion is labelled with (Step-back's form, RAG's last line, answers' labels)
 _CONCLUSION_LABEL = re.compile(
-    r"(?:^|\n)[ \t>*#-]*\**(?:结论|最终结论|答案|回答|所以答案是|所以最终答案是|简短答案|简答|conclusion|answer|"
-    r"so the (?:final )?answer is)\**[ \t]*[:：]\**[ \t]*",
+    rf"(?:^|\n)[ \t>*#-]*\**(?:结论|最终结论|答案|回答|{zh.ANSWER_IS}|简短答案|简答|conclusion|answer|{en.ANSWER_IS})"
+    r"\**[ \t]*[:：]\**[ \t]*",
     re.I,
 )
 #: a reply that starts with a field label ("一般规定：", "Background:"): its start is no conclusion

@@ -47,9 +47,14 @@ def abstains(text: str) -> bool:
     return bool(ABSTAIN.search(text or ""))
 
 
+def unquoted(text: str) -> str:
+    """``text`` without its leading space, quotes and markup ("**“是”" -> "是”")."""
+    return re.sub(r"^[\s*_\"'“”「」【】]+", "", text or "")
+
+
 def polarity(text: str) -> bool | None:
     """True (yes), False (no) or None from how ``text`` starts (after quotes and markup)."""
-    s = re.sub(r"^[\s*_\"'“”「」【】]+", "", text or "")
+    s = unquoted(text)
     if NO_START.match(s):
         return False
     if YES_START.match(s):

@@ -21,6 +21,9 @@ NOTHING = (
     r"|no\s+(?:helpful\s+|useful\s+|relevant\s+)?(?:information|answer|documents?|facts?)"
     r"|nothing\s+(?:(?:was|is)\s+)?found|i\s+(?:do\s+not|don't)\s+know"
 )
+#: the answer line the formats ask for ("So the answer is:", "So the final answer is:") and its bare label
+ANSWER_IS = r"so\s+the\s+(?:final\s+)?answer\s+is"
+FINAL_ANSWER = r"final\s+answer"
 #: the words that decide a yes/no answer (metrics read the first of them)
 YES_WORDS = frozenset({"yes", "true", "correct"})
 NO_WORDS = frozenset({"no", "false", "incorrect", "not"})

@@ -10,6 +10,9 @@ ABSTAIN = (
 CANNOT = r"无法回答|不能回答"
 #: a reply that opens by saying it has nothing
 NOTHING = r"未知|文档中没有|没有找到|未找到|没有有用的信息|无有用信息|没有相关|无法回答|不知道"
+#: the answer line the formats ask for ("所以答案是：", "所以最终答案是：") and its bare label
+ANSWER_IS = "所以(?:最终)?答案是"
+FINAL_ANSWER = "最终答案"
 YES_WORDS = frozenset({"是", "是的", "对", "可以", "能"})
 NO_WORDS = frozenset({"否", "不", "不是", "不能", "不可以"})
 #: a whole answer that is a yes or a no
@@ -32,6 +35,21 @@ OR = "还是"
 
 #: characters that carry no content (overlap, grounding and repeat checks leave them out)
 STOPWORDS = frozenset("的了吗呢是在和与及或对于把被从到吧啊么什谁哪怎个")
-#: the digits and units of Chinese numerals (十五 -> 15)
+#: the digits and units of Chinese numerals (十五 -> 15), and the characters of both
 DIGITS = {ch: i for i, ch in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
 UNITS = {"十": 10, "百": 100, "千": 1000}
+NUMERAL_CHARS = "".join(DIGITS) + "".join(UNITS)
+
+
+def numeral(text: str) -> str:
+    """A Chinese numeral in digits (digits allowed): 十五 -> 15, 一百零二 -> 102, 一千零十 -> 1010; without a unit the
+    digits as written (一九一六 -> 1916, 〇八 -> 08)."""
+    if not any(ch in UNITS for ch in text):
+        return "".join(str(DIGITS.get(ch, ch)) for ch in text)
+    total, digit = 0, 0
+    for ch in text:
+        if ch in UNITS:
+            total, digit = total + (digit or 1) * UNITS[ch], 0
+        else:
+            digit = DIGITS[ch] if ch in DIGITS else int(ch)
+    return str(total + digit)

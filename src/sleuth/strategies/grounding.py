@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sleuth.lang import YES_NO_ANSWER, abstains
+from sleuth.lang import YES_NO_ANSWER, abstains, en, zh
 from sleuth.search.base import Passage
 from sleuth.strategies.text import CITE_MARK, content_tokens
 
@@ -83,9 +83,9 @@ def _words(p: Passage) -> set[str]:
 #: the answer formats' own words ("So the answer is:", "According to document [2]", Step-back's
 #: labels): never evidence, so never what a passage must contain
 _SCAFFOLD = re.compile(
-    r"\b(?:so\s+the\s+(?:final\s+)?answer\s+is|the\s+answer\s+is|answer|according\s+to|documents?|general\s+rule"
+    rf"\b(?:{en.ANSWER_IS}|the\s+answer\s+is|answer|according\s+to|documents?|general\s+rule"
     r"|specific\s+clause|principle|evidence|therefore|based\s+on)\b"
-    r"|所以最终答案是|所以答案是|最终答案|答案|根据文档|文档|一般规定|具体条款|原则|证据|因此",
+    rf"|{zh.ANSWER_IS}|{zh.FINAL_ANSWER}|答案|根据文档|文档|一般规定|具体条款|原则|证据|因此",
     re.I,
 )
 

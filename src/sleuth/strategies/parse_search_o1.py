@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sleuth.lang import en, zh
 from sleuth.strategies.text import cap, clean_short
 
 BEGIN_QUERY = "<|begin_search_query|>"
@@ -19,7 +20,8 @@ _ANY_RESULT = re.compile(r"<\s*\|?\s*(?:begin|end)_search_result\s*\|?\s*>", re.
 #: an answer without ``\boxed`` ("Final answer: X", "答案：X"); ``[ \t]``, not ``\s*``, at a line start: ``\s*``
 #: there is quadratic on blank lines
 _ANSWER_LINE = re.compile(
-    r"(?:final\s+answer|最终答案)\s*(?:is|是|为)?\s*[:：]\s*|^[ \t]*\**(?:answer|答案)\**\s*[:：]\s*", re.I | re.M
+    rf"(?:{en.FINAL_ANSWER}|{zh.FINAL_ANSWER})\s*(?:is|是|为)?\s*[:：]\s*|^[ \t]*\**(?:answer|答案)\**\s*[:：]\s*",
+    re.I | re.M,
 )
 
 

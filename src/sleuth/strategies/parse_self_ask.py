@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sleuth.lang import en, zh
 from sleuth.strategies.text import cap, clean_short
 
 #: the scaffold's own words, per prompt language (the parser accepts both and their variants)
@@ -35,9 +36,9 @@ _INTERMEDIATE = re.compile(
 )
 _INTERMEDIATE_INLINE = re.compile(r"(?:intermediate[\s_-]*answer|中间答案|中间回答)\s*[:：]?", re.I)
 _FINAL = re.compile(
-    rf"{_BULLET}(?:so\s+)?(?:the\s+)?final\s+answer(?:\s+is)?\**{_OPT_COLON}(?P<a>.*)$"
+    rf"{_BULLET}(?:so\s+)?(?:the\s+)?{en.FINAL_ANSWER}(?:\s+is)?\**{_OPT_COLON}(?P<a>.*)$"
     rf"|{_BULLET}(?:so\s+the\s+answer\s+is|the\s+answer\s+is|therefore,?\s+the\s+answer\s+is)\**{_OPT_COLON}(?P<b>.*)$"
-    rf"|{_BULLET}(?:所以|因此)?(?:最终答案|最后答案|最终的答案)(?:是|为)?\**\s*[:：]?\s*(?P<c>.*)$",
+    rf"|{_BULLET}(?:所以|因此)?(?:{zh.FINAL_ANSWER}|最后答案|最终的答案)(?:是|为)?\**\s*[:：]?\s*(?P<c>.*)$",
     re.I,
 )
 _NEEDED = re.compile(
@@ -52,8 +53,8 @@ _QUESTION_LINE = re.compile(r"^\s*(?:question|问题)\s*[:：]", re.I)
 _DEFUSED = re.compile(r"^(?:is\s+)?-(?:\s|$)", re.I)
 #: a scaffold marker inside an answer: the model ran on ("X. So the final answer is: X. So the ...")
 _RUN_ON = re.compile(
-    r"(?:so\s+the\s+(?:final\s+)?answer\s+is|(?:the\s+)?final\s+answer\s*[:：]|follow[\s_-]*up\s*[:：]"
-    r"|intermediate[\s_-]*answer|question\s*[:：]|所以最终答案|最终答案|追问\s*[:：]|中间答案)",
+    rf"(?:{en.ANSWER_IS}|(?:the\s+)?{en.FINAL_ANSWER}\s*[:：]|follow[\s_-]*up\s*[:：]"
+    rf"|intermediate[\s_-]*answer|question\s*[:：]|(?:所以)?{zh.FINAL_ANSWER}|追问\s*[:：]|中间答案)",
     re.I,
 )
 

@@ -12,24 +12,21 @@
 
 Repairs (:mod:`sleuth.strategies.repairs`, off with ``mode=paper``): ``rule_form`` (documents that
 are rules get the rule-and-clause prompts, steps 2 and 5), ``rerank`` (step 4: the context is the
-pool reranked, :mod:`sleuth.strategies.repairs.step_back`), ``verdict`` and ``abstention_reread``
-(step 5), and the finishing ones of every strategy.  The option ``documents`` sets the form.
+pool reranked), ``verdict`` and ``abstention_reread`` (step 5), all in :mod:`sleuth.strategies.repairs.step_back`,
+and the finishing ones of every strategy.  The option ``documents`` sets the form.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 from sleuth.lang import CANNOT
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.options import StepBackOptions
-from sleuth.strategies.parsing import parse_step_back
+from sleuth.strategies.parsing import parse_step_back, parse_step_back_answer
 from sleuth.strategies.prompts import load
 from sleuth.strategies.repairs import fired
-from sleuth.strategies.repairs.step_back import merge_routes, rerank, reread, verdict
-from sleuth.strategies.step_back_form import GENERAL, RULES, document_form, parse_step_back_answer, says_nothing
-from sleuth.strategies.step_back_verdict import answer_if_unsettled
+from sleuth.strategies.repairs.clauses import GENERAL, RULES, document_form
+from sleuth.strategies.repairs.step_back import answerable, merge_routes, rerank, reread, settled_stands, verdict
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
 
@@ -85,23 +82,17 @@ class StepBack(Strategy):
         over_rules = form == RULES and context and self.opts.verdict  # the verdict repair's ground
         if over_rules and st.q.yes_no and verdict(self, st, question, context, abstract):
             return  # repair: decided from the deciding clause
-        settled = ""  # the answerability reply's conclusion, when the clauses settle the question
-        if over_rules:
-            unsettled, settled = answer_if_unsettled(self, question, st, context, self.opts.verdict_clauses, abstract)
-            if unsettled:
-                fired(st, "verdict", settled=False)  # the accessible clauses do not settle it
-                return
+        settled = answerable(self, st, question, context, abstract) if over_rules else ""  # the reply's conclusion
+        if settled is None:
+            return  # repair: the accessible clauses do not settle the question; the answer declines
         template = "step_back_answer_rules" if form == RULES else "step_back_answer"
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
         prompt = self.prompt(st, template, question=question, step_back=abstract, documents=docs)
         ac = self.ask(st, prompt, step="answer", max_tokens=self.max_tokens)
         parsed = parse_step_back_answer(ac.text, load(template, st.result.lang).template, question)
-        answer = parsed.answer
-        if settled and says_nothing(parsed):  # repair: the form said nothing, the answerability reply stands
-            fired(st, "verdict", form=answer[:300], used=settled[:300])
-            parsed = replace(parsed, short=clean_short(settled), abstained=False)
-            answer = settled
-        st.result.answer = answer.strip()
+        if settled:  # repair: when the form says nothing, the answerability reply stands
+            parsed = settled_stands(st, parsed, settled)
+        st.result.answer = (answer := parsed.answer).strip()
         reread_on = parsed.abstained and context and form != RULES and self.opts.abstention_reread
         if reread_on and reread(self, st, question, context, answer):  # repair: read again, RAG's way
             return

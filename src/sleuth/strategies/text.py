@@ -31,9 +31,9 @@ _SPECIAL = re.compile(r"<\s*\|[^<>|]{0,40}\|?\s*>|<\s*/?\s*(?:begin|end)_search_
 _BOXED = re.compile(r"\\+boxed", re.I)
 #: scaffold phrases followed by a colon (ASCII or full-width), or a bare "Follow up"
 _MARKER = re.compile(
-    r"(so\s+the\s+(?:final\s+)?answer\s+is|final\s+answer|intermediate\s+answer|follow[\s_-]*up(?:\s+question)?"
+    rf"({en.ANSWER_IS}|{en.FINAL_ANSWER}|intermediate\s+answer|follow[\s_-]*up(?:\s+question)?"
     r"|are\s+follow\s+up\s+questions\s+needed\s+here|question|answer|short\s+answer|final\s+information"
-    r"|step[\s-]*back\s+question|query|documents?|所以最终答案是|最终答案|中间答案|追问|问题|答案|简短答案|最终信息)"
+    rf"|step[\s-]*back\s+question|query|documents?|所以{zh.FINAL_ANSWER}是|{zh.FINAL_ANSWER}|中间答案|追问|问题|答案|简短答案|最终信息)"
     r"\s*[:：]",
     re.I,
 )
@@ -129,7 +129,7 @@ def normalize_query(q: str) -> str:
 #: a citation mark: ``[1]``, ``[2, 3]``, ``【1】``
 CITE_MARK = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
 ANSWER_PREFIX = re.compile(
-    r"^\s*(?:(?:short\s+|final\s+)?answer|so\s+the\s+(?:final\s+)?answer\s+is|the\s+answer\s+is|a|答案|简短答案|最终答案)\s*[:：]\s*",
+    rf"^\s*(?:(?:short\s+|final\s+)?answer|{en.ANSWER_IS}|the\s+answer\s+is|a|答案|简短答案|{zh.FINAL_ANSWER})\s*[:：]\s*",
     re.I,
 )
 
@@ -171,8 +171,8 @@ def tail(text: str, max_chars: int) -> str:
 
 #: the answer formats' scaffold labels, which are instructions to the model and not text for the reader
 _SCAFFOLD = re.compile(
-    r"[ \t]*\**(?:so\s+the\s+(?:final\s+)?answer\s+is|(?:short|final)\s+answer\s*(?=[:：])|所以(?:最终)?答案是"
-    r"|(?:问题的)?最终答案是\s*(?=[:：])|简短答案\s*(?=[:：]))\**[ \t]*[:：]?[ \t]*\**",
+    rf"[ \t]*\**(?:{en.ANSWER_IS}|(?:short\s+answer|{en.FINAL_ANSWER})\s*(?=[:：])|{zh.ANSWER_IS}"
+    rf"|(?:问题的)?{zh.FINAL_ANSWER}是\s*(?=[:：])|简短答案\s*(?=[:：]))\**[ \t]*[:：]?[ \t]*\**",
     re.I,
 )
 

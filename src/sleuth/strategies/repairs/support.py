@@ -24,7 +24,7 @@ _DOTTED = re.compile(r"\b(?:[A-Za-z]\.){2,}")  # "U.S." -> "US"
 _THOUSANDS = re.compile(r"(?<=\d)[,，](?=\d{3}(?!\d))")
 _SCALED = re.compile(r"(\d+(?:\.\d+)?)\s*(thousand|million|billion|万|亿)")
 _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "万": 10**4, "亿": 10**8}
-_ZH_NUMERAL = re.compile(r"[〇零一二两三四五六七八九十百千]+")
+_ZH_NUMERAL = re.compile(f"[{zh.NUMERAL_CHARS}]+")
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 #: a run of capitalised words (lower-case name particles inside): what an acronym abbreviates
 _CAPS_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|and|for|de|du|la)\s+)*[A-Z][\w'’-]*)+")
@@ -32,24 +32,10 @@ _ACRONYM = re.compile(r"\b[A-Z]{2,6}\b")
 _LIST_ITEMS = re.compile(r"\s*(?:[,，;；、/和与及]|\band\b)\s*")
 
 
-def _zh_number(m: re.Match[str]) -> str:
-    """A Chinese numeral in digits: 十五 -> 15, 一百二十 -> 120, 一九一六 -> 1916."""
-    run = m.group(0)
-    if not any(ch in zh.UNITS for ch in run):
-        return "".join(str(zh.DIGITS[ch]) for ch in run)
-    total, digit = 0, None
-    for ch in run:
-        if ch in zh.UNITS:
-            total, digit = total + (1 if digit is None else digit) * zh.UNITS[ch], None
-        else:
-            digit = zh.DIGITS[ch]
-    return str(total + (digit or 0))
-
-
 def _normal(text: str) -> str:
     """Lower case without accents, "U.S." as "us", 1,000 as 1000, Chinese numerals as digits."""
     t = _DOTTED.sub(lambda m: m.group(0).replace(".", ""), unicodedata.normalize("NFKC", text or ""))
-    t = _ZH_NUMERAL.sub(_zh_number, _THOUSANDS.sub("", t))
+    t = _ZH_NUMERAL.sub(lambda m: zh.numeral(m.group(0)), _THOUSANDS.sub("", t))
     t = "".join(ch for ch in unicodedata.normalize("NFKD", t) if not unicodedata.combining(ch))
     return t.lower()
 
