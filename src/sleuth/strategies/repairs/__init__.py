@@ -56,7 +56,9 @@ REPAIRS: tuple[Repair, ...] = (
         ("rag", "self-ask", "rat", "step-back", "search-o1"),
         "citations are the passages the answer rests on, not every passage retrieved (a reply over five passages "
         "that uses one cites one)",
-        "not measured on/off yet",
+        "on/off, the same answers: RAG, 20 hotpotqa/train questions (distractor, seed 3): citation precision 0.320 "
+        "-> 0.575, recall 0.800 -> 0.375; policy_zh tuning half: evidence precision 0.267 -> 0.926 (RAG), 0.221 -> "
+        "0.870 (Step-back), recall 1.000 -> 0.778 / 0.870",
     ),
     Repair(
         "repeat_guard",
@@ -96,7 +98,8 @@ REPAIRS: tuple[Repair, ...] = (
         "over rules the form's conclusion contradicts its own clause ('专门条款：无 / 结论：是'); a yes/no question "
         "is decided from its deciding clause in one short call, which the answer quotes",
         "policy_zh tuning half, 15 yes/no questions: right polarity 1 of the first 5 with the form, 11 of 15 with "
-        "the verdict",
+        "the verdict; with the answerability check and the clauses ranked by both questions, conclusion accuracy "
+        "on all 32: 0.594 -> 0.844",
     ),
     Repair(
         "rerank",
