@@ -161,3 +161,23 @@ def test_only_the_settings_module_touches_the_environment() -> None:
         if "os.environ" in text or "os.getenv" in text or "getenv(" in text:
             readers.append(name)
     assert readers == []
+
+
+#: which packages each package may import (docs/architecture.md: "arrows point one way")
+ALLOWED = {
+    "lang": {"lang"},
+    "llm": {"llm", "config", "kvcache"},
+    "search": {"search", "llm", "config", "kvcache", "text_input", "extras"},
+    "strategies": {"strategies", "llm", "search", "lang", "text_input"},
+}
+
+
+def test_the_arrows_point_one_way() -> None:
+    """The lower layers never import the upper ones (imports inside functions count)."""
+    wrong = []
+    for mod, deps in import_graph().items():
+        pkg = mod.split(".")[1] if mod.count(".") else ""
+        for dep in deps:
+            if pkg in ALLOWED and dep.split(".")[1] not in ALLOWED[pkg]:
+                wrong.append(f"{mod} -> {dep}")
+    assert wrong == [], "imports against the layering:\n" + "\n".join(sorted(wrong))
