@@ -439,11 +439,11 @@ def test_sqlite_trace_store_bounds_owners_and_bad_paths(tmp_path: Path) -> None:
 def test_trace_retention_is_per_principal(tmp_path: Path, kind: str) -> None:
     """Another principal's flood of runs evicts only its own traces; past the byte bound, the
     biggest holder loses its oldest first, and the trace just stored is never the one evicted."""
-    from sleuth.server.traces import SqliteTraceStore, TraceStore
+    from sleuth.server.traces import SqliteTraceStore
 
     def store(capacity: int, max_bytes: int) -> Any:
         if kind == "memory":
-            return TraceStore(capacity, max_bytes)
+            return SqliteTraceStore(None, capacity, max_bytes)
         return SqliteTraceStore(tmp_path / f"t{capacity}-{max_bytes}.sqlite", capacity, max_bytes)
 
     alice, bob = ("alice", "s"), ("bob", "s")

@@ -22,8 +22,8 @@ from .settings import ServerConfigError
 
 
 class SqliteTraceStore:
-    """Traces in a SQLite file (WAL, created 0600), so they outlive a restart, or in memory without a ``path``
-    (:class:`TraceStore`).  At most ``capacity`` per principal (its oldest evicted first, so another principal's
+    """Traces in a SQLite file (WAL, created 0600), so they outlive a restart, or in memory without a ``path`` (a
+    restart empties it).  At most ``capacity`` per principal (its oldest evicted first, so another principal's
     runs never evict yours), and ``max_bytes`` in all (past it, the oldest trace of the principal holding the most
     bytes goes first).  Owners are stored as a salted hash, never anything derived from a key (docs/server.md).
     """
@@ -127,13 +127,6 @@ class SqliteTraceStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-class TraceStore(SqliteTraceStore):
-    """The same store in memory (a restart empties it)."""
-
-    def __init__(self, capacity: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
-        super().__init__(None, capacity, max_bytes)
 
 
 class TraceStoreError(ServerConfigError):
