@@ -20,14 +20,7 @@ import numpy as np
 from sleuth.eval.conversations import conversation_section
 from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.metrics import PRIMARY
-from sleuth.eval.sections import (
-    answer_form_section,
-    diagnosis_section,
-    draft_section,
-    leading_section,
-    parts_section,
-    policy_section,
-)
+from sleuth.eval.sections import diagnosis_section, draft_section, parts_section, policy_section
 from sleuth.eval.store import (
     RESULTS,
     in_order,
@@ -40,15 +33,19 @@ from sleuth.eval.store import (
 )
 from sleuth.eval.summary import (
     BOOTSTRAP,
+    COSTS,
+    SCORES,
+    Progress,
+    Records,
     cell,
     ci_cell,
     citation_rows,
-    citation_table,
     comparable,
     heading,
     mean_or_nan,
     paired_cells,
     paired_differences,
+    per_strategy,
     progress,
     summarise,
     table,
@@ -56,29 +53,78 @@ from sleuth.eval.summary import (
 
 REPORT = "report.md"
 PLOTS = ("scores.png", "cost.png", "accuracy_vs_tokens.png")
+AHEAD = 5  # questions beyond the common set before a group of strategies gets its own section
 
 
-def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
-    """Primary score per question kind (bridge/comparison, n-hop, subject) when the data has kinds."""
-    cells: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in records:
-        if is_composed(r) and r.get("kind"):
-            cells[(r["strategy"], r["kind"])].append(primary_score(r))
-    kinds = sorted({k for _, k in cells})
-    if len(kinds) < 2:
-        return []
-    means = {sk: f"{cell(mean_or_nan(v))} ({len(v)})" for sk, v in cells.items()}
-    head = ["strategy", *(f"{k} (n)" for k in kinds)]
-    return heading("Score by question kind") + table(
-        head, ([s, [means.get((s, k), "–") for k in kinds]] for s in order)
+def _score_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return table(
+        "strategy | n | score [95% CI] | EM | F1 | cover-EM | acc | mention | recall (title) | recall (id) | failed",
+        ([r["strategy"], r["n"], ci_cell(r["score"]), [cell(r[k]) for k in SCORES], r["failed"]] for r in rows),
     )
 
 
-def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+def _cost_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return table(
+        "strategy | LLM calls | searches | prompt tokens | processed prompt tokens | completion tokens | seconds "
+        "| cost (USD) | calls served from cache",
+        (
+            [r["strategy"], [cell(r[k], nd) for k, nd in COSTS.items()], cell(r["cost_usd"], 5), r["cached_llm_calls"]]
+            for r in rows
+        ),
+    )
+
+
+def _paired_table(baseline: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return table(
+        f"strategy | questions | difference [95% CI] | better than {baseline} | worse | same "
+        f"| processed prompt tokens × {baseline} | seconds × {baseline}",
+        ([r["strategy"], r["n"], paired_cells(r), _times(r["tokens_ratio"]), _times(r["seconds_ratio"])] for r in rows),
+    )
+
+
+def _citation_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return table(
+        "strategy | questions | citing | precision | recall | recall when citing",
+        (
+            [r["strategy"], r["n"], r["citing"], [cell(r[k]) for k in ("precision", "recall", "recall_citing")]]
+            for r in rows
+        ),
+    )
+
+
+def _error(rec: Mapping[str, Any]) -> str:
+    return str(rec.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
+
+
+def _gap_cells(g: Any) -> tuple[int, int, str]:
+    return g.subs_all_right, g.composed_wrong, cell(g.gap)
+
+
+def _times(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}×"
+
+
+def _kind_table(records: Records, order: Sequence[str]) -> list[str]:
+    """Primary score per question kind (bridge/comparison, n-hop, subject) when the data has kinds."""
+    by = dict(per_strategy(records, order, lambda r: r.get("kind")))
+    kinds = sorted({r["kind"] for rs in by.values() for r in rs})
+    if len(kinds) < 2:
+        return []
+
+    def mean(s: str, k: str) -> str:
+        scores = [primary_score(r) for r in by.get(s, ()) if r["kind"] == k]
+        return f"{cell(mean_or_nan(scores))} ({len(scores)})" if scores else "–"
+
+    return heading("Score by question kind") + table(
+        ["strategy", *(f"{k} (n)" for k in kinds)], ([s, [mean(s, k) for k in kinds]] for s in order)
+    )
+
+
+def _paired_section(records: Records, order: Sequence[str]) -> list[str]:
     baseline, rows = paired_differences(records, order)
     if not rows:
         return []
-    out = heading(
+    return heading(
         f"Paired differences against {baseline}",
         f"Primary score minus {baseline}'s on the same questions: mean with a 95% paired bootstrap CI "
         f"({BOOTSTRAP} resamples), the questions each side won, and what the strategy spent on those "
@@ -90,34 +136,10 @@ def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) 
             if min(r["n"] for r in rows) < 20
             else ""
         ),
-    )
-    return out + table(
-        f"strategy | questions | difference [95% CI] | better than {baseline} | worse | same "
-        f"| processed prompt tokens × {baseline} | seconds × {baseline}",
-        ([r["strategy"], r["n"], paired_cells(r), _times(r["tokens_ratio"]), _times(r["seconds_ratio"])] for r in rows),
-    )
+    ) + _paired_table(baseline, rows)
 
 
-#: the score table's columns after the primary score
-SCORES = ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id")
-#: the cost table's columns and their decimals
-COST = (("llm_calls", 2), ("searches", 2), ("prompt_tokens", 1), ("processed_prompt_tokens", 1))
-COST += (("completion_tokens", 1), ("seconds", 2), ("cost_usd", 5))
-
-
-def _error(rec: Mapping[str, Any]) -> str:
-    return str(rec.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
-
-
-def gap_cells(g: Any) -> tuple[int, int, str]:
-    return g.subs_all_right, g.composed_wrong, cell(g.gap)
-
-
-def _times(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}×"
-
-
-def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
+def _citation_section(records: Records, order: Sequence[str]) -> list[str]:
     """Citation precision and recall against the gold supporting passages (only when the data has them)."""
     rows = citation_rows(records, order)
     if not rows:
@@ -130,7 +152,41 @@ def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]
         "that are gold, of those cited; an answer that cites nothing has none, so the mean is over the answers "
         "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
         "(*recall*), *recall when citing* leaves those out.",
-    ) + citation_table(rows)
+    ) + _citation_table(rows)
+
+
+def _leading_section(records: Records, prog: Progress, order: Sequence[str]) -> list[str]:
+    """The strategies at least :data:`AHEAD` questions ahead of the common set (``sleuth eval --only``
+    sittings; two or more, not all): the score, cost, paired and citation tables on the questions they
+    have all finished."""
+    done: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        if not is_composed(r):
+            return []  # a --gap run: its hops make their own set
+        done[str(r["strategy"])].add(str(r["qid"]))
+    floor = len(prog.complete) + AHEAD
+    group = [s for s in in_order(done, order) if len(done[s]) >= floor]
+    if len(group) < 2 or len(group) == len(prog.strategies):
+        return []
+    shared = set.intersection(*(done[s] for s in group))
+    if len(shared) < floor:
+        return []
+    behind = ", ".join(f"{s} has finished {len(done.get(s, ()))}" for s in prog.strategies if s not in group)
+    mine = [r for r in records if r["strategy"] in group and str(r["qid"]) in shared]
+    rows, (baseline, diffs), cites = summarise(mine, order), paired_differences(mine, group), citation_rows(mine, order)
+    out = heading(
+        f"Ahead of the rest: {len(group)} strategies on {len(shared)} questions",
+        f"The tables above compare the {len(prog.complete)} questions every strategy has finished; {behind}. "
+        f"These strategies have all finished {len(shared)}: their scores and cost on those questions"
+        + (f", and each one's paired difference against {baseline} (95% paired bootstrap CI)." if diffs else "."),
+    )
+    out += [*_score_table(rows), "", "Their cost per question:", "", *_cost_table(rows)]
+    if diffs:
+        out += ["", f"Their paired differences against {baseline}:", "", *_paired_table(baseline, diffs)]
+    if cites:
+        out += ["", f"Their citations on those {len(shared)} questions (read as *Citations* above):", ""]
+        out += _citation_table(cites)
+    return out
 
 
 def code_line(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> str:
@@ -219,19 +275,11 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
             "Failed questions count as wrong.",
             "",
         ]
-        lines += table(
-            "strategy | n | score [95% CI] | EM | F1 | cover-EM | acc | mention | recall (title) | recall (id) | failed",
-            ([r["strategy"], r["n"], ci_cell(r["score"]), [cell(r[k]) for k in SCORES], r["failed"]] for r in rows),
-        )
+        lines += _score_table(rows)
         lines += parts_section(records, names)
         lines += policy_section(records, names)
         lines += _citation_section(records, names)
-        lines += heading("Cost per question")
-        lines += table(
-            "strategy | LLM calls | searches | prompt tokens | processed prompt tokens | completion tokens | seconds "
-            "| cost (USD) | calls served from cache",
-            ([r["strategy"], [cell(r[k], nd) for k, nd in COST], r["cached_llm_calls"]] for r in rows),
-        )
+        lines += heading("Cost per question") + _cost_table(rows)
         cached = sum(r["cached_llm_calls"] for r in rows)
         if cached:
             lines += [
@@ -244,7 +292,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
         lines += table(["strategy", "reasons"], reasons)
     lines += _paired_section(records, names)
     lines += conversation_section(records, names)
-    lines += leading_section(every, prog, order)
+    lines += _leading_section(every, prog, order)
     lines += draft_section(records, names)
     lines += _kind_table(records, names)
     gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}
@@ -258,14 +306,13 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
             "strategy | correct by | questions | composed right | sub-questions right | all sub-questions right "
             "| of those, composed wrong | gap",
             (
-                [s, m, g.questions, g.composed_right_overall, f"{g.hops_right}/{g.hops}", gap_cells(g)]
+                [s, m, g.questions, g.composed_right_overall, f"{g.hops_right}/{g.hops}", _gap_cells(g)]
                 for s in in_order({s for g in gaps.values() for s in g}, order)
                 for m, per in gaps.items()
                 if (g := per.get(s)) is not None
             ),
         )
     lines += diagnosis_section(records, names)
-    lines += answer_form_section(records, names)
     failures = sorted((r for r in every if r.get("status") == "failed"), key=lambda r: (r["strategy"], str(r["qid"])))
     if failures:
         lines += heading("Failures (first 20)")

@@ -154,33 +154,46 @@ def mean_or_nan(xs: Sequence[float]) -> float:
     return float(np.mean(xs)) if len(xs) else math.nan
 
 
-def summarise(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
+def score_mean(records: Iterable[Mapping[str, Any]], key: str, default: float | None = None) -> float:
+    """The mean of the records' ``scores[key]``, over those that have it unless ``default`` stands in."""
+    got = ((r.get("scores") or {}).get(key) for r in records)
+    return mean_or_nan([float(v) for v in (default if v is None else v for v in got) if v is not None])
+
+
+Records = Sequence[Mapping[str, Any]]
+
+
+def per_strategy(records: Iterable[Mapping[str, Any]], order: Sequence[str] = (), where: Any = None) -> list:
+    """``(strategy, its records)`` over the composed questions (those ``where`` keeps), in the run's order."""
+    by = composed_by_strategy(r for r in records if where is None or where(r))
+    return [(s, by[s]) for s in in_order(by, order)]
+
+
+#: the score table's columns after the primary score, and the cost table's with their decimals
+SCORES = ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id")
+COSTS = {"llm_calls": 2, "searches": 2, "prompt_tokens": 1, "processed_prompt_tokens": 1}
+COSTS |= {"completion_tokens": 1, "seconds": 2}
+
+
+def summarise(records: Records, order: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One row per strategy over the composed (main) questions."""
-    by = composed_by_strategy(records)
     rows = []
-    for s in in_order(by, order):
-        rs = sorted(by[s], key=lambda r: str(r["qid"]))
-        sc = [r.get("scores") or {} for r in rs]
-        primaries = Counter(x.get("primary", "f1") for x in sc)
-        primary = primaries.most_common(1)[0][0]
+    for s, rs in per_strategy(records, order):
+        rs = sorted(rs, key=lambda r: str(r["qid"]))
+        primary = Counter((r.get("scores") or {}).get("primary", "f1") for r in rs).most_common(1)[0][0]
         row: dict[str, Any] = {"strategy": s, "n": len(rs), "primary": primary}
         row["score"] = bootstrap_ci([primary_score(r) for r in rs])
-        for m in ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id"):
-            vals = [float(x[m]) for x in sc if x.get(m) is not None]
-            row[m] = mean_or_nan(vals) if vals else None
-        for m in ("llm_calls", "searches", "prompt_tokens", "processed_prompt_tokens", "completion_tokens", "seconds"):
-            row[m] = mean_or_nan([float(x.get(m) or 0.0) for x in sc])
-        row["cached_llm_calls"] = int(sum(int(x.get("cached_llm_calls") or 0) for x in sc))
+        row |= {m: score_mean(rs, m) for m in (*SCORES, "cost_usd")}
+        row |= {m: score_mean(rs, m, 0.0) for m in COSTS}
+        row["cached_llm_calls"] = sum(int((r.get("scores") or {}).get("cached_llm_calls") or 0) for r in rs)
         row["tokens"] = row["prompt_tokens"] + row["completion_tokens"]
-        costs = [float(x["cost_usd"]) for x in sc if x.get("cost_usd") is not None]
-        row["cost_usd"] = mean_or_nan(costs) if costs else None
         row["failed"] = sum(r.get("status") == "failed" for r in rs)
         row["reasons"] = dict(sorted(Counter(r.get("reason") or "?" for r in rs).items()))
         rows.append(row)
     return rows
 
 
-def citation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
+def citation_rows(records: Records, order: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Citation precision and recall per strategy over the composed questions that have gold
     supporting passages (records scored with ``cited_recall_id``); empty when none have.
 
@@ -189,34 +202,20 @@ def citation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = (
     precise.  ``recall`` is the mean over all answers (citing nothing recalls 0 of the gold);
     ``recall_citing`` the mean over the citing ones.
     """
-    by = composed_by_strategy(r for r in records if (r.get("scores") or {}).get("cited_recall_id") is not None)
     rows = []
-    for s in in_order(by, order):
-        sc = [r["scores"] for r in by[s]]
-        precisions = [float(x["cite_precision"]) for x in sc if x.get("cite_precision") is not None]
-        citing = [x for x in sc if x.get("cite_precision") is not None]
+    for s, rs in per_strategy(records, order, lambda r: (r.get("scores") or {}).get("cited_recall_id") is not None):
+        citing = [r for r in rs if r["scores"].get("cite_precision") is not None]
         rows.append(
             {
                 "strategy": s,
-                "n": len(sc),
+                "n": len(rs),
                 "citing": len(citing),
-                "precision": mean_or_nan(precisions),
-                "recall": mean_or_nan([float(x["cited_recall_id"]) for x in sc]),
-                "recall_citing": mean_or_nan([float(x["cited_recall_id"]) for x in citing]),
+                "precision": score_mean(citing, "cite_precision"),
+                "recall": score_mean(rs, "cited_recall_id"),
+                "recall_citing": score_mean(citing, "cited_recall_id"),
             }
         )
     return rows
-
-
-def citation_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The Markdown table of :func:`citation_rows`."""
-    return table(
-        "strategy | questions | citing | precision | recall | recall when citing",
-        (
-            [r["strategy"], r["n"], r["citing"], *(cell(r[k]) for k in ("precision", "recall", "recall_citing"))]
-            for r in rows
-        ),
-    )
 
 
 def heading(title: str, *intro: str) -> list[str]:
@@ -236,9 +235,14 @@ def paired(d: Sequence[float]) -> dict[str, Any]:
     return {"diff": bootstrap_ci(d), "wins": wins, "losses": losses, "ties": ties}
 
 
+def diff_cell(row: Mapping[str, Any]) -> str:
+    """A paired difference's mean with its CI, signed: ``+0.180 [+0.052, +0.310]``."""
+    return "{:+.3f} [{:+.3f}, {:+.3f}]".format(*row["diff"])
+
+
 def paired_cells(row: Mapping[str, Any]) -> tuple[str, int, int, int]:
-    """A paired difference (a :func:`paired_differences` row): the mean with its CI, wins, losses, ties."""
-    return "{:+.3f} [{:+.3f}, {:+.3f}]".format(*row["diff"]), row["wins"], row["losses"], row["ties"]
+    """A paired difference (a :func:`paired` row): the mean with its CI, wins, losses, ties."""
+    return diff_cell(row), row["wins"], row["losses"], row["ties"]
 
 
 def table(head: str | Sequence[str], rows: Iterable[Iterable[Any]]) -> list[str]:
@@ -254,49 +258,43 @@ def table(head: str | Sequence[str], rows: Iterable[Iterable[Any]]) -> list[str]
 
 
 def paired_differences(
-    records: Sequence[Mapping[str, Any]], order: Sequence[str], baseline: str | None = None
+    records: Records, order: Sequence[str], baseline: str | None = None
 ) -> tuple[str | None, list[dict[str, Any]]]:
     """Each strategy against a baseline on the questions both answered (composed questions only).
 
     The difference of primary scores per question, its mean with a 95 % paired bootstrap CI,
     and how many questions each side won, with what the strategy spent on those questions
-    against the baseline (``tokens_ratio``: processed prompt tokens, ``seconds_ratio``).  Pairing removes the question-to-question variance
-    that makes the per-strategy intervals overlap, so it is the fairer test of "is A better
-    than B on this data".  Baseline: ``rag`` when present, else the first strategy.
+    against the baseline (``tokens_ratio``: processed prompt tokens, ``seconds_ratio``).  Pairing removes the
+    question-to-question variance that makes the per-strategy intervals overlap, so it is the fairer test of
+    "is A better than B on this data".  Baseline: ``rag`` when present, else the first strategy.
     """
-    by = composed_by_strategy(records)
-    scores = {s: {str(r["qid"]): primary_score(r) for r in rs} for s, rs in by.items()}
-    cost = ("processed_prompt_tokens", "seconds")
-    costs = {
-        s: {str(r["qid"]): [float((r.get("scores") or {}).get(c) or 0) for c in cost] for r in rs}
-        for s, rs in by.items()
-    }
-    names = in_order(scores, order)
+    by = {s: {str(r["qid"]): r for r in rs} for s, rs in per_strategy(records, order)}
     if baseline is None:
-        baseline = "rag" if "rag" in scores else (names[0] if names else None)
-    if baseline is None or baseline not in scores:
+        baseline = "rag" if "rag" in by else next(iter(by), None)
+    if baseline not in by:
         return None, []
-    base = scores[baseline]
+    base = by[baseline]
     rows = []
-    for s in names:
-        if s == baseline:
+    for s, mine in by.items():
+        common = sorted(set(mine) & set(base))
+        if s == baseline or not common:
             continue
-        common = sorted(set(scores[s]) & set(base))
-        if not common:
-            continue
-        rows.append(
-            {
-                "strategy": s,
-                "n": len(common),
-                **paired([scores[s][q] - base[q] for q in common]),
-                "tokens_ratio": _ratio(costs[s], costs[baseline], common, 0),
-                "seconds_ratio": _ratio(costs[s], costs[baseline], common, 1),
-            }
-        )
+        row = {
+            "strategy": s,
+            "n": len(common),
+            **paired([primary_score(mine[q]) - primary_score(base[q]) for q in common]),
+        }
+        row["tokens_ratio"] = _ratio(mine, base, common, "processed_prompt_tokens")
+        row["seconds_ratio"] = _ratio(mine, base, common, "seconds")
+        rows.append(row)
     return baseline, rows
 
 
-def _ratio(a: Mapping[str, list[float]], b: Mapping[str, list[float]], qids: Sequence[str], i: int):
-    """Sum of cost ``i`` of ``a`` over ``qids`` divided by ``b``'s (``None`` when ``b`` spent nothing)."""
-    den = sum(b[q][i] for q in qids if q in b)
-    return sum(a[q][i] for q in qids if q in a) / den if den else None
+def _ratio(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str, Any]], qids: Sequence[str], key: str):
+    """What ``a``'s records of ``qids`` spent (their scores' ``key``) over ``b``'s (``None`` when ``b`` spent nothing)."""
+
+    def spent(recs: Mapping[str, Mapping[str, Any]]) -> float:
+        return sum(float((recs[q].get("scores") or {}).get(key) or 0) for q in qids)
+
+    den = spent(b)
+    return spent(a) / den if den else None
