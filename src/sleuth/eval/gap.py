@@ -127,10 +127,6 @@ def sub_items(item: Item) -> list[Item]:
     return out
 
 
-def parent_of(task_id: str) -> str | None:
-    return task_id.split(SUB_SEP, 1)[0] if SUB_SEP in task_id else None
-
-
 _TASK_SUFFIX = re.compile(r"::(?:sub\d+|last|standalone)$")
 
 
@@ -142,12 +138,12 @@ def question_of(task_id: str) -> str:
 
 @dataclass
 class GapRow:
-    strategy: str
-    questions: int  # composed questions with every sub-question answered
-    subs_all_right: int  # ... of which every sub-question was right
-    composed_wrong: int  # ... of which the composed question was wrong
-    composed_right_overall: int  # composed questions right, among ``questions``
-    metric: str
+    """One strategy's counts, over the composed questions with every sub-question answered."""
+
+    questions: int = 0
+    subs_all_right: int = 0  # ... of which every sub-question was right
+    composed_wrong: int = 0  # ... of which the composed question was wrong
+    composed_right_overall: int = 0  # composed questions right, among ``questions``
     hops: int = 0  # sub-questions asked, among ``questions``
     hops_right: int = 0  # ... answered correctly
 
@@ -168,24 +164,19 @@ def compositionality_gap(records: Iterable[Mapping[str, Any]], metric: str = "em
     for r in records:
         qid, strat = str(r["qid"]), str(r["strategy"])
         ok = float((r.get("scores") or {}).get(metric) or 0.0) >= 1.0
-        parent = parent_of(qid)
-        if parent is None:
+        if SUB_SEP not in qid:
             main[(strat, qid)] = ok
-        else:
-            hop = int(qid.split(SUB_SEP, 1)[1])
-            subs[(strat, parent)][hop] = ok
-            task = r.get("task") or {}
-            if task.get("hops"):
-                nhops[parent] = int(task["hops"])
+            continue
+        parent, hop = qid.split(SUB_SEP, 1)
+        subs[(strat, parent)][int(hop)] = ok
+        if (r.get("task") or {}).get("hops"):
+            nhops[parent] = int(r["task"]["hops"])
     rows: dict[str, GapRow] = {}
     for (strat, qid), composed_ok in sorted(main.items()):
         hops = subs.get((strat, qid))
-        if not hops:
-            continue
-        n = nhops.get(qid, max(hops))
-        if sorted(hops) != list(range(1, n + 1)):
-            continue  # some sub-question result is missing
-        row = rows.setdefault(strat, GapRow(strat, 0, 0, 0, 0, metric))
+        if not hops or sorted(hops) != list(range(1, nhops.get(qid, max(hops)) + 1)):
+            continue  # no sub-question result, or some is missing
+        row = rows.setdefault(strat, GapRow())
         row.questions += 1
         row.composed_right_overall += composed_ok
         row.hops += len(hops)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -44,10 +44,10 @@ class Progress:
     complete: frozenset[str]  # question ids answered by every strategy (every hop too, with --gap)
     tasks_done: int
     tasks_total: int | None
-    seconds_per_question: float | None = None  # wall time of a complete question, all strategies, as recorded
-    #: the time the unfinished tasks take, each strategy's left at its own recorded seconds a task
-    #: (strategies run ahead of each other with ``--only``); None: some strategy has no record yet
+    #: the time the unfinished tasks take at :attr:`pace` (each strategy's own recorded seconds a task, as
+    #: strategies run ahead of each other with ``--only``; a ``--gap`` run's seconds a question); None: unknown
     seconds_left: float | None = None
+    pace: str = "each strategy's recorded seconds a task"
 
     @property
     def finished(self) -> bool:
@@ -63,14 +63,7 @@ class Progress:
             return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
         text = f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
         if self.seconds_left is not None:
-            text += (
-                f"; the rest takes about {self.seconds_left / 3600:.1f} h at each strategy's recorded seconds a task"
-            )
-        elif self.seconds_per_question:
-            left = (self.questions - done) * self.seconds_per_question / 3600
-            text += (
-                f"; the rest takes about {left:.1f} h at the recorded {self.seconds_per_question:.0f} s per question"
-            )
+            text += f"; the rest takes about {self.seconds_left / 3600:.1f} h at {self.pace}"
         return text
 
 
@@ -116,12 +109,14 @@ def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] |
     total = manifest.get("tasks")
     if total is None and questions is not None and not gap:
         total = int(questions) * len(strategies)
-    per_question = None
-    if complete:
-        spent = sum(float(r.get("wall_s") or 0.0) for r in records if question_of(str(r["qid"])) in complete)
-        per_question = spent / len(complete) or None
-    left = None if gap or questions is None else _seconds_left(records, strategies, int(questions))
-    return Progress(strategies, questions, frozenset(complete), len(records), total, per_question, left)
+    prog = Progress(strategies, questions, frozenset(complete), len(records), total)
+    if questions is not None and not gap:
+        return replace(prog, seconds_left=_seconds_left(records, strategies, int(questions)))
+    if questions is not None and complete:
+        per_question = sum(float(r.get("wall_s") or 0.0) for r in comparable(records, prog)) / len(complete)
+        left = (int(questions) - len(complete)) * per_question or None
+        return replace(prog, seconds_left=left, pace=f"the recorded {per_question:.0f} s per question")
+    return prog
 
 
 def _seconds_left(records: Sequence[Mapping[str, Any]], strategies: Sequence[str], questions: int) -> float | None:
