@@ -32,20 +32,14 @@ def is_conversation(item: Item) -> bool:
 def mode_units(item: Item) -> list[tuple[Item, dict[str, Any]]]:
     """The baseline tasks of a conversation item (``last``, and ``standalone`` when it has one);
     the item itself is the ``rewrite`` task."""
-    units: list[tuple[Item, dict[str, Any]]] = [
+    units = [(LAST, item.question)] + ([(STANDALONE, item.standalone)] if item.standalone else [])
+    return [
         (
-            replace(item, id=f"{item.id}{MODE_SEP}{LAST}", history=[]),
-            {"kind": "turn", "mode": LAST, "parent": item.id},
+            replace(item, id=f"{item.id}{MODE_SEP}{mode}", question=q, history=[]),
+            {"kind": "turn", "mode": mode, "parent": item.id},
         )
+        for mode, q in units
     ]
-    if item.standalone:
-        units.append(
-            (
-                replace(item, id=f"{item.id}{MODE_SEP}{STANDALONE}", question=item.standalone, history=[]),
-                {"kind": "turn", "mode": STANDALONE, "parent": item.id},
-            )
-        )
-    return units
 
 
 def mode_of(rec: Mapping[str, Any]) -> str | None:

@@ -144,14 +144,10 @@ def parse_choice(answer: str, choices: Sequence[str] = ()) -> str:
     m = _MC_PATTERNS[0].search(text) or _MC_PATTERNS[1].match(text) or _MC_PATTERNS[2].search(text)
     if m:
         return m.group(1).upper()
-    norm = normalize_answer(text)
-    hits = [LETTERS[i] for i, c in enumerate(choices) if normalize_answer(c) and normalize_answer(c) == norm]
+    norm, options = normalize_answer(text), [normalize_answer(c) for c in choices]
+    hits = [LETTERS[i] for i, c in enumerate(options) if c and c == norm]
     if not hits:
-        hits = [
-            LETTERS[i]
-            for i, c in enumerate(choices)
-            if len(normalize_answer(c)) > 1 and f" {normalize_answer(c)} " in f" {norm} "
-        ]
+        hits = [LETTERS[i] for i, c in enumerate(options) if len(c) > 1 and f" {c} " in f" {norm} "]
     if len(hits) == 1:
         return hits[0]
     m = _MC_PATTERNS[3].search(text)
@@ -178,21 +174,16 @@ def retrieved_passages(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return seen
 
 
-def _title(p: Mapping[str, Any]) -> str:
-    return normalize_answer(str(p.get("title") or "").strip().strip('"'))
-
-
 def recall(gold: Sequence[str], passages: Sequence[Mapping[str, Any]], *, by: str) -> float | None:
     """Share of gold titles (``by="title"``) or paragraph ids (``by="id"``) among the passages."""
     if not gold:
         return None
     if by == "title":
-        have = {_title(p) for p in passages}
-        return sum(normalize_answer(g) in have for g in gold) / len(gold)
-    have_ids: set[str] = set()
-    for p in passages:
-        have_ids |= passage_ids(p)
-    return sum(g in have_ids for g in gold) / len(gold)
+        have = {normalize_answer(str(p.get("title") or "").strip().strip('"')) for p in passages}
+        gold = [normalize_answer(g) for g in gold]
+    else:
+        have = set().union(*map(passage_ids, passages))
+    return sum(g in have for g in gold) / len(gold)
 
 
 def cited_documents(citations: Sequence[Mapping[str, Any]]) -> list[set[str]]:
@@ -306,17 +297,12 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
     elif not item.answerable and not item.answers:
         s["abstained"] = float(abstains(short))
         s["em"] = s["f1"] = s["cover_em"] = s["abstained"]
-    elif any(is_chinese(a) for a in item.answers):  # character-level, after Chinese normalisation
-        s["em"] = em_zh(short, item.answers)
-        s["f1"] = f1_zh(short, item.answers)
-        s["cover_em"] = cover_zh(short, item.answers)
-    else:
-        s["em"] = exact_match(short, item.answers)
-        s["f1"] = f1(short, item.answers)
-        # the final answer only: a long answer also quotes evidence and reasoning (Step-back's
-        # "Specific clause: …", CoT's candidates), which would credit a gold string the
-        # strategy did not answer (and a short alias like "NO" would match the word "no")
-        s["cover_em"] = cover_em(short, item.answers)
+    else:  # EM, F1 and cover-EM; Chinese answers character by character, after Chinese normalisation
+        # cover-EM on the final answer only: a long answer also quotes evidence and reasoning (Step-back's
+        # "Specific clause: …", CoT's candidates), which would credit a gold string the strategy did not
+        # answer (and a short alias like "NO" would match the word "no")
+        fns = (em_zh, f1_zh, cover_zh) if any(is_chinese(a) for a in item.answers) else (exact_match, f1, cover_em)
+        s.update({k: fn(short, item.answers) for k, fn in zip(("em", "f1", "cover_em"), fns, strict=True)})
     if item.must_mention or item.must_not_mention:
         s["mention"] = mentions(answer, item.must_mention, item.must_not_mention)
     parts = item.metadata.get("answer_parts")
@@ -325,7 +311,7 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
         hits = part_hits(answer, parts)
         s["parts"] = float(all(hits))
         s["part_rate"] = sum(hits) / len(hits)
-        seen: set[str] = set().union(*(passage_ids(p) for p in passages)) if passages else set()
+        seen: set[str] = set().union(*map(passage_ids, passages))
         part_ids = item.metadata.get("part_ids") or []
         if part_ids:
             s["part_recall"] = sum(any(i in seen for i in ids) for ids in part_ids) / len(part_ids)

@@ -165,16 +165,10 @@ def conclusion_score(
 ) -> dict[str, Any]:
     """``conclusion`` (1 or 0) and what decided it: ``polarity``, ``contradiction``, ``terms``."""
     terms = mentions(answer, must, must_not)
-    out: dict[str, Any] = {"terms": terms}
     if not answerable:
-        ok = abstains(answer) and not violations
-        out["conclusion"] = float(ok)
-        return out
+        return {"terms": terms, "conclusion": float(abstains(answer) and not violations)}
+    if expected not in (YES, NO):
+        return {"terms": terms, "conclusion": float(terms and not violations)}
     pol, contradiction = answer_polarity(answer, short)
-    if expected in (YES, NO):
-        out["polarity"] = pol
-        out["contradiction"] = float(contradiction)
-        out["conclusion"] = float(pol == expected and not contradiction and terms)
-    else:
-        out["conclusion"] = float(terms and not violations)
-    return out
+    right = pol == expected and not contradiction and terms
+    return {"terms": terms, "polarity": pol, "contradiction": float(contradiction), "conclusion": float(right)}

@@ -47,6 +47,7 @@ from sleuth.eval.summary import (
     paired_differences,
     per_strategy,
     progress,
+    section,
     summarise,
     table,
 )
@@ -82,14 +83,11 @@ def _paired_table(baseline: str, rows: Sequence[Mapping[str, Any]]) -> list[str]
     )
 
 
-def _citation_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    return table(
-        "strategy | questions | citing | precision | recall | recall when citing",
-        (
-            [r["strategy"], r["n"], r["citing"], [cell(r[k]) for k in ("precision", "recall", "recall_citing")]]
-            for r in rows
-        ),
-    )
+CITATIONS = "strategy | questions | citing | precision | recall | recall when citing"
+
+
+def _citation_cells(r: Mapping[str, Any]) -> list[Any]:
+    return [r["strategy"], r["n"], r["citing"], [cell(r[k]) for k in ("precision", "recall", "recall_citing")]]
 
 
 def _error(rec: Mapping[str, Any]) -> str:
@@ -141,10 +139,7 @@ def _paired_section(records: Records, order: Sequence[str]) -> list[str]:
 
 def _citation_section(records: Records, order: Sequence[str]) -> list[str]:
     """Citation precision and recall against the gold supporting passages (only when the data has them)."""
-    rows = citation_rows(records, order)
-    if not rows:
-        return []
-    return heading(
+    return section(
         "Citations",
         "The documents each answer cites against the question's gold supporting passages, by id "
         "(HotpotQA's `supporting_facts` titles, MuSiQue's `is_supporting` paragraphs, policy_zh's `evidence`, "
@@ -152,7 +147,9 @@ def _citation_section(records: Records, order: Sequence[str]) -> list[str]:
         "that are gold, of those cited; an answer that cites nothing has none, so the mean is over the answers "
         "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
         "(*recall*), *recall when citing* leaves those out.",
-    ) + _citation_table(rows)
+        CITATIONS,
+        map(_citation_cells, citation_rows(records, order)),
+    )
 
 
 def _leading_section(records: Records, prog: Progress, order: Sequence[str]) -> list[str]:
@@ -185,7 +182,7 @@ def _leading_section(records: Records, prog: Progress, order: Sequence[str]) -> 
         out += ["", f"Their paired differences against {baseline}:", "", *_paired_table(baseline, diffs)]
     if cites:
         out += ["", f"Their citations on those {len(shared)} questions (read as *Citations* above):", ""]
-        out += _citation_table(cites)
+        out += table(CITATIONS, map(_citation_cells, cites))
     return out
 
 
@@ -296,30 +293,27 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
     lines += draft_section(records, names)
     lines += _kind_table(records, names)
     gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}
-    if any(gaps.values()):
-        lines += heading(
-            "Compositionality gap",
-            "Among composed questions whose every sub-question (decomposition hops, earlier answers substituted) "
-            "the strategy answered correctly, the share whose composed question it got wrong (Press et al.).",
-        )
-        lines += table(
-            "strategy | correct by | questions | composed right | sub-questions right | all sub-questions right "
-            "| of those, composed wrong | gap",
-            (
-                [s, m, g.questions, g.composed_right_overall, f"{g.hops_right}/{g.hops}", _gap_cells(g)]
-                for s in in_order({s for g in gaps.values() for s in g}, order)
-                for m, per in gaps.items()
-                if (g := per.get(s)) is not None
-            ),
-        )
+    lines += section(
+        "Compositionality gap",
+        "Among composed questions whose every sub-question (decomposition hops, earlier answers substituted) "
+        "the strategy answered correctly, the share whose composed question it got wrong (Press et al.).",
+        "strategy | correct by | questions | composed right | sub-questions right | all sub-questions right "
+        "| of those, composed wrong | gap",
+        (
+            [s, m, g.questions, g.composed_right_overall, f"{g.hops_right}/{g.hops}", _gap_cells(g)]
+            for s in in_order({s for g in gaps.values() for s in g}, order)
+            for m, per in gaps.items()
+            if (g := per.get(s)) is not None
+        ),
+    )
     lines += diagnosis_section(records, names)
     failures = sorted((r for r in every if r.get("status") == "failed"), key=lambda r: (r["strategy"], str(r["qid"])))
-    if failures:
-        lines += heading("Failures (first 20)")
-        lines += table(
-            ["strategy", "question id", "reason", "error"],
-            ([r["strategy"], r["qid"], r.get("reason", ""), _error(r)] for r in failures[:20]),
-        )
+    lines += section(
+        "Failures (first 20)",
+        "",
+        ["strategy", "question id", "reason", "error"],
+        ([r["strategy"], r["qid"], r.get("reason", ""), _error(r)] for r in failures[:20]),
+    )
     if plots:
         lines += heading("Plots") + [f"![{p}]({p})" for p in plots]
     lines += ["", "Regenerate with `sleuth eval report DIR` (reads only `results.jsonl` and `run.json`).", ""]

@@ -15,13 +15,12 @@ from sleuth.eval.summary import (
     BOOTSTRAP,
     Records,
     cell,
-    heading,
     mean_or_nan,
     paired,
     paired_cells,
     per_strategy,
     score_mean,
-    table,
+    section,
 )
 
 #: a composed question counts as answered correctly at this primary score or above
@@ -54,17 +53,16 @@ def outcome(rec: Mapping[str, Any]) -> str:
 
 def diagnosis_section(records: Records, order: Sequence[str]) -> list[str]:
     """Each strategy's composed questions counted by :func:`outcome` (empty without records)."""
-    groups = per_strategy(records, order)
-    if not groups:
-        return []
-    return heading(
+    return section(
         "Where the answers go wrong",
         f"Each composed question in one bucket (correct: primary score ≥ {CORRECT_AT}). *Gold evidence* is the "
         "dataset's supporting paragraphs (ids, else titles) among all passages the run saw; "
         "*all gold evidence seen* and still wrong is a reading failure, *none seen* a retrieval failure.",
-    ) + table(
         ["strategy", "n", *OUTCOMES.values()],
-        ([s, len(rs), *(Counter(map(outcome, rs)).get(k, 0) for k in OUTCOMES)] for s, rs in groups),
+        (
+            [s, len(rs), *(Counter(map(outcome, rs)).get(k, 0) for k in OUTCOMES)]
+            for s, rs in per_strategy(records, order)
+        ),
     )
 
 
@@ -78,18 +76,14 @@ def draft_section(records: Records, order: Sequence[str]) -> list[str]:
         if pairs:
             drafts, finals = (cell(mean_or_nan([p[i] for p in pairs])) for i in (0, 1))
             rows.append([s, len(pairs), len(rs), drafts, finals, paired_cells(paired([f - d for d, f in pairs]))])
-    if not rows:
-        return []
-    return heading(
+    return section(
         "Draft and final answer",
         "The answer a strategy wrote before its last pass (RAT's chain-of-thought draft before it searched; "
         "Self-Ask's scaffold answer before its final reading pass; Search-o1's reasoning answer before its "
         "reading pass or its settled comparison, with `final_read` or `settle_comparison`) against its final "
-        "answer on the same "
-        "questions: primary score of each, and the final minus the draft "
-        f"with a 95% paired bootstrap CI ({BOOTSTRAP} resamples). Records made before drafts had a short answer "
-        "are not counted (*with a draft* of *questions*).",
-    ) + table(
+        "answer on the same questions: primary score of each, and the final minus the draft with a 95% paired "
+        f"bootstrap CI ({BOOTSTRAP} resamples). Records made before drafts had a short answer are not counted "
+        "(*with a draft* of *questions*).",
         "strategy | with a draft | questions | draft | final | final − draft [95% CI] | final better | worse | same",
         rows,
     )
@@ -103,17 +97,16 @@ def _scored(key: str) -> Any:
 def parts_section(records: Records, order: Sequence[str]) -> list[str]:
     """Questions whose answer has several parts (RGB): every part, the share of parts, and the
     share of parts with a supporting passage among those the strategy saw."""
-    groups = per_strategy(records, order, _scored("part_rate"))
-    if not groups:
-        return []
-    return heading(
+    return section(
         "Answer parts",
         "For answers of several parts (RGB): *all parts* is the primary score (the reply mentions every "
         "part), *part rate* the share of parts it mentions, *part recall* the share of parts with a "
         "supporting passage among all the passages the strategy's searches returned.",
-    ) + table(
         "strategy | questions | all parts | part rate | part recall",
-        ([s, len(rs), *(cell(score_mean(rs, k)) for k in ("parts", "part_rate", "part_recall"))] for s, rs in groups),
+        (
+            [s, len(rs), *(cell(score_mean(rs, k)) for k in ("parts", "part_rate", "part_recall"))]
+            for s, rs in per_strategy(records, order, _scored("part_rate"))
+        ),
     )
 
 
@@ -129,9 +122,7 @@ def policy_section(records: Records, order: Sequence[str]) -> list[str]:
             + [cell(score_mean(rs, "cite_precision")), cell(score_mean(rs, "cited_recall_id"))]
             + [sum(1 for r in rs if (r.get("scores") or {}).get("scope_violation"))]
         )
-    if not rows:
-        return []
-    return heading(
+    return section(
         "Policy conclusions",
         "Conclusion accuracy (`sleuth.eval.policy`): a yes/no question counts with the right polarity, no "
         "contradiction and the deciding clause's terms; an out-of-scope question (its deciding clause is outside "
@@ -139,7 +130,6 @@ def policy_section(records: Records, order: Sequence[str]) -> list[str]:
         "nothing restricted; any other question when it mentions its terms. Evidence precision and recall are "
         "the cited documents against the question's `evidence`. A scope violation is a cited passage outside "
         "the asker's scope, a restricted document seen, or a restricted fact stated (must be 0).",
-    ) + table(
         "strategy | n | conclusion | yes/no (n) | out of scope (n) | lookup (n) | must-mention | contradictions "
         "| evidence precision | evidence recall | scope violations",
         rows,

@@ -218,6 +218,12 @@ def heading(title: str, *intro: str) -> list[str]:
     return ["", f"## {title}", "", *intro, *([""] if intro else [])]
 
 
+def section(title: str, intro: str, head: str | Sequence[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    """A section with one table: :func:`heading` and :func:`table`; nothing when there are no rows."""
+    rows = list(rows)
+    return [*heading(title, *([intro] if intro else [])), *table(head, rows)] if rows else []
+
+
 def ci_cell(ci: Sequence[float]) -> str:
     """A mean with its interval: ``0.412 [0.320, 0.505]``."""
     return "{} [{}, {}]".format(*map(cell, ci))
