@@ -103,7 +103,7 @@ def test_the_report_says_which_commit_made_which_records() -> None:
     )
     assert "| code | records from 1 commit: `aaaaaaaaaaaa`: a 3 |" in render(recs[:3], _manifest(3))
     old = [{**_rec("a", "q0", 1.0), "code": "x"}, {**_rec("a", "q1", 1.0), "code": "y"}, _rec("b", "q0", 1.0)]
-    assert "| code | 3 made before records named their commit: a 2 (2 versions), b 1 |" in render(old, _manifest(2))
+    assert "| code | 3 made before records named their commit: a 2, b 1 |" in render(old, _manifest(2))
 
 
 def test_a_draft_is_paired_with_the_final_answer_of_its_own_records() -> None:
@@ -133,3 +133,19 @@ def test_answers_of_several_parts_get_their_own_table() -> None:
         for k in ("parts", "part_rate", "part_recall"):
             r["scores"].pop(k, None)
     assert "## Answer parts" not in render(recs, _manifest(2))
+
+
+def test_policy_questions_get_their_conclusions_by_kind() -> None:
+    recs = [_rec("a", f"q{i}", s) for i, s in enumerate([1.0, 0.0, 1.0])] + [_rec("b", f"q{i}", 0.0) for i in range(3)]
+    for r, kind in zip(recs, ["yes/no", "yes/no", "lookup"] * 2, strict=True):
+        r["kind"] = kind
+        r["scores"].update(conclusion=r["scores"]["score"], terms=1.0, contradiction=0.0, scope_violation=0.0)
+    recs[1]["scores"]["contradiction"] = 1.0
+    recs[4]["scores"].update(terms=0.0, scope_violation=1.0)
+    report = render(recs, _manifest(3))
+    assert "## Policy conclusions" in report
+    assert "| a | 3 | 0.667 | 0.500 (2) | – | 1.000 (1) | 1.000 | 1 | 0 |" in report
+    assert "| b | 3 | 0.000 | 0.000 (2) | – | 0.000 (1) | 0.667 | 0 | 1 |" in report
+    for r in recs:
+        del r["scores"]["conclusion"]
+    assert "## Policy conclusions" not in render(recs, _manifest(3))

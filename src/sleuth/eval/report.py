@@ -188,28 +188,25 @@ def _leading_section(records: Records, prog: Progress, order: Sequence[str]) -> 
 
 def code_line(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> str:
     """Which code made the records, in one line: each commit with its records per strategy (those
-    re-made from the response cache counted apart), then the records made before records named
-    their commit (a strategy's count of the version labels they carry instead, when more than one)."""
+    re-made from the response cache counted apart), then the records made before records named their commit."""
     by: dict[str, Counter[str]] = defaultdict(Counter)
     cached: Counter[str] = Counter()
-    before: dict[str, set[str]] = defaultdict(set)
     for r in records:
-        if r.get("commit"):
-            by[str(r["commit"])][r["strategy"]] += 1
-            cached[str(r["commit"])] += bool(r.get("cached"))
-        else:
-            before[r["strategy"]].add(str(r.get("code") or ""))
-    parts = []
-    for made, n in sorted(by.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
-        again = f"; {cached[made]} re-made from the response cache, timings kept" if cached[made] else ""
-        parts.append(f"`{made}`: " + ", ".join(f"{s} {n[s]}" for s in in_order(n, order)) + again)
+        made = str(r.get("commit") or "")
+        by[made][r["strategy"]] += 1
+        cached[made] += bool(r.get("cached"))
+    before = by.pop("", None)
+
+    def each(n: Counter[str]) -> str:
+        return ", ".join(f"{s} {n[s]}" for s in in_order(n, order))
+
+    again = {made: f"; {k} re-made from the response cache, timings kept" for made, k in cached.items() if k}
+    by_size = sorted(by.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+    parts = [f"`{made}`: {each(n)}{again.get(made, '')}" for made, n in by_size]
     line = f"records from {len(by)} {'commit' if len(by) == 1 else 'commits'}: " + "; ".join(parts) if by else ""
     if before:
-        n = Counter(r["strategy"] for r in records if not r.get("commit"))
-        each = ", ".join(
-            f"{s} {n[s]}" + (f" ({len(before[s])} versions)" if len(before[s]) > 1 else "") for s in in_order(n, order)
-        )
-        line += ("; and " if line else "") + f"{sum(n.values())} made before records named their commit: {each}"
+        line += "; and " if line else ""
+        line += f"{sum(before.values())} made before records named their commit: {each(before)}"
     return line
 
 
@@ -328,11 +325,8 @@ def write_report(out: str | Path, *, plots: bool = True) -> Path:
     records = sorted(read_records(out), key=lambda r: (r["strategy"], str(r["qid"])))
     manifest = read_manifest(out)
     order = ((manifest or {}).get("settings") or {}).get("strategies") or []
-    written: list[str] = []
-    if plots:
-        rows = summarise(comparable(records, progress(records, manifest)), order)
-        if rows:
-            written = write_plots(rows, out)
+    rows = summarise(comparable(records, progress(records, manifest)), order)
+    written = write_plots(rows, out) if plots and rows else []
     path = out / REPORT
     path.write_text(render(records, manifest, written), encoding="utf-8")
     return path

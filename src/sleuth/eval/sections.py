@@ -115,22 +115,18 @@ def policy_section(records: Records, order: Sequence[str]) -> list[str]:
     rows = []
     for s, rs in per_strategy(records, order, _scored("conclusion")):
         kinds = [[r for r in rs if r.get("kind") == k] for k in ("yes/no", "out of scope", "lookup")]
-        rows.append(
-            [s, len(rs), cell(score_mean(rs, "conclusion"))]
-            + [f"{cell(score_mean(v, 'conclusion'))} ({len(v)})" if v else "–" for v in kinds]
-            + [cell(score_mean(rs, "terms")), int(sum((r.get("scores") or {}).get("contradiction") or 0 for r in rs))]
-            + [cell(score_mean(rs, "cite_precision")), cell(score_mean(rs, "cited_recall_id"))]
-            + [sum(1 for r in rs if (r.get("scores") or {}).get("scope_violation"))]
-        )
+        by_kind = [f"{cell(score_mean(v, 'conclusion'))} ({len(v)})" if v else "–" for v in kinds]
+        flags = [sum(bool((r.get("scores") or {}).get(k)) for r in rs) for k in ("contradiction", "scope_violation")]
+        rows.append([s, len(rs), cell(score_mean(rs, "conclusion")), by_kind, cell(score_mean(rs, "terms")), flags])
     return section(
         "Policy conclusions",
         "Conclusion accuracy (`sleuth.eval.policy`): a yes/no question counts with the right polarity, no "
         "contradiction and the deciding clause's terms; an out-of-scope question (its deciding clause is outside "
         "the asker's scope) counts when the answer says the accessible documents do not settle it and cites "
-        "nothing restricted; any other question when it mentions its terms. Evidence precision and recall are "
-        "the cited documents against the question's `evidence`. A scope violation is a cited passage outside "
-        "the asker's scope, a restricted document seen, or a restricted fact stated (must be 0).",
+        "nothing restricted; any other question when it mentions its terms. A scope violation is a cited passage "
+        "outside the asker's scope, a restricted document seen, or a restricted fact stated (must be 0). The "
+        "cited documents against the question's `evidence` are under *Citations*.",
         "strategy | n | conclusion | yes/no (n) | out of scope (n) | lookup (n) | must-mention | contradictions "
-        "| evidence precision | evidence recall | scope violations",
+        "| scope violations",
         rows,
     )
