@@ -39,10 +39,8 @@ def substitute(question: str, answers: list[str]) -> str:
     return " ".join(_REF.sub(rep, question).split())
 
 
-# MuSiQue writes about 40 % of its hops as Wikidata triples, ``"Hello Love >> performer"``
-# (subject >> property), not as questions. Asked verbatim, a model reads them as
-# noise, and every such miss shrinks the gap's denominator for a reason that has
-# nothing to do with composition. They are asked as the question the triple means.
+# MuSiQue writes about 40 % of its hops as Wikidata triples; asked verbatim, a model reads them as noise and
+# every such miss shrinks the gap's denominator for a reason that has nothing to do with composition.
 _TRIPLE = re.compile(r"^(?P<subject>.+?)\s*>>\s*(?P<relation>[^>]+?)\s*\??$")
 _RELATION_QUESTIONS = {
     "place of birth": "Where was {s} born?",

@@ -139,16 +139,14 @@ def scope_violations(
 ) -> list[str]:
     """What broke the asker's scope: cited passages outside ``filters``, cited or retrieved passages
     among the ``restricted`` documents, restricted facts stated in the answer (one entry each)."""
-    out: list[str] = []
-    if filters is not None and not filters.is_empty():
-        for p in citations:
-            if "acl" in p and not filters.matches(_passage(p)):
-                out.append(f"cited {p.get('id')} outside the scope")
+    scoped = filters is not None and not filters.is_empty()
+    out = [
+        f"cited {p.get('id')} outside the scope"
+        for p in citations
+        if scoped and "acl" in p and not filters.matches(_passage(p))
+    ]
     banned = set(restricted)
-    for p in [*citations, *retrieved]:
-        hit = passage_ids(p) & banned
-        if hit:
-            out.append(f"saw restricted {sorted(hit)[0]}")
+    out += [f"saw restricted {min(hit)}" for p in [*citations, *retrieved] if (hit := passage_ids(p) & banned)]
     out.extend(f"stated restricted fact {t!r}" for t in restricted_facts if has_term(answer, t))
     return list(dict.fromkeys(out))
 

@@ -1,11 +1,6 @@
-"""``report.md`` and PNG plots, regenerated from ``results.jsonl`` (+ ``run.json``) alone.
-
-Everything here is deterministic (fixed bootstrap seed, sorted inputs, no
-timestamps from the clock, PNG metadata stripped), so regenerating a report
-from the same JSONL gives byte-identical files.
-
-The numbers come from :mod:`sleuth.eval.summary`; this module lays out ``report.md`` and draws the
-PNGs (score per strategy, cost per question, accuracy against tokens; no software or time stamp in them).
+"""``report.md`` and its PNG plots, regenerated from ``results.jsonl`` (+ ``run.json``) alone: the numbers
+come from :mod:`sleuth.eval.summary` (fixed bootstrap seed, sorted inputs) and the PNGs carry no software or
+time stamp, so the same records give byte-identical files.
 """
 
 from __future__ import annotations
@@ -210,15 +205,11 @@ def code_line(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> str
     return line
 
 
-def _index_fact(idx: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
-    """What the run searched and how: the source and, for the open setting, the search mode (runs
-    recorded before the mode could be chosen name none: they searched with BM25, their reports stay as made)."""
-    described = settings.get("index") if isinstance(settings.get("index"), dict) else {}
-    source = idx.get("source", described.get("source", "–"))
-    mode = idx.get("mode") or described.get("mode")
-    return (
-        f"{source}; {mode} search" if mode and idx.get("setting", described.get("setting")) == "open" else str(source)
-    )
+def _index_fact(idx: Mapping[str, Any]) -> str:
+    """What the run searched and, in the open setting, how (runs recorded before the mode could be chosen
+    name none: they searched with BM25)."""
+    mode = f"; {idx['mode']} search" if idx.get("mode") and idx.get("setting") == "open" else ""
+    return f"{idx.get('source', '–')}{mode}"
 
 
 def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
@@ -233,7 +224,6 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
     rows = summarise(records, order)
     names = [r["strategy"] for r in rows]
     data = manifest.get("data") or {}
-    idx = manifest.get("index") or {}
     models = sorted({str((r.get("result") or {}).get("model") or "") for r in records} - {""})
     lines = [f"# Evaluation: {data.get('name', '?')}", ""]
     lines += [
@@ -243,7 +233,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
         f"| data | `{data.get('path', '?')}` (sha256 `{str(data.get('sha256', ''))[:16]}…`, {data.get('questions', '?')} questions) |",
         f"| format / setting | {settings.get('format', '?')} / {settings.get('setting', '?')} |",
         f"| model | {settings.get('model', '?')}" + (f" (served as: {', '.join(models)})" if models else "") + " |",
-        f"| index | {_index_fact(idx, settings)} |",
+        f"| index | {_index_fact(manifest.get('index') or {})} |",
         f"| seed / limit / k | {settings.get('seed')} / {settings.get('limit')} / {settings.get('k')} |",
         f"| results | {len(every)} records |",
         f"| code | {code_line(every, order) if every else '–'} |",

@@ -1,8 +1,5 @@
-"""The numbers behind ``report.md``: bootstrap CIs, run progress, per-strategy rows, paired differences.
-
-Deterministic for the same records (fixed bootstrap seed, sorted inputs), so a report
-regenerated from the same JSONL is byte-identical.
-"""
+"""The numbers behind ``report.md`` (bootstrap CIs, run progress, per-strategy rows, paired differences)
+and its table builders; deterministic for the same records (fixed bootstrap seed, sorted inputs)."""
 
 from __future__ import annotations
 
@@ -55,13 +52,12 @@ class Progress:
 
     def text(self) -> str:
         tasks = f"{self.tasks_done} of {self.tasks_total} tasks" if self.tasks_total else f"{self.tasks_done} tasks"
-        ns = len(self.strategies)
+        every = _n(len(self.strategies), "strategy")
         if self.finished:
-            return f"complete: {_n(self.questions or 0, 'question')} × {_n(ns, 'strategy')} ({tasks})"
+            return f"complete: {_n(self.questions or 0, 'question')} × {every} ({tasks})"
         done = len(self.complete)
-        if self.questions is None:
-            return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
-        text = f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
+        of = _n(done, "question") if self.questions is None else f"{done} of {_n(self.questions, 'question')}"
+        text = f"{of} answered by all {every} ({tasks})"
         if self.seconds_left is not None:
             text += f"; the rest takes about {self.seconds_left / 3600:.1f} h at {self.pace}"
         return text
@@ -189,14 +185,9 @@ def summarise(records: Records, order: Sequence[str] = ()) -> list[dict[str, Any
 
 
 def citation_rows(records: Records, order: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Citation precision and recall per strategy over the composed questions that have gold
-    supporting passages (records scored with ``cited_recall_id``); empty when none have.
-
-    ``precision`` is the mean over the answers that cite something (a record citing nothing has
-    no precision); ``citing`` is their share, shown beside it so that citing rarely cannot look
-    precise.  ``recall`` is the mean over all answers (citing nothing recalls 0 of the gold);
-    ``recall_citing`` the mean over the citing ones.
-    """
+    """Citation precision and recall per strategy over the composed questions with gold supporting passages
+    (scored with ``cited_recall_id``): ``precision`` over the ``citing`` answers (citing nothing has no
+    precision), ``recall`` over all (citing nothing recalls 0), ``recall_citing`` over the citing ones."""
     rows = []
     for s, rs in per_strategy(records, order, lambda r: (r.get("scores") or {}).get("cited_recall_id") is not None):
         citing = [r for r in rs if r["scores"].get("cite_precision") is not None]
@@ -261,14 +252,9 @@ def table(head: str | Sequence[str], rows: Iterable[Iterable[Any]]) -> list[str]
 def paired_differences(
     records: Records, order: Sequence[str], baseline: str | None = None
 ) -> tuple[str | None, list[dict[str, Any]]]:
-    """Each strategy against a baseline on the questions both answered (composed questions only).
-
-    The difference of primary scores per question, its mean with a 95 % paired bootstrap CI,
-    and how many questions each side won, with what the strategy spent on those questions
-    against the baseline (``tokens_ratio``: processed prompt tokens, ``seconds_ratio``).  Pairing removes the
-    question-to-question variance that makes the per-strategy intervals overlap, so it is the fairer test of
-    "is A better than B on this data".  Baseline: ``rag`` when present, else the first strategy.
-    """
+    """Each strategy against a baseline (``rag`` when present, else the first strategy) on the composed questions
+    both answered: the primary score's :func:`paired` difference, and what the strategy spent on those questions
+    as a multiple of the baseline (``tokens_ratio``: processed prompt tokens, ``seconds_ratio``)."""
     by = {s: {str(r["qid"]): r for r in rs} for s, rs in per_strategy(records, order)}
     if baseline is None:
         baseline = "rag" if "rag" in by else next(iter(by), None)
