@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sleuth.eval.report import render
-from sleuth.eval.sections import diagnosis_section, outcome
+from sleuth.eval.report import diagnosis_section, outcome, render
 
 
 def _rec(strategy: str, qid: str, *, score: float, searches: int = 1, recall: float | None = None, status: str = "ok",

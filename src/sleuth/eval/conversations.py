@@ -42,13 +42,6 @@ def mode_units(item: Item) -> list[tuple[Item, dict[str, Any]]]:
     ]
 
 
-def mode_of(rec: Mapping[str, Any]) -> str | None:
-    """A record's conversation mode (None: not a conversation task)."""
-    task = rec.get("task") or {}
-    mode = task.get("mode")
-    return str(mode) if mode in MODES else None
-
-
 def _rewrite_cost(rec: Mapping[str, Any]) -> tuple[int, int]:
     """(calls, prompt + completion tokens) of the record's rewrite step."""
     calls = tokens = 0
@@ -69,8 +62,9 @@ def conversation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str]
 
     by: dict[str, dict[str, dict[str, Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
     for r in records:
-        if (mode := mode_of(r)) is not None:
-            by[r["strategy"]][str((r.get("task") or {}).get("parent") or r["qid"])][mode] = r
+        task = r.get("task") or {}
+        if task.get("mode") in MODES:
+            by[r["strategy"]][str(task.get("parent") or r["qid"])][str(task["mode"])] = r
     rows = []
     for s in in_order(by, order):
         modes = [m for m in MODES if any(m in c for c in by[s].values())]
@@ -94,7 +88,7 @@ def conversation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str]
 
 def conversation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[str]:
     """The report's "Follow-up questions" section (empty when the run has no conversations)."""
-    from sleuth.eval.summary import BOOTSTRAP, COSTS, cell, ci_cell, diff_cell, heading, table
+    from sleuth.eval.summary import BOOTSTRAP, COSTS, cell, ci_cell, diff_cell, section, table
 
     rows = conversation_rows(records, order)
     if not rows:
@@ -115,27 +109,27 @@ def conversation_section(records: Sequence[Mapping[str, Any]], order: Sequence[s
         rewrite = [cell(r["rewrite_calls"], 2), cell(r["rewrite_tokens"], 1)] if m == REWRITE else [0, 0]
         return [r["strategy"], m, [cell(r[m][k], COSTS[k]) for k in _MEANS[1:]], rewrite]
 
-    out = heading(
+    out = section(
         "Follow-up questions",
         "Each conversation's last question answered three ways: **rewrite** (the history sent; the question is "
         "first rewritten to stand alone, one extra LLM call), **last** (the last message alone, the history "
         "dropped) and **standalone** (the question written with the reference resolved: the upper bound). "
         f"Primary score per mode (mean with 95% bootstrap CI, {BOOTSTRAP} resamples) on the conversations "
         "every mode finished; the differences are paired (rewrite minus the other mode, per conversation).",
-    ) + table(
         "strategy | conversations | rewrite [95% CI] | last | standalone | rewrite / standalone "
         "| rewrite − last [95% CI] (better/worse) | rewrite − standalone [95% CI] (better/worse) "
         "| F1: rewrite / last / standalone",
         map(row, rows),
     )
-    out += [
+    return [
+        *out,
         "",
         "Cost per conversation turn (means): the rewrite mode's figures include its rewrite call, "
         "shown apart in the last two columns.",
         "",
+        *table(
+            "strategy | mode | LLM calls | prompt tokens | completion tokens | seconds | of which rewrite calls "
+            "| rewrite tokens",
+            (cost(r, m) for r in rows for m in MODES if m in r),
+        ),
     ]
-    return out + table(
-        "strategy | mode | LLM calls | prompt tokens | completion tokens | seconds | of which rewrite calls "
-        "| rewrite tokens",
-        (cost(r, m) for r in rows for m in MODES if m in r),
-    )
