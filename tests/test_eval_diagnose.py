@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sleuth.eval.report import diagnosis_section, outcome, render
+from sleuth.eval.report import render
+from sleuth.eval.sections import diagnosis_section, outcome
 
 
 def _rec(strategy: str, qid: str, *, score: float, searches: int = 1, recall: float | None = None, status: str = "ok",
