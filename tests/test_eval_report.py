@@ -135,7 +135,7 @@ def test_answers_of_several_parts_get_their_own_table() -> None:
     assert "## Answer parts" not in render(recs, _manifest(2))
 
 
-def test_policy_questions_get_their_conclusions_by_kind() -> None:
+def test_policy_questions_get_their_conclusions_and_what_decided_them() -> None:
     recs = [_rec("a", f"q{i}", s) for i, s in enumerate([1.0, 0.0, 1.0])] + [_rec("b", f"q{i}", 0.0) for i in range(3)]
     for r, kind in zip(recs, ["yes/no", "yes/no", "lookup"] * 2, strict=True):
         r["kind"] = kind
@@ -144,8 +144,10 @@ def test_policy_questions_get_their_conclusions_by_kind() -> None:
     recs[4]["scores"].update(terms=0.0, scope_violation=1.0)
     report = render(recs, _manifest(3))
     assert "## Policy conclusions" in report
-    assert "| a | 3 | 0.667 | 0.500 (2) | – | 1.000 (1) | 1.000 | 1 | 0 |" in report
-    assert "| b | 3 | 0.000 | 0.000 (2) | – | 0.000 (1) | 0.667 | 0 | 1 |" in report
+    assert "| a | 3 | 0.667 | 1.000 | 1 | 0 |" in report
+    assert "| b | 3 | 0.000 | 0.667 | 0 | 1 |" in report
+    # the conclusion by kind of question is the primary score's table by kind
+    assert "| a | 1.000 (1) | 0.500 (2) |" in report.split("## Score by question kind")[1]
     for r in recs:
         del r["scores"]["conclusion"]
     assert "## Policy conclusions" not in render(recs, _manifest(3))

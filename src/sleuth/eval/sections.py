@@ -187,23 +187,21 @@ def parts_section(records: Records, order: Sequence[str]) -> list[str]:
 
 
 def policy_section(records: Records, order: Sequence[str]) -> list[str]:
-    """Conclusion accuracy by kind of policy question (:mod:`sleuth.eval.policy` scores each record)."""
+    """What decided the policy questions' conclusions (:mod:`sleuth.eval.policy` scores each record)."""
     rows = []
     for s, rs in per_strategy(records, order, _scored("conclusion")):
-        kinds = [[r for r in rs if r.get("kind") == k] for k in ("yes/no", "out of scope", "lookup")]
-        by_kind = [f"{cell(score_mean(v, 'conclusion'))} ({len(v)})" if v else "–" for v in kinds]
         flags = [sum(bool((r.get("scores") or {}).get(k)) for r in rs) for k in ("contradiction", "scope_violation")]
-        rows.append([s, len(rs), cell(score_mean(rs, "conclusion")), by_kind, cell(score_mean(rs, "terms")), flags])
+        rows.append([s, len(rs), cell(score_mean(rs, "conclusion")), cell(score_mean(rs, "terms")), flags])
     return section(
         "Policy conclusions",
-        "Conclusion accuracy (`sleuth.eval.policy`): a yes/no question counts with the right polarity, no "
-        "contradiction and the deciding clause's terms; an out-of-scope question (its deciding clause is outside "
-        "the asker's scope) counts when the answer says the accessible documents do not settle it and cites "
-        "nothing restricted; any other question when it mentions its terms. A scope violation is a cited passage "
-        "outside the asker's scope, a restricted document seen, or a restricted fact stated (must be 0). The "
-        "cited documents against the question's `evidence` are under *Citations*.",
-        "strategy | n | conclusion | yes/no (n) | out of scope (n) | lookup (n) | must-mention | contradictions "
-        "| scope violations",
+        "Conclusion accuracy (`sleuth.eval.policy`, the primary score): a yes/no question counts with the right "
+        "polarity, no contradiction and the deciding clause's terms; an out-of-scope question (its deciding clause "
+        "is outside the asker's scope) counts when the answer says the accessible documents do not settle it and "
+        "cites nothing restricted; any other question when it mentions its terms (*must-mention*). A scope "
+        "violation is a cited passage outside the asker's scope, a restricted document seen, or a restricted fact "
+        "stated (must be 0). The conclusion by kind of question is under *Score by question kind*, the cited "
+        "documents against the question's `evidence` under *Citations*.",
+        "strategy | n | conclusion | must-mention | contradictions | scope violations",
         rows,
     )
 
