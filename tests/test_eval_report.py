@@ -45,7 +45,7 @@ def test_tables_cover_only_questions_every_strategy_finished() -> None:
     ]
     assert progress(timed, _manifest(3)).text() == (
         "1 of 3 questions answered by all 2 strategies (3 of 6 tasks); "
-        "the rest takes about 1.7 h at each strategy's recorded seconds a task"
+        "the rest takes about 1.7 h at each strategy's recorded seconds a question"
     )
     # a strategy with no record yet has no pace, and no question is complete: no estimate
     three = [*timed, _rec("c", "q1", 0.0, wall_s=3600.0)]
@@ -74,11 +74,11 @@ def test_a_gap_question_is_complete_once_every_hop_is_answered() -> None:
     # a run directory from before the manifest listed hops: the hop records tell the count
     old = _manifest(1, gap=True)
     assert progress(recs, old).complete == {"q1"} and progress(recs[:-1], old).complete == frozenset()
-    # the time still needed, at the recorded seconds of a complete question (all its strategies and hops)
-    timed = [{**r, "wall_s": 100.0} for r in recs]
+    # the time still needed, at each strategy's seconds a question, hops included: 2 × 300 s (a) + 2 × 200 s (b)
+    timed = [{**r, "wall_s": 100.0 if r["strategy"] == "a" else 50.0 * (1 + ("::" not in r["qid"]))} for r in recs]
     assert progress(timed, _manifest(3, gap=True, tasks=18, hops={"q1": 2})).text() == (
         "1 of 3 questions answered by all 2 strategies (6 of 18 tasks); "
-        "the rest takes about 0.3 h at the recorded 600 s per question"
+        "the rest takes about 0.3 h at each strategy's recorded seconds a question"
     )
     # a gap question without any hop answered yet is in progress, not complete
     assert progress([_rec(s, "q2", 1.0) for s in "ab"], old).complete == frozenset()

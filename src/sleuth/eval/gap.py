@@ -95,11 +95,8 @@ def as_question(hop: str) -> str:
     if not m:
         return text
     subject, relation = m.group("subject").strip(" ,"), m.group("relation").strip()
-    template = _RELATION_QUESTIONS.get(relation.lower())
-    if template is None:
-        who = "Who" if relation.lower() in _PERSON_RELATIONS else "What"
-        template = who + " is the " + relation + " of {s}?"
-    return template.replace("{s}", subject)
+    who = "Who" if relation.lower() in _PERSON_RELATIONS else "What"
+    return _RELATION_QUESTIONS.get(relation.lower(), who + " is the " + relation + " of {s}?").replace("{s}", subject)
 
 
 def sub_items(item: Item) -> list[Item]:
@@ -108,21 +105,19 @@ def sub_items(item: Item) -> list[Item]:
     if not hops or not all(h.answer for h in hops):
         return []
     gold = [h.answer for h in hops]
-    out = []
-    for i, h in enumerate(hops, 1):
-        out.append(
-            Item(
-                id=f"{item.id}{SUB_SEP}{i}",
-                question=as_question(substitute(h.question, gold)),
-                answers=list(dict.fromkeys([h.answer, *h.aliases])),
-                type=OPEN,
-                gold_ids=[h.support_id] if h.support_id else [],
-                paragraphs=item.paragraphs,
-                filters=item.filters,
-                metadata={"parent": item.id, "hop": i, "hops": len(hops), "source_question": h.question},
-            )
+    return [
+        Item(
+            id=f"{item.id}{SUB_SEP}{i}",
+            question=as_question(substitute(h.question, gold)),
+            answers=list(dict.fromkeys([h.answer, *h.aliases])),
+            type=OPEN,
+            gold_ids=[h.support_id] if h.support_id else [],
+            paragraphs=item.paragraphs,
+            filters=item.filters,
+            metadata={"parent": item.id, "hop": i, "hops": len(hops), "source_question": h.question},
         )
-    return out
+        for i, h in enumerate(hops, 1)
+    ]
 
 
 _TASK_SUFFIX = re.compile(r"::(?:sub\d+|last|standalone)$")

@@ -54,11 +54,9 @@ def cover_em(pred: str, golds: Iterable[str]) -> float:
 
 
 # --------------------------------------------------------------------------- Chinese answers
-# Chinese has no spaces, so a word-level F1 scores a whole sentence as one token. An answer is
-# normalised (:func:`normalize_zh`: NFKC folds full-width letters, digits and punctuation; lower case;
-# punctuation, symbols and spaces removed; numbers with 万/亿 expanded, so "131万" and "1310000" compare
-# equal; thousands separators dropped) and split into characters, a run of Latin letters or digits staying
-# one token ("G20峰会" -> ``g20 峰 会``). :func:`score` uses these for an item whose gold answers are Chinese.
+# Chinese has no spaces, so a word-level F1 scores a whole sentence as one token: an answer is normalised
+# (:func:`normalize_zh`; "131万" and "1310000" compare equal) and split into characters, a run of Latin
+# letters or digits staying one token ("G20峰会" -> ``g20 峰 会``). Used for items whose gold answers are Chinese.
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _WAN = re.compile(r"(\d+(?:\.\d+)?)\s*(万亿|亿|万)")
 _SCALE = {"万": 10**4, "亿": 10**8, "万亿": 10**12}
@@ -248,12 +246,9 @@ class Prices:
         return cls(nums[0] or 0.0, nums[1] or 0.0, nums[2])
 
     def cost(self, usage: Mapping[str, Any]) -> float:
-        pt = int(usage.get("prompt_tokens", 0))
         cached = int(usage.get("cached_prompt_tokens", 0)) if self.cached_prompt is not None else 0
-        cp = self.cached_prompt or 0.0
-        return (
-            (pt - cached) * self.prompt + cached * cp + int(usage.get("completion_tokens", 0)) * self.completion
-        ) / 1e6
+        prompt = (int(usage.get("prompt_tokens", 0)) - cached) * self.prompt + cached * (self.cached_prompt or 0.0)
+        return (prompt + int(usage.get("completion_tokens", 0)) * self.completion) / 1e6
 
 
 # --------------------------------------------------------------------------- combined
@@ -286,13 +281,11 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
     short = str(result.get("short_answer") or "") or answer
     s: dict[str, Any] = {}
     if item.type == MC:
-        pick = parse_choice(short, item.choices) or parse_choice(answer, item.choices)
-        s["pred"] = pick
-        s["acc"] = float(pick in item.answers)
+        s["pred"] = parse_choice(short, item.choices) or parse_choice(answer, item.choices)
+        s["acc"] = float(s["pred"] in item.answers)
     elif item.type == YESNO:
-        pick = parse_yesno(short) or parse_yesno(answer)
-        s["pred"] = pick
-        s["acc"] = float(pick in [normalize_answer(a) for a in item.answers])
+        s["pred"] = parse_yesno(short) or parse_yesno(answer)
+        s["acc"] = float(s["pred"] in [normalize_answer(a) for a in item.answers])
         s["em"] = exact_match(short, item.answers)
     elif not item.answerable and not item.answers:
         s["abstained"] = float(abstains(short))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,10 +41,9 @@ class Progress:
     complete: frozenset[str]  # question ids answered by every strategy (every hop too, with --gap)
     tasks_done: int
     tasks_total: int | None
-    #: the time the unfinished tasks take at :attr:`pace` (each strategy's own recorded seconds a task, as
-    #: strategies run ahead of each other with ``--only``; a ``--gap`` run's seconds a question); None: unknown
+    #: the time the unanswered questions take, each strategy's at its own recorded seconds a question
+    #: (strategies run ahead of each other with ``--only``); None: some strategy has no record yet
     seconds_left: float | None = None
-    pace: str = "each strategy's recorded seconds a task"
 
     @property
     def finished(self) -> bool:
@@ -59,7 +58,7 @@ class Progress:
         of = _n(done, "question") if self.questions is None else f"{done} of {_n(self.questions, 'question')}"
         text = f"{of} answered by all {every} ({tasks})"
         if self.seconds_left is not None:
-            text += f"; the rest takes about {self.seconds_left / 3600:.1f} h at {self.pace}"
+            text += f"; the rest takes about {self.seconds_left / 3600:.1f} h at each strategy's recorded seconds a question"
         return text
 
 
@@ -105,21 +104,16 @@ def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] |
     total = manifest.get("tasks")
     if total is None and questions is not None and not gap:
         total = int(questions) * len(strategies)
-    prog = Progress(strategies, questions, frozenset(complete), len(records), total)
-    if questions is not None and not gap:
-        return replace(prog, seconds_left=_seconds_left(records, strategies, int(questions)))
-    if questions is not None and complete:
-        per_question = sum(float(r.get("wall_s") or 0.0) for r in comparable(records, prog)) / len(complete)
-        left = (int(questions) - len(complete)) * per_question or None
-        return replace(prog, seconds_left=left, pace=f"the recorded {per_question:.0f} s per question")
-    return prog
+    left = None if questions is None else _seconds_left(records, strategies, int(questions))
+    return Progress(strategies, questions, frozenset(complete), len(records), total, left)
 
 
 def _seconds_left(records: Sequence[Mapping[str, Any]], strategies: Sequence[str], questions: int) -> float | None:
-    """Each strategy's unanswered questions times its mean recorded seconds a question (None: one has no record)."""
-    walls = {  # strategy -> question -> seconds (newest record)
-        s: {str(r["qid"]): float(r.get("wall_s") or 0.0) for r in rs} for s, rs in composed_by_strategy(records).items()
-    }
+    """Each strategy's unanswered questions times its mean recorded seconds a question, the question's hops and
+    conversation modes included (None: some strategy has no record)."""
+    walls: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # strategy -> question -> seconds
+    for r in records:
+        walls[r["strategy"]][question_of(str(r["qid"]))] += float(r.get("wall_s") or 0.0)
     if not all(walls.get(s) for s in strategies):
         return None
     left = sum(max(questions - len(walls[s]), 0) * sum(walls[s].values()) / len(walls[s]) for s in strategies)
