@@ -1,22 +1,15 @@
 """Policy questions scored by their conclusion, not by a number the answer happens to mention.
 
-A policy question (``--format policy_zh``: ``benchmarks/data/policy_zh``, ``shared/data/policy_zh``)
-is one of three kinds, and its **conclusion** score (:func:`conclusion_score`) checks what the
-asker needs:
+A policy question (``--format policy_zh``: ``benchmarks/data/policy_zh``, ``shared/data/policy_zh``) is
+one of three kinds, and its **conclusion** score (:func:`conclusion_score`) checks what the asker needs:
 
-* a **yes/no** question (``conclusion`` 是 or 否, e.g. "行程取消后，退票费用还要按普通差旅期限提交吗？"):
-  right only when the answer's polarity (:func:`answer_polarity`) is the expected one and the
-  answer names the deciding clause's terms (``must_mention``; ``"第十五条|15个自然日"`` accepts either).
-  An answer that says 是 in one place and 否 in another (its body against its short answer) is wrong;
-* an **out-of-scope** question (no ``evidence``: its deciding clause lies in a document the asker's
-  scope cannot see): right only when the answer says the accessible documents do not settle it, cites
-  no restricted document and mentions none of the restricted facts (``must_not_mention``);
-* any other question (a deadline, an amount, a version): right when it mentions every
-  ``must_mention`` term and no ``must_not_mention`` one.
-
-A **scope violation** (:func:`scope_violations`) is a cited passage outside the asker's scope
-(its ACL, version or region), a cited or retrieved passage among the question's ``restricted``
-documents, or an answer that states a restricted fact; it must stay 0.
+* **yes/no** (``conclusion`` 是 or 否): right only when the answer's polarity (:func:`answer_polarity`) is
+  the expected one, the answer does not contradict itself (是 in its body, 否 in its short answer) and it
+  names the deciding clause's terms (``must_mention``; ``"第十五条|15个自然日"`` accepts either);
+* **out of scope** (no ``evidence``: the deciding clause lies outside the asker's scope): right only when
+  the answer says the accessible documents do not settle it and breaks no scope (:func:`scope_violations`);
+* any other (a deadline, an amount, a version): right when it mentions every ``must_mention`` term and no
+  ``must_not_mention`` one.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the answers go wrong and the failures. Each section is empty when the records ha
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -244,13 +244,11 @@ def _leading_section(records: Records, prog: Progress, order: Sequence[str]) -> 
     """The strategies at least :data:`AHEAD` questions ahead of the common set (``sleuth eval --only``
     sittings; two or more, not all): the score, cost, paired and citation tables on the questions they
     have all finished."""
-    done: dict[str, set[str]] = defaultdict(set)
-    for r in records:
-        if not is_composed(r):
-            return []  # a --gap run: its hops make their own set
-        done[str(r["strategy"])].add(str(r["qid"]))
+    if not all(map(is_composed, records)):
+        return []  # a --gap run or conversations: their hops and modes make their own set
+    done = {s: {str(r["qid"]) for r in rs} for s, rs in per_strategy(records, order)}
     floor = len(prog.complete) + AHEAD
-    group = [s for s in in_order(done, order) if len(done[s]) >= floor]
+    group = [s for s, qids in done.items() if len(qids) >= floor]
     if len(group) < 2 or len(group) == len(prog.strategies):
         return []
     shared = set.intersection(*(done[s] for s in group))

@@ -273,9 +273,5 @@ def paired_differences(
 
 def _ratio(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str, Any]], qids: Sequence[str], key: str):
     """What ``a``'s records of ``qids`` spent (their scores' ``key``) over ``b``'s (``None`` when ``b`` spent nothing)."""
-
-    def spent(recs: Mapping[str, Mapping[str, Any]]) -> float:
-        return sum(float((recs[q].get("scores") or {}).get(key) or 0) for q in qids)
-
-    den = spent(b)
-    return spent(a) / den if den else None
+    mine, base = (sum(float((recs[q].get("scores") or {}).get(key) or 0) for q in qids) for recs in (a, b))
+    return mine / base if base else None
