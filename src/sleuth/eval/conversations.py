@@ -44,14 +44,9 @@ def mode_units(item: Item) -> list[tuple[Item, dict[str, Any]]]:
 
 def _rewrite_cost(rec: Mapping[str, Any]) -> tuple[int, int]:
     """(calls, prompt + completion tokens) of the record's rewrite step."""
-    calls = tokens = 0
-    for ev in (rec.get("result") or {}).get("trace") or []:
-        data = ev.get("data") or {}
-        if ev.get("kind") == "llm" and data.get("step") == "rewrite":
-            usage = data.get("usage") or {}
-            calls += 1
-            tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-    return calls, tokens
+    trace = [ev.get("data") or {} for ev in (rec.get("result") or {}).get("trace") or [] if ev.get("kind") == "llm"]
+    usages = [d.get("usage") or {} for d in trace if d.get("step") == "rewrite"]
+    return len(usages), sum(int(u.get("prompt_tokens") or 0) + int(u.get("completion_tokens") or 0) for u in usages)
 
 
 def conversation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:

@@ -46,13 +46,6 @@ def code_line(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> str
     return line
 
 
-def _index_fact(idx: Mapping[str, Any]) -> str:
-    """What the run searched and, in the open setting, how (runs recorded before the mode could be chosen
-    name none: they searched with BM25)."""
-    mode = f"; {idx['mode']} search" if idx.get("mode") and idx.get("setting") == "open" else ""
-    return f"{idx.get('source', '–')}{mode}"
-
-
 def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
     """The report's Markdown."""
     manifest = manifest or {}
@@ -61,7 +54,9 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
     every = records
     prog = progress(records, manifest)
     records = comparable(records, prog)
-    data = manifest.get("data") or {}
+    data, idx = manifest.get("data") or {}, manifest.get("index") or {}
+    # how the open setting searched (runs recorded before the mode could be chosen name none: BM25)
+    mode = f"; {idx['mode']} search" if idx.get("mode") and idx.get("setting") == "open" else ""
     models = sorted({str((r.get("result") or {}).get("model") or "") for r in records} - {""})
     lines = [f"# Evaluation: {data.get('name', '?')}", ""]
     lines += [
@@ -71,7 +66,7 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
         f"| data | `{data.get('path', '?')}` (sha256 `{str(data.get('sha256', ''))[:16]}…`, {data.get('questions', '?')} questions) |",
         f"| format / setting | {settings.get('format', '?')} / {settings.get('setting', '?')} |",
         f"| model | {settings.get('model', '?')}" + (f" (served as: {', '.join(models)})" if models else "") + " |",
-        f"| index | {_index_fact(manifest.get('index') or {})} |",
+        f"| index | {idx.get('source', '–')}{mode} |",
         f"| seed / limit / k | {settings.get('seed')} / {settings.get('limit')} / {settings.get('k')} |",
         f"| results | {len(every)} records |",
         f"| code | {code_line(every, order) if every else '–'} |",

@@ -185,16 +185,9 @@ def citation_rows(records: Records, order: Sequence[str] = ()) -> list[dict[str,
     rows = []
     for s, rs in per_strategy(records, order, lambda r: (r.get("scores") or {}).get("cited_recall_id") is not None):
         citing = [r for r in rs if r["scores"].get("cite_precision") is not None]
-        rows.append(
-            {
-                "strategy": s,
-                "n": len(rs),
-                "citing": len(citing),
-                "precision": score_mean(citing, "cite_precision"),
-                "recall": score_mean(rs, "cited_recall_id"),
-                "recall_citing": score_mean(citing, "cited_recall_id"),
-            }
-        )
+        row = {"strategy": s, "n": len(rs), "citing": len(citing), "precision": score_mean(citing, "cite_precision")}
+        row |= {"recall": score_mean(rs, "cited_recall_id"), "recall_citing": score_mean(citing, "cited_recall_id")}
+        rows.append(row)
     return rows
 
 
