@@ -356,10 +356,7 @@ def _policy(item: Item, result: Mapping[str, Any], answer: str, passages: Sequen
         must_not=item.must_not_mention,
         violations=violations,
     )
-    out["scope_violation"] = float(bool(violations))
-    if violations:
-        out["violations"] = violations
-    return out
+    return out | {"scope_violation": float(bool(violations))} | ({"violations": violations} if violations else {})
 
 
 def draft_reply(result: Mapping[str, Any]) -> dict[str, str] | None:

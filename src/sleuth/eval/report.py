@@ -58,8 +58,9 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
     # how the open setting searched (runs recorded before the mode could be chosen name none: BM25)
     mode = f"; {idx['mode']} search" if idx.get("mode") and idx.get("setting") == "open" else ""
     models = sorted({str((r.get("result") or {}).get("model") or "") for r in records} - {""})
-    lines = [f"# Evaluation: {data.get('name', '?')}", ""]
-    lines += [
+    lines = [
+        f"# Evaluation: {data.get('name', '?')}",
+        "",
         "| | |",
         "|---|---|",
         f"| command | `{resume_command(str(manifest.get('command', '?')))}` (DIR: this folder) |",

@@ -165,11 +165,6 @@ def draft_section(records: Records, order: Sequence[str]) -> list[str]:
     )
 
 
-def _scored(key: str) -> Any:
-    """Keeps the records scored with ``key``."""
-    return lambda r: key in (r.get("scores") or {})
-
-
 def parts_section(records: Records, order: Sequence[str]) -> list[str]:
     """Questions whose answer has several parts (RGB): every part, the share of parts, and the
     share of parts with a supporting passage among those the strategy saw."""
@@ -181,7 +176,7 @@ def parts_section(records: Records, order: Sequence[str]) -> list[str]:
         "strategy | questions | all parts | part rate | part recall",
         (
             [s, len(rs), *(cell(score_mean(rs, k)) for k in ("parts", "part_rate", "part_recall"))]
-            for s, rs in per_strategy(records, order, _scored("part_rate"))
+            for s, rs in per_strategy(records, order, lambda r: "part_rate" in (r.get("scores") or {}))
         ),
     )
 
@@ -189,7 +184,7 @@ def parts_section(records: Records, order: Sequence[str]) -> list[str]:
 def policy_section(records: Records, order: Sequence[str]) -> list[str]:
     """What decided the policy questions' conclusions (:mod:`sleuth.eval.policy` scores each record)."""
     rows = []
-    for s, rs in per_strategy(records, order, _scored("conclusion")):
+    for s, rs in per_strategy(records, order, lambda r: "conclusion" in (r.get("scores") or {})):
         flags = [sum(bool((r.get("scores") or {}).get(k)) for r in rs) for k in ("contradiction", "scope_violation")]
         rows.append([s, len(rs), cell(score_mean(rs, "conclusion")), cell(score_mean(rs, "terms")), flags])
     return section(
@@ -307,9 +302,8 @@ def body(every: Records, records: Records, prog: Progress, order: Sequence[str])
                 f"{cached} LLM calls were served from Sleuth's response cache: their seconds are the cache's, not the "
                 "model's, and their prompt tokens were not processed, so they are no timings.",
             ]
-        lines += heading("Finish reasons")
         reasons = ([r["strategy"], ", ".join(f"{k}: {v}" for k, v in r["reasons"].items())] for r in rows)
-        lines += table(["strategy", "reasons"], reasons)
+        lines += section("Finish reasons", "", ["strategy", "reasons"], reasons)
     lines += _paired_section(records, names)
     lines += conversation_section(records, names)
     lines += _leading_section(every, prog, order)

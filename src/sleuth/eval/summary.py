@@ -24,8 +24,6 @@ def bootstrap_ci(values: Sequence[float]) -> tuple[float, float, float]:
     a = np.asarray(values, dtype=float)
     if a.size == 0:
         return (math.nan, math.nan, math.nan)
-    if a.size == 1:
-        return (float(a[0]), float(a[0]), float(a[0]))
     rng = np.random.default_rng(BOOT_SEED)
     means = a[rng.integers(0, a.size, size=(BOOTSTRAP, a.size))].mean(axis=1)
     lo, hi = np.quantile(means, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
@@ -127,11 +125,9 @@ def comparable(records: Sequence[Mapping[str, Any]], prog: Progress) -> list[Map
 
 def cell(x: Any, nd: int = 3) -> str:
     """A table cell: a float to ``nd`` decimals, "–" for none (``None`` or NaN), anything else as text."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{nd}f}"
-    return str(x)
+    if not isinstance(x, float):
+        return "–" if x is None else str(x)
+    return "–" if math.isnan(x) else f"{x:.{nd}f}"
 
 
 def mean_or_nan(xs: Sequence[float]) -> float:
