@@ -92,10 +92,14 @@ def test_the_report_shows_the_strategies_ahead_on_the_questions_they_all_finishe
     assert "## Ahead of the rest: 2 strategies on 8 questions" in report
     assert f"{flaky} has finished 0" in report
     ahead = report.split("## Ahead of the rest")[1].split("\n## ")[0].split("Their citations")[0]
-    rows = [ln for ln in ahead.splitlines() if ln.startswith(f"| {FIRST}") or ln.startswith(f"| {YES}")]
-    assert len(rows) == 2 and all("| 8 |" in ln for ln in rows)
+    scores, rest = ahead.split("Their cost per question:")
+    cost, diffs = rest.split(f"Their paired differences against {FIRST}:")
+    rows = [ln for ln in scores.splitlines() if ln.startswith(f"| {FIRST} |") or ln.startswith(f"| {YES} |")]
+    assert len(rows) == 2 and all(ln.split("|")[2] == " 8 " for ln in rows)
+    assert sum(ln.startswith(("| " + FIRST + " |", "| " + YES + " |")) for ln in cost.splitlines()) == 2
     # the baseline (the first of the group: no rag here) has no difference with itself; the other one has
-    assert rows[0].endswith("| – | – | – | – |") and " [" in rows[1].split("|")[8]
+    pairs = [ln for ln in diffs.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+    assert len(pairs) == 1 and pairs[0].startswith(f"| {YES} | 8 | ") and " [" in pairs[0].split("|")[3]
 
     # one question of Flaky: still far behind, the section stays (8 questions, 1 common)
     run_eval(_cfg(data_dir, out, time_limit=1e-6, **cfg), progress=False)

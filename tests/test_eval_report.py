@@ -45,7 +45,7 @@ def test_tables_cover_only_questions_every_strategy_finished() -> None:
     ]
     assert progress(timed, _manifest(3)).text() == (
         "1 of 3 questions answered by all 2 strategies (3 of 6 tasks); "
-        "the rest takes about 1.7 h at each strategy's recorded seconds a task"
+        "the rest takes about 1.7 h at each strategy's recorded seconds a question"
     )
     # a strategy with no record yet has no pace, and no question is complete: no estimate
     three = [*timed, _rec("c", "q1", 0.0, wall_s=3600.0)]
@@ -74,6 +74,12 @@ def test_a_gap_question_is_complete_once_every_hop_is_answered() -> None:
     # a run directory from before the manifest listed hops: the hop records tell the count
     old = _manifest(1, gap=True)
     assert progress(recs, old).complete == {"q1"} and progress(recs[:-1], old).complete == frozenset()
+    # the time still needed, at each strategy's seconds a question, hops included: 2 × 300 s (a) + 2 × 200 s (b)
+    timed = [{**r, "wall_s": 100.0 if r["strategy"] == "a" else 50.0 * (1 + ("::" not in r["qid"]))} for r in recs]
+    assert progress(timed, _manifest(3, gap=True, tasks=18, hops={"q1": 2})).text() == (
+        "1 of 3 questions answered by all 2 strategies (6 of 18 tasks); "
+        "the rest takes about 0.3 h at each strategy's recorded seconds a question"
+    )
     # a gap question without any hop answered yet is in progress, not complete
     assert progress([_rec(s, "q2", 1.0) for s in "ab"], old).complete == frozenset()
 
@@ -97,7 +103,7 @@ def test_the_report_says_which_commit_made_which_records() -> None:
     )
     assert "| code | records from 1 commit: `aaaaaaaaaaaa`: a 3 |" in render(recs[:3], _manifest(3))
     old = [{**_rec("a", "q0", 1.0), "code": "x"}, {**_rec("a", "q1", 1.0), "code": "y"}, _rec("b", "q0", 1.0)]
-    assert "| code | 3 made before records named their commit: a 2 (2 versions), b 1 |" in render(old, _manifest(2))
+    assert "| code | 3 made before records named their commit: a 2, b 1 |" in render(old, _manifest(2))
 
 
 def test_a_draft_is_paired_with_the_final_answer_of_its_own_records() -> None:
@@ -127,3 +133,21 @@ def test_answers_of_several_parts_get_their_own_table() -> None:
         for k in ("parts", "part_rate", "part_recall"):
             r["scores"].pop(k, None)
     assert "## Answer parts" not in render(recs, _manifest(2))
+
+
+def test_policy_questions_get_their_conclusions_and_what_decided_them() -> None:
+    recs = [_rec("a", f"q{i}", s) for i, s in enumerate([1.0, 0.0, 1.0])] + [_rec("b", f"q{i}", 0.0) for i in range(3)]
+    for r, kind in zip(recs, ["yes/no", "yes/no", "lookup"] * 2, strict=True):
+        r["kind"] = kind
+        r["scores"].update(conclusion=r["scores"]["score"], terms=1.0, contradiction=0.0, scope_violation=0.0)
+    recs[1]["scores"]["contradiction"] = 1.0
+    recs[4]["scores"].update(terms=0.0, scope_violation=1.0)
+    report = render(recs, _manifest(3))
+    assert "## Policy conclusions" in report
+    assert "| a | 3 | 0.667 | 1.000 | 1 | 0 |" in report
+    assert "| b | 3 | 0.000 | 0.667 | 0 | 1 |" in report
+    # the conclusion by kind of question is the primary score's table by kind
+    assert "| a | 1.000 (1) | 0.500 (2) |" in report.split("## Score by question kind")[1]
+    for r in recs:
+        del r["scores"]["conclusion"]
+    assert "## Policy conclusions" not in render(recs, _manifest(3))

@@ -39,10 +39,8 @@ def substitute(question: str, answers: list[str]) -> str:
     return " ".join(_REF.sub(rep, question).split())
 
 
-# MuSiQue writes about 40 % of its hops as Wikidata triples, ``"Hello Love >> performer"``
-# (subject >> property), not as questions. Asked verbatim, a model reads them as
-# noise, and every such miss shrinks the gap's denominator for a reason that has
-# nothing to do with composition. They are asked as the question the triple means.
+# MuSiQue writes about 40 % of its hops as Wikidata triples; asked verbatim, a model reads them as noise and
+# every such miss shrinks the gap's denominator for a reason that has nothing to do with composition.
 _TRIPLE = re.compile(r"^(?P<subject>.+?)\s*>>\s*(?P<relation>[^>]+?)\s*\??$")
 _RELATION_QUESTIONS = {
     "place of birth": "Where was {s} born?",
@@ -97,11 +95,8 @@ def as_question(hop: str) -> str:
     if not m:
         return text
     subject, relation = m.group("subject").strip(" ,"), m.group("relation").strip()
-    template = _RELATION_QUESTIONS.get(relation.lower())
-    if template is None:
-        who = "Who" if relation.lower() in _PERSON_RELATIONS else "What"
-        template = who + " is the " + relation + " of {s}?"
-    return template.replace("{s}", subject)
+    who = "Who" if relation.lower() in _PERSON_RELATIONS else "What"
+    return _RELATION_QUESTIONS.get(relation.lower(), who + " is the " + relation + " of {s}?").replace("{s}", subject)
 
 
 def sub_items(item: Item) -> list[Item]:
@@ -110,25 +105,19 @@ def sub_items(item: Item) -> list[Item]:
     if not hops or not all(h.answer for h in hops):
         return []
     gold = [h.answer for h in hops]
-    out = []
-    for i, h in enumerate(hops, 1):
-        out.append(
-            Item(
-                id=f"{item.id}{SUB_SEP}{i}",
-                question=as_question(substitute(h.question, gold)),
-                answers=list(dict.fromkeys([h.answer, *h.aliases])),
-                type=OPEN,
-                gold_ids=[h.support_id] if h.support_id else [],
-                paragraphs=item.paragraphs,
-                filters=item.filters,
-                metadata={"parent": item.id, "hop": i, "hops": len(hops), "source_question": h.question},
-            )
+    return [
+        Item(
+            id=f"{item.id}{SUB_SEP}{i}",
+            question=as_question(substitute(h.question, gold)),
+            answers=list(dict.fromkeys([h.answer, *h.aliases])),
+            type=OPEN,
+            gold_ids=[h.support_id] if h.support_id else [],
+            paragraphs=item.paragraphs,
+            filters=item.filters,
+            metadata={"parent": item.id, "hop": i, "hops": len(hops), "source_question": h.question},
         )
-    return out
-
-
-def parent_of(task_id: str) -> str | None:
-    return task_id.split(SUB_SEP, 1)[0] if SUB_SEP in task_id else None
+        for i, h in enumerate(hops, 1)
+    ]
 
 
 _TASK_SUFFIX = re.compile(r"::(?:sub\d+|last|standalone)$")
@@ -142,12 +131,12 @@ def question_of(task_id: str) -> str:
 
 @dataclass
 class GapRow:
-    strategy: str
-    questions: int  # composed questions with every sub-question answered
-    subs_all_right: int  # ... of which every sub-question was right
-    composed_wrong: int  # ... of which the composed question was wrong
-    composed_right_overall: int  # composed questions right, among ``questions``
-    metric: str
+    """One strategy's counts, over the composed questions with every sub-question answered."""
+
+    questions: int = 0
+    subs_all_right: int = 0  # ... of which every sub-question was right
+    composed_wrong: int = 0  # ... of which the composed question was wrong
+    composed_right_overall: int = 0  # composed questions right, among ``questions``
     hops: int = 0  # sub-questions asked, among ``questions``
     hops_right: int = 0  # ... answered correctly
 
@@ -168,24 +157,19 @@ def compositionality_gap(records: Iterable[Mapping[str, Any]], metric: str = "em
     for r in records:
         qid, strat = str(r["qid"]), str(r["strategy"])
         ok = float((r.get("scores") or {}).get(metric) or 0.0) >= 1.0
-        parent = parent_of(qid)
-        if parent is None:
+        if SUB_SEP not in qid:
             main[(strat, qid)] = ok
-        else:
-            hop = int(qid.split(SUB_SEP, 1)[1])
-            subs[(strat, parent)][hop] = ok
-            task = r.get("task") or {}
-            if task.get("hops"):
-                nhops[parent] = int(task["hops"])
+            continue
+        parent, hop = qid.split(SUB_SEP, 1)
+        subs[(strat, parent)][int(hop)] = ok
+        if (r.get("task") or {}).get("hops"):
+            nhops[parent] = int(r["task"]["hops"])
     rows: dict[str, GapRow] = {}
     for (strat, qid), composed_ok in sorted(main.items()):
         hops = subs.get((strat, qid))
-        if not hops:
-            continue
-        n = nhops.get(qid, max(hops))
-        if sorted(hops) != list(range(1, n + 1)):
-            continue  # some sub-question result is missing
-        row = rows.setdefault(strat, GapRow(strat, 0, 0, 0, 0, metric))
+        if not hops or sorted(hops) != list(range(1, nhops.get(qid, max(hops)) + 1)):
+            continue  # no sub-question result, or some is missing
+        row = rows.setdefault(strat, GapRow())
         row.questions += 1
         row.composed_right_overall += composed_ok
         row.hops += len(hops)

@@ -54,11 +54,9 @@ def cover_em(pred: str, golds: Iterable[str]) -> float:
 
 
 # --------------------------------------------------------------------------- Chinese answers
-# Chinese has no spaces, so a word-level F1 scores a whole sentence as one token. An answer is
-# normalised (:func:`normalize_zh`: NFKC folds full-width letters, digits and punctuation; lower case;
-# punctuation, symbols and spaces removed; numbers with 万/亿 expanded, so "131万" and "1310000" compare
-# equal; thousands separators dropped) and split into characters, a run of Latin letters or digits staying
-# one token ("G20峰会" -> ``g20 峰 会``). :func:`score` uses these for an item whose gold answers are Chinese.
+# Chinese has no spaces, so a word-level F1 scores a whole sentence as one token: an answer is normalised
+# (:func:`normalize_zh`; "131万" and "1310000" compare equal) and split into characters, a run of Latin
+# letters or digits staying one token ("G20峰会" -> ``g20 峰 会``). Used for items whose gold answers are Chinese.
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _WAN = re.compile(r"(\d+(?:\.\d+)?)\s*(万亿|亿|万)")
 _SCALE = {"万": 10**4, "亿": 10**8, "万亿": 10**12}
@@ -144,14 +142,10 @@ def parse_choice(answer: str, choices: Sequence[str] = ()) -> str:
     m = _MC_PATTERNS[0].search(text) or _MC_PATTERNS[1].match(text) or _MC_PATTERNS[2].search(text)
     if m:
         return m.group(1).upper()
-    norm = normalize_answer(text)
-    hits = [LETTERS[i] for i, c in enumerate(choices) if normalize_answer(c) and normalize_answer(c) == norm]
+    norm, options = normalize_answer(text), [normalize_answer(c) for c in choices]
+    hits = [LETTERS[i] for i, c in enumerate(options) if c and c == norm]
     if not hits:
-        hits = [
-            LETTERS[i]
-            for i, c in enumerate(choices)
-            if len(normalize_answer(c)) > 1 and f" {normalize_answer(c)} " in f" {norm} "
-        ]
+        hits = [LETTERS[i] for i, c in enumerate(options) if len(c) > 1 and f" {c} " in f" {norm} "]
     if len(hits) == 1:
         return hits[0]
     m = _MC_PATTERNS[3].search(text)
@@ -178,21 +172,16 @@ def retrieved_passages(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return seen
 
 
-def _title(p: Mapping[str, Any]) -> str:
-    return normalize_answer(str(p.get("title") or "").strip().strip('"'))
-
-
 def recall(gold: Sequence[str], passages: Sequence[Mapping[str, Any]], *, by: str) -> float | None:
     """Share of gold titles (``by="title"``) or paragraph ids (``by="id"``) among the passages."""
     if not gold:
         return None
     if by == "title":
-        have = {_title(p) for p in passages}
-        return sum(normalize_answer(g) in have for g in gold) / len(gold)
-    have_ids: set[str] = set()
-    for p in passages:
-        have_ids |= passage_ids(p)
-    return sum(g in have_ids for g in gold) / len(gold)
+        have = {normalize_answer(str(p.get("title") or "").strip().strip('"')) for p in passages}
+        gold = [normalize_answer(g) for g in gold]
+    else:
+        have = set().union(*map(passage_ids, passages))
+    return sum(g in have for g in gold) / len(gold)
 
 
 def cited_documents(citations: Sequence[Mapping[str, Any]]) -> list[set[str]]:
@@ -257,12 +246,9 @@ class Prices:
         return cls(nums[0] or 0.0, nums[1] or 0.0, nums[2])
 
     def cost(self, usage: Mapping[str, Any]) -> float:
-        pt = int(usage.get("prompt_tokens", 0))
         cached = int(usage.get("cached_prompt_tokens", 0)) if self.cached_prompt is not None else 0
-        cp = self.cached_prompt or 0.0
-        return (
-            (pt - cached) * self.prompt + cached * cp + int(usage.get("completion_tokens", 0)) * self.completion
-        ) / 1e6
+        prompt = (int(usage.get("prompt_tokens", 0)) - cached) * self.prompt + cached * (self.cached_prompt or 0.0)
+        return (prompt + int(usage.get("completion_tokens", 0)) * self.completion) / 1e6
 
 
 # --------------------------------------------------------------------------- combined
@@ -295,28 +281,21 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
     short = str(result.get("short_answer") or "") or answer
     s: dict[str, Any] = {}
     if item.type == MC:
-        pick = parse_choice(short, item.choices) or parse_choice(answer, item.choices)
-        s["pred"] = pick
-        s["acc"] = float(pick in item.answers)
+        s["pred"] = parse_choice(short, item.choices) or parse_choice(answer, item.choices)
+        s["acc"] = float(s["pred"] in item.answers)
     elif item.type == YESNO:
-        pick = parse_yesno(short) or parse_yesno(answer)
-        s["pred"] = pick
-        s["acc"] = float(pick in [normalize_answer(a) for a in item.answers])
+        s["pred"] = parse_yesno(short) or parse_yesno(answer)
+        s["acc"] = float(s["pred"] in [normalize_answer(a) for a in item.answers])
         s["em"] = exact_match(short, item.answers)
     elif not item.answerable and not item.answers:
         s["abstained"] = float(abstains(short))
         s["em"] = s["f1"] = s["cover_em"] = s["abstained"]
-    elif any(is_chinese(a) for a in item.answers):  # character-level, after Chinese normalisation
-        s["em"] = em_zh(short, item.answers)
-        s["f1"] = f1_zh(short, item.answers)
-        s["cover_em"] = cover_zh(short, item.answers)
-    else:
-        s["em"] = exact_match(short, item.answers)
-        s["f1"] = f1(short, item.answers)
-        # the final answer only: a long answer also quotes evidence and reasoning (Step-back's
-        # "Specific clause: …", CoT's candidates), which would credit a gold string the
-        # strategy did not answer (and a short alias like "NO" would match the word "no")
-        s["cover_em"] = cover_em(short, item.answers)
+    else:  # EM, F1 and cover-EM; Chinese answers character by character, after Chinese normalisation
+        # cover-EM on the final answer only: a long answer also quotes evidence and reasoning (Step-back's
+        # "Specific clause: …", CoT's candidates), which would credit a gold string the strategy did not
+        # answer (and a short alias like "NO" would match the word "no")
+        fns = (em_zh, f1_zh, cover_zh) if any(is_chinese(a) for a in item.answers) else (exact_match, f1, cover_em)
+        s.update({k: fn(short, item.answers) for k, fn in zip(("em", "f1", "cover_em"), fns, strict=True)})
     if item.must_mention or item.must_not_mention:
         s["mention"] = mentions(answer, item.must_mention, item.must_not_mention)
     parts = item.metadata.get("answer_parts")
@@ -325,7 +304,7 @@ def score(item: Item, result: Mapping[str, Any], prices: Prices | None = None) -
         hits = part_hits(answer, parts)
         s["parts"] = float(all(hits))
         s["part_rate"] = sum(hits) / len(hits)
-        seen: set[str] = set().union(*(passage_ids(p) for p in passages)) if passages else set()
+        seen: set[str] = set().union(*map(passage_ids, passages))
         part_ids = item.metadata.get("part_ids") or []
         if part_ids:
             s["part_recall"] = sum(any(i in seen for i in ids) for ids in part_ids) / len(part_ids)
@@ -377,10 +356,7 @@ def _policy(item: Item, result: Mapping[str, Any], answer: str, passages: Sequen
         must_not=item.must_not_mention,
         violations=violations,
     )
-    out["scope_violation"] = float(bool(violations))
-    if violations:
-        out["violations"] = violations
-    return out
+    return out | {"scope_violation": float(bool(violations))} | ({"violations": violations} if violations else {})
 
 
 def draft_reply(result: Mapping[str, Any]) -> dict[str, str] | None:

@@ -1,22 +1,15 @@
 """Policy questions scored by their conclusion, not by a number the answer happens to mention.
 
-A policy question (``--format policy_zh``: ``benchmarks/data/policy_zh``, ``shared/data/policy_zh``)
-is one of three kinds, and its **conclusion** score (:func:`conclusion_score`) checks what the
-asker needs:
+A policy question (``--format policy_zh``: ``benchmarks/data/policy_zh``, ``shared/data/policy_zh``) is
+one of three kinds, and its **conclusion** score (:func:`conclusion_score`) checks what the asker needs:
 
-* a **yes/no** question (``conclusion`` 是 or 否, e.g. "行程取消后，退票费用还要按普通差旅期限提交吗？"):
-  right only when the answer's polarity (:func:`answer_polarity`) is the expected one and the
-  answer names the deciding clause's terms (``must_mention``; ``"第十五条|15个自然日"`` accepts either).
-  An answer that says 是 in one place and 否 in another (its body against its short answer) is wrong;
-* an **out-of-scope** question (no ``evidence``: its deciding clause lies in a document the asker's
-  scope cannot see): right only when the answer says the accessible documents do not settle it, cites
-  no restricted document and mentions none of the restricted facts (``must_not_mention``);
-* any other question (a deadline, an amount, a version): right when it mentions every
-  ``must_mention`` term and no ``must_not_mention`` one.
-
-A **scope violation** (:func:`scope_violations`) is a cited passage outside the asker's scope
-(its ACL, version or region), a cited or retrieved passage among the question's ``restricted``
-documents, or an answer that states a restricted fact; it must stay 0.
+* **yes/no** (``conclusion`` 是 or 否): right only when the answer's polarity (:func:`answer_polarity`) is
+  the expected one, the answer does not contradict itself (是 in its body, 否 in its short answer) and it
+  names the deciding clause's terms (``must_mention``; ``"第十五条|15个自然日"`` accepts either);
+* **out of scope** (no ``evidence``: the deciding clause lies outside the asker's scope): right only when
+  the answer says the accessible documents do not settle it and breaks no scope (:func:`scope_violations`);
+* any other (a deadline, an amount, a version): right when it mentions every ``must_mention`` term and no
+  ``must_not_mention`` one.
 """
 
 from __future__ import annotations
@@ -139,16 +132,14 @@ def scope_violations(
 ) -> list[str]:
     """What broke the asker's scope: cited passages outside ``filters``, cited or retrieved passages
     among the ``restricted`` documents, restricted facts stated in the answer (one entry each)."""
-    out: list[str] = []
-    if filters is not None and not filters.is_empty():
-        for p in citations:
-            if "acl" in p and not filters.matches(_passage(p)):
-                out.append(f"cited {p.get('id')} outside the scope")
+    scoped = filters is not None and not filters.is_empty()
+    out = [
+        f"cited {p.get('id')} outside the scope"
+        for p in citations
+        if scoped and "acl" in p and not filters.matches(_passage(p))
+    ]
     banned = set(restricted)
-    for p in [*citations, *retrieved]:
-        hit = passage_ids(p) & banned
-        if hit:
-            out.append(f"saw restricted {sorted(hit)[0]}")
+    out += [f"saw restricted {min(hit)}" for p in [*citations, *retrieved] if (hit := passage_ids(p) & banned)]
     out.extend(f"stated restricted fact {t!r}" for t in restricted_facts if has_term(answer, t))
     return list(dict.fromkeys(out))
 
@@ -165,16 +156,10 @@ def conclusion_score(
 ) -> dict[str, Any]:
     """``conclusion`` (1 or 0) and what decided it: ``polarity``, ``contradiction``, ``terms``."""
     terms = mentions(answer, must, must_not)
-    out: dict[str, Any] = {"terms": terms}
     if not answerable:
-        ok = abstains(answer) and not violations
-        out["conclusion"] = float(ok)
-        return out
+        return {"terms": terms, "conclusion": float(abstains(answer) and not violations)}
+    if expected not in (YES, NO):
+        return {"terms": terms, "conclusion": float(terms and not violations)}
     pol, contradiction = answer_polarity(answer, short)
-    if expected in (YES, NO):
-        out["polarity"] = pol
-        out["contradiction"] = float(contradiction)
-        out["conclusion"] = float(pol == expected and not contradiction and terms)
-    else:
-        out["conclusion"] = float(terms and not violations)
-    return out
+    right = pol == expected and not contradiction and terms
+    return {"terms": terms, "polarity": pol, "contradiction": float(contradiction), "conclusion": float(right)}

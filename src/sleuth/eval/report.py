@@ -1,11 +1,7 @@
-"""``report.md`` and PNG plots, regenerated from ``results.jsonl`` (+ ``run.json``) alone.
-
-Everything here is deterministic (fixed bootstrap seed, sorted inputs, no
-timestamps from the clock, PNG metadata stripped), so regenerating a report
-from the same JSONL gives byte-identical files.
-
-The numbers come from :mod:`sleuth.eval.summary`; this module lays out ``report.md`` and draws the
-PNGs (score per strategy, cost per question, accuracy against tokens; no software or time stamp in them).
+"""``report.md`` and its PNG plots, regenerated from ``results.jsonl`` (+ ``run.json``) alone: the numbers
+come from :mod:`sleuth.eval.summary` (fixed bootstrap seed, sorted inputs) and the PNGs carry no software or
+time stamp, so the same records give byte-identical files. This module writes the header (what made the run,
+which code made its records, how far it is) and the plots; :mod:`sleuth.eval.sections` the sections.
 """
 
 from __future__ import annotations
@@ -17,158 +13,37 @@ from typing import Any
 
 import numpy as np
 
-from sleuth.eval.conversations import conversation_section
-from sleuth.eval.gap import compositionality_gap
 from sleuth.eval.metrics import PRIMARY
-from sleuth.eval.sections import (
-    answer_form_section,
-    diagnosis_section,
-    draft_section,
-    leading_section,
-    parts_section,
-    policy_section,
-)
-from sleuth.eval.store import (
-    RESULTS,
-    in_order,
-    is_composed,
-    primary_score,
-    read_manifest,
-    read_records,
-    results_files,
-    resume_command,
-)
-from sleuth.eval.summary import (
-    BOOTSTRAP,
-    cell,
-    ci_cell,
-    citation_rows,
-    citation_table,
-    comparable,
-    heading,
-    mean_or_nan,
-    paired_cells,
-    paired_differences,
-    progress,
-    summarise,
-    table,
-)
+from sleuth.eval.sections import body
+from sleuth.eval.store import RESULTS, in_order, read_manifest, read_records, results_files, resume_command
+from sleuth.eval.summary import comparable, heading, progress, summarise
 
 REPORT = "report.md"
 PLOTS = ("scores.png", "cost.png", "accuracy_vs_tokens.png")
 
 
-def _kind_table(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
-    """Primary score per question kind (bridge/comparison, n-hop, subject) when the data has kinds."""
-    cells: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in records:
-        if is_composed(r) and r.get("kind"):
-            cells[(r["strategy"], r["kind"])].append(primary_score(r))
-    kinds = sorted({k for _, k in cells})
-    if len(kinds) < 2:
-        return []
-    means = {sk: f"{cell(mean_or_nan(v))} ({len(v)})" for sk, v in cells.items()}
-    head = ["strategy", *(f"{k} (n)" for k in kinds)]
-    return heading("Score by question kind") + table(
-        head, ([s, [means.get((s, k), "–") for k in kinds]] for s in order)
-    )
-
-
-def _paired_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
-    baseline, rows = paired_differences(records, order)
-    if not rows:
-        return []
-    out = heading(
-        f"Paired differences against {baseline}",
-        f"Primary score minus {baseline}'s on the same questions: mean with a 95% paired bootstrap CI "
-        f"({BOOTSTRAP} resamples), the questions each side won, and what the strategy spent on those "
-        f"questions as a multiple of {baseline}'s (processed prompt tokens and seconds: what a gain cost). "
-        "An interval that excludes 0 is a difference this sample supports; one that includes 0 is not."
-        + (
-            " **Fewer than 20 paired questions: the percentile bootstrap understates the uncertainty "
-            "at this size; read these rows as description, not evidence.**"
-            if min(r["n"] for r in rows) < 20
-            else ""
-        ),
-    )
-    return out + table(
-        f"strategy | questions | difference [95% CI] | better than {baseline} | worse | same "
-        f"| processed prompt tokens × {baseline} | seconds × {baseline}",
-        ([r["strategy"], r["n"], paired_cells(r), _times(r["tokens_ratio"]), _times(r["seconds_ratio"])] for r in rows),
-    )
-
-
-#: the score table's columns after the primary score
-SCORES = ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id")
-#: the cost table's columns and their decimals
-COST = (("llm_calls", 2), ("searches", 2), ("prompt_tokens", 1), ("processed_prompt_tokens", 1))
-COST += (("completion_tokens", 1), ("seconds", 2), ("cost_usd", 5))
-
-
-def _error(rec: Mapping[str, Any]) -> str:
-    return str(rec.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
-
-
-def gap_cells(g: Any) -> tuple[int, int, str]:
-    return g.subs_all_right, g.composed_wrong, cell(g.gap)
-
-
-def _times(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}×"
-
-
-def _citation_section(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[str]:
-    """Citation precision and recall against the gold supporting passages (only when the data has them)."""
-    rows = citation_rows(records, order)
-    if not rows:
-        return []
-    return heading(
-        "Citations",
-        "The documents each answer cites against the question's gold supporting passages, by id "
-        "(HotpotQA's `supporting_facts` titles, MuSiQue's `is_supporting` paragraphs, policy_zh's `evidence`, "
-        "StrategyQA's `facts`); two chunks of one document are one citation. Precision: the cited documents "
-        "that are gold, of those cited; an answer that cites nothing has none, so the mean is over the answers "
-        "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
-        "(*recall*), *recall when citing* leaves those out.",
-    ) + citation_table(rows)
-
-
 def code_line(records: Sequence[Mapping[str, Any]], order: Sequence[str]) -> str:
     """Which code made the records, in one line: each commit with its records per strategy (those
-    re-made from the response cache counted apart), then the records made before records named
-    their commit (a strategy's count of the version labels they carry instead, when more than one)."""
+    re-made from the response cache counted apart), then the records made before records named their commit."""
     by: dict[str, Counter[str]] = defaultdict(Counter)
     cached: Counter[str] = Counter()
-    before: dict[str, set[str]] = defaultdict(set)
     for r in records:
-        if r.get("commit"):
-            by[str(r["commit"])][r["strategy"]] += 1
-            cached[str(r["commit"])] += bool(r.get("cached"))
-        else:
-            before[r["strategy"]].add(str(r.get("code") or ""))
-    parts = []
-    for made, n in sorted(by.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
-        again = f"; {cached[made]} re-made from the response cache, timings kept" if cached[made] else ""
-        parts.append(f"`{made}`: " + ", ".join(f"{s} {n[s]}" for s in in_order(n, order)) + again)
+        made = str(r.get("commit") or "")
+        by[made][r["strategy"]] += 1
+        cached[made] += bool(r.get("cached"))
+    before = by.pop("", None)
+
+    def each(n: Counter[str]) -> str:
+        return ", ".join(f"{s} {n[s]}" for s in in_order(n, order))
+
+    again = {made: f"; {k} re-made from the response cache, timings kept" for made, k in cached.items() if k}
+    by_size = sorted(by.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+    parts = [f"`{made}`: {each(n)}{again.get(made, '')}" for made, n in by_size]
     line = f"records from {len(by)} {'commit' if len(by) == 1 else 'commits'}: " + "; ".join(parts) if by else ""
     if before:
-        n = Counter(r["strategy"] for r in records if not r.get("commit"))
-        each = ", ".join(
-            f"{s} {n[s]}" + (f" ({len(before[s])} versions)" if len(before[s]) > 1 else "") for s in in_order(n, order)
-        )
-        line += ("; and " if line else "") + f"{sum(n.values())} made before records named their commit: {each}"
+        line += "; and " if line else ""
+        line += f"{sum(before.values())} made before records named their commit: {each(before)}"
     return line
-
-
-def _index_fact(idx: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
-    """What the run searched and how: the source and, for the open setting, the search mode (runs
-    recorded before the mode could be chosen name none: they searched with BM25, their reports stay as made)."""
-    described = settings.get("index") if isinstance(settings.get("index"), dict) else {}
-    source = idx.get("source", described.get("source", "–"))
-    mode = idx.get("mode") or described.get("mode")
-    return (
-        f"{source}; {mode} search" if mode and idx.get("setting", described.get("setting")) == "open" else str(source)
-    )
 
 
 def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | None, plots: Sequence[str] = ()) -> str:
@@ -179,100 +54,26 @@ def render(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] | N
     every = records
     prog = progress(records, manifest)
     records = comparable(records, prog)
-    left_out = len(every) - len(records)
-    rows = summarise(records, order)
-    names = [r["strategy"] for r in rows]
-    data = manifest.get("data") or {}
-    idx = manifest.get("index") or {}
+    data, idx = manifest.get("data") or {}, manifest.get("index") or {}
+    # how the open setting searched (runs recorded before the mode could be chosen name none: BM25)
+    mode = f"; {idx['mode']} search" if idx.get("mode") and idx.get("setting") == "open" else ""
     models = sorted({str((r.get("result") or {}).get("model") or "") for r in records} - {""})
-    lines = [f"# Evaluation: {data.get('name', '?')}", ""]
-    lines += [
+    lines = [
+        f"# Evaluation: {data.get('name', '?')}",
+        "",
         "| | |",
         "|---|---|",
         f"| command | `{resume_command(str(manifest.get('command', '?')))}` (DIR: this folder) |",
         f"| data | `{data.get('path', '?')}` (sha256 `{str(data.get('sha256', ''))[:16]}…`, {data.get('questions', '?')} questions) |",
         f"| format / setting | {settings.get('format', '?')} / {settings.get('setting', '?')} |",
         f"| model | {settings.get('model', '?')}" + (f" (served as: {', '.join(models)})" if models else "") + " |",
-        f"| index | {_index_fact(idx, settings)} |",
+        f"| index | {idx.get('source', '–')}{mode} |",
         f"| seed / limit / k | {settings.get('seed')} / {settings.get('limit')} / {settings.get('k')} |",
         f"| results | {len(every)} records |",
         f"| code | {code_line(every, order) if every else '–'} |",
         f"| progress | {prog.text()} |",
-        "",
-        "## Scores",
-        "",
     ]
-    if left_out:
-        lines += [
-            f"The tables compare the {len(prog.complete)} questions that every strategy has finished; "
-            f"{left_out} record{'s' if left_out != 1 else ''} of questions still in progress "
-            f"{'are' if left_out != 1 else 'is'} left out until their question is complete "
-            "(they are in `results.jsonl`).",
-            "",
-        ]
-    if not rows:
-        lines.append("No results yet.")
-    else:
-        prim = PRIMARY.get(rows[0]["primary"], rows[0]["primary"])
-        lines += [
-            f"Primary score: **{prim}** (mean with 95% percentile-bootstrap CI, {BOOTSTRAP} resamples). "
-            "Failed questions count as wrong.",
-            "",
-        ]
-        lines += table(
-            "strategy | n | score [95% CI] | EM | F1 | cover-EM | acc | mention | recall (title) | recall (id) | failed",
-            ([r["strategy"], r["n"], ci_cell(r["score"]), [cell(r[k]) for k in SCORES], r["failed"]] for r in rows),
-        )
-        lines += parts_section(records, names)
-        lines += policy_section(records, names)
-        lines += _citation_section(records, names)
-        lines += heading("Cost per question")
-        lines += table(
-            "strategy | LLM calls | searches | prompt tokens | processed prompt tokens | completion tokens | seconds "
-            "| cost (USD) | calls served from cache",
-            ([r["strategy"], [cell(r[k], nd) for k, nd in COST], r["cached_llm_calls"]] for r in rows),
-        )
-        cached = sum(r["cached_llm_calls"] for r in rows)
-        if cached:
-            lines += [
-                "",
-                f"{cached} LLM calls were served from Sleuth's response cache: their seconds are the cache's, not the "
-                "model's, and their prompt tokens were not processed, so they are no timings.",
-            ]
-        lines += heading("Finish reasons")
-        reasons = ([r["strategy"], ", ".join(f"{k}: {v}" for k, v in r["reasons"].items())] for r in rows)
-        lines += table(["strategy", "reasons"], reasons)
-    lines += _paired_section(records, names)
-    lines += conversation_section(records, names)
-    lines += leading_section(every, prog, order)
-    lines += draft_section(records, names)
-    lines += _kind_table(records, names)
-    gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}
-    if any(gaps.values()):
-        lines += heading(
-            "Compositionality gap",
-            "Among composed questions whose every sub-question (decomposition hops, earlier answers substituted) "
-            "the strategy answered correctly, the share whose composed question it got wrong (Press et al.).",
-        )
-        lines += table(
-            "strategy | correct by | questions | composed right | sub-questions right | all sub-questions right "
-            "| of those, composed wrong | gap",
-            (
-                [s, m, g.questions, g.composed_right_overall, f"{g.hops_right}/{g.hops}", gap_cells(g)]
-                for s in in_order({s for g in gaps.values() for s in g}, order)
-                for m, per in gaps.items()
-                if (g := per.get(s)) is not None
-            ),
-        )
-    lines += diagnosis_section(records, names)
-    lines += answer_form_section(records, names)
-    failures = sorted((r for r in every if r.get("status") == "failed"), key=lambda r: (r["strategy"], str(r["qid"])))
-    if failures:
-        lines += heading("Failures (first 20)")
-        lines += table(
-            ["strategy", "question id", "reason", "error"],
-            ([r["strategy"], r["qid"], r.get("reason", ""), _error(r)] for r in failures[:20]),
-        )
+    lines += body(every, records, prog, order)
     if plots:
         lines += heading("Plots") + [f"![{p}]({p})" for p in plots]
     lines += ["", "Regenerate with `sleuth eval report DIR` (reads only `results.jsonl` and `run.json`).", ""]
@@ -287,11 +88,8 @@ def write_report(out: str | Path, *, plots: bool = True) -> Path:
     records = sorted(read_records(out), key=lambda r: (r["strategy"], str(r["qid"])))
     manifest = read_manifest(out)
     order = ((manifest or {}).get("settings") or {}).get("strategies") or []
-    written: list[str] = []
-    if plots:
-        rows = summarise(comparable(records, progress(records, manifest)), order)
-        if rows:
-            written = write_plots(rows, out)
+    rows = summarise(comparable(records, progress(records, manifest)), order)
+    written = write_plots(rows, out) if plots and rows else []
     path = out / REPORT
     path.write_text(render(records, manifest, written), encoding="utf-8")
     return path
@@ -303,51 +101,41 @@ def write_plots(rows: Sequence[Mapping[str, Any]], out: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [r["strategy"] for r in rows]
     x = np.arange(len(rows))
 
-    def save(fig: Any, name: str) -> str:
+    def col(key: str) -> list[float]:
+        return [r[key] for r in rows]
+
+    def err(r: Mapping[str, Any]) -> np.ndarray:  # the CI's reach below and above the mean
+        return np.array([[r["score"][0] - r["score"][1]], [r["score"][2] - r["score"][0]]])
+
+    def save(fig: Any, name: str, *bars: Any) -> str:  # bars: the axes with a bar per strategy
+        for ax in bars:
+            ax.set_xticks(x, col("strategy"), rotation=20)
         fig.tight_layout()
         fig.savefig(out / name, dpi=100, metadata={"Software": None})
         plt.close(fig)
         return name
 
     fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(rows) + 2), 3.6))
-    means = [r["score"][0] for r in rows]
-    err = np.array([[r["score"][0] - r["score"][1] for r in rows], [r["score"][2] - r["score"][0] for r in rows]])
-    ax.bar(x, means, yerr=err, capsize=4, color="#4C72B0")
-    ax.set_xticks(x, names, rotation=20)
+    ax.bar(x, [r["score"][0] for r in rows], yerr=np.hstack([err(r) for r in rows]), capsize=4, color="#4C72B0")
     ax.set_ylim(0, 1.03)
-    ax.set_ylabel(PRIMARY.get(rows[0]["primary"], rows[0]["primary"]) if rows else "score")
+    ax.set_ylabel(PRIMARY.get(rows[0]["primary"], rows[0]["primary"]))
     ax.set_title("Score per strategy (95% bootstrap CI)")
-    written = [save(fig, PLOTS[0])]
+    written = [save(fig, PLOTS[0], ax)]
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(6, 2 * len(rows) + 2), 3.6))
-    a1.bar(x, [r["prompt_tokens"] for r in rows], label="prompt", color="#55A868")
-    a1.bar(
-        x,
-        [r["completion_tokens"] for r in rows],
-        bottom=[r["prompt_tokens"] for r in rows],
-        label="completion",
-        color="#C44E52",
-    )
-    a1.set_xticks(x, names, rotation=20)
+    a1.bar(x, col("prompt_tokens"), label="prompt", color="#55A868")
+    a1.bar(x, col("completion_tokens"), bottom=col("prompt_tokens"), label="completion", color="#C44E52")
     a1.set_title("Tokens per question")
     a1.legend(fontsize=8)
-    a2.bar(x, [r["seconds"] for r in rows], color="#8172B2")
-    a2.set_xticks(x, names, rotation=20)
+    a2.bar(x, col("seconds"), color="#8172B2")
     a2.set_title("Seconds per question")
-    written.append(save(fig, PLOTS[1]))
+    written.append(save(fig, PLOTS[1], a1, a2))
 
     fig, ax = plt.subplots(figsize=(5, 3.8))
     for r in rows:
-        ax.errorbar(
-            r["tokens"],
-            r["score"][0],
-            yerr=[[r["score"][0] - r["score"][1]], [r["score"][2] - r["score"][0]]],
-            fmt="o",
-            capsize=3,
-        )
+        ax.errorbar(r["tokens"], r["score"][0], yerr=err(r), fmt="o", capsize=3)
         ax.annotate(r["strategy"], (r["tokens"], r["score"][0]), textcoords="offset points", xytext=(5, 4), fontsize=8)
     ax.set_xlabel("tokens per question (prompt + completion)")
     ax.set_ylabel("score")

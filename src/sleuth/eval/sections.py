@@ -1,39 +1,103 @@
-"""The report's sections read off what the records say beyond their scores (:mod:`sleuth.eval.report`
-lays them out; each is empty when the records have nothing for it):
-
-* *Where the answers go wrong* (:func:`outcome`, :func:`signals`): each composed question in one
-  bucket (correct, run failed, no retrieval, none / part / all of the gold evidence seen), and what
-  the traces logged about their own trouble (forced finishes, repeated follow-ups,
-  Reason-in-Documents steps that found nothing helpful, step-back fallbacks, skipped revisions).
-* *Answer form* (EM/F1 datasets): short answers written as sentences, wrong answers that contain the gold.
-* *Ahead of the rest*: with ``sleuth eval --only`` sittings, the strategies at least :data:`AHEAD`
-  questions past the common set, on the questions they have all finished.
-* *Draft and final answer*: the final answer against the strategy's own draft (RAT, Self-Ask, Search-o1).
-* *Answer parts* (RGB) and *Policy conclusions* (policy_zh): their own metrics.
+"""The sections of ``report.md`` after its header (:mod:`sleuth.eval.report` writes the header and the plots):
+scores, cost, paired differences, citations, the strategies ahead of the rest, draft against final answer,
+answer parts (RGB), policy conclusions (policy_zh), score by question kind, the compositionality gap, where
+the answers go wrong and the failures. Each section is empty when the records have nothing for it.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sleuth.eval.store import composed_by_strategy, in_order, is_composed, primary_score
+from sleuth.eval.conversations import conversation_section
+from sleuth.eval.gap import compositionality_gap
+from sleuth.eval.metrics import PRIMARY
+from sleuth.eval.store import in_order, is_composed, primary_score
 from sleuth.eval.summary import (
     BOOTSTRAP,
+    COSTS,
+    SCORES,
     Progress,
+    Records,
     cell,
     ci_cell,
     citation_rows,
-    citation_table,
     heading,
     mean_or_nan,
     paired,
     paired_cells,
     paired_differences,
+    per_strategy,
+    score_mean,
+    section,
     summarise,
     table,
 )
+
+AHEAD = 5  # questions beyond the common set before a group of strategies gets its own section
+
+
+def _score_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return table(
+        "strategy | n | score [95% CI] | EM | F1 | cover-EM | acc | mention | recall (title) | recall (id) | failed",
+        ([r["strategy"], r["n"], ci_cell(r["score"]), [cell(r[k]) for k in SCORES], r["failed"]] for r in rows),
+    )
+
+
+def _cost_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return table(
+        "strategy | LLM calls | searches | prompt tokens | processed prompt tokens | completion tokens | seconds "
+        "| cost (USD) | calls served from cache",
+        (
+            [r["strategy"], [cell(r[k], nd) for k, nd in COSTS.items()], cell(r["cost_usd"], 5), r["cached_llm_calls"]]
+            for r in rows
+        ),
+    )
+
+
+def _paired_table(baseline: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return table(
+        f"strategy | questions | difference [95% CI] | better than {baseline} | worse | same "
+        f"| processed prompt tokens × {baseline} | seconds × {baseline}",
+        ([r["strategy"], r["n"], paired_cells(r), _times(r["tokens_ratio"]), _times(r["seconds_ratio"])] for r in rows),
+    )
+
+
+CITATIONS = "strategy | questions | citing | precision | recall | recall when citing"
+
+
+def _citation_cells(r: Mapping[str, Any]) -> list[Any]:
+    return [r["strategy"], r["n"], r["citing"], [cell(r[k]) for k in ("precision", "recall", "recall_citing")]]
+
+
+def _error(rec: Mapping[str, Any]) -> str:
+    return str(rec.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
+
+
+def _gap_cells(g: Any) -> tuple[int, int, str]:
+    return g.subs_all_right, g.composed_wrong, cell(g.gap)
+
+
+def _times(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}×"
+
+
+def _kind_table(records: Records, order: Sequence[str]) -> list[str]:
+    """Primary score per question kind (bridge/comparison, n-hop, subject) when the data has kinds."""
+    by = dict(per_strategy(records, order, lambda r: r.get("kind")))
+    kinds = sorted({r["kind"] for rs in by.values() for r in rs})
+    if len(kinds) < 2:
+        return []
+
+    def mean(s: str, k: str) -> str:
+        scores = [primary_score(r) for r in by.get(s, ()) if r["kind"] == k]
+        return f"{cell(mean_or_nan(scores))} ({len(scores)})" if scores else "–"
+
+    return heading("Score by question kind") + table(
+        ["strategy", *(f"{k} (n)" for k in kinds)], ([s, [mean(s, k) for k in kinds]] for s in order)
+    )
+
 
 #: a composed question counts as answered correctly at this primary score or above
 CORRECT_AT = 0.5
@@ -46,13 +110,6 @@ OUTCOMES = {
     "all_evidence": "wrong, all gold evidence seen",
     "unknown_evidence": "wrong, gold evidence unknown",
 }
-#: a short answer of more than this many words is a sentence, not an answer span
-SENTENCE_WORDS = 6
-#: trace notes that describe the run rather than a problem
-_INFORMATIONAL = {"scaffold", "reasoning", "batch"}
-AHEAD = 5  # questions beyond the common set before a group of strategies gets its own section
-
-Records = Sequence[Mapping[str, Any]]
 
 
 def outcome(rec: Mapping[str, Any]) -> str:
@@ -70,228 +127,208 @@ def outcome(rec: Mapping[str, Any]) -> str:
     return "no_evidence" if r <= 0.0 else "all_evidence" if r >= 1.0 else "some_evidence"
 
 
-def signals(rec: Mapping[str, Any]) -> Counter[str]:
-    """What one run's trace logged about its own trouble (counts per signal)."""
-    c: Counter[str] = Counter()
-    for ev in (rec.get("result") or {}).get("trace") or []:
-        kind, data = ev.get("kind"), ev.get("data") or {}
-        if kind == "note" and str(data.get("type") or "note") not in _INFORMATIONAL:
-            c[str(data.get("type") or "note")] += 1
-        elif kind == "reason_in_documents":
-            c["rid_steps"] += 1
-            c["rid_nothing_helpful"] += not data.get("helpful", True)
-        elif kind == "follow_up" and data.get("repeat_of") is not None:
-            c["repeated_follow_up"] += 1
-        elif kind == "step_back" and data.get("fallback"):
-            c["step_back_fallback"] += 1
-        elif kind == "revision" and data.get("skipped"):
-            c["revision_skipped"] += 1
-    return c
-
-
-def _signal_cells(per: Sequence[Counter[str]]) -> str:
-    cells = []
-    for k in sorted({k for x in per for k in x} - {"rid_steps"}):
-        if k == "rid_nothing_helpful":
-            cells.append(
-                f"Reason-in-Documents found nothing helpful: {sum(x[k] for x in per)} of "
-                f"{sum(x['rid_steps'] for x in per)} steps"
-            )
-        else:
-            cells.append(f"{k}: {sum(1 for x in per if x[k])} / {sum(x[k] for x in per)}")
-    return "; ".join(cells) if cells else "–"
-
-
 def diagnosis_section(records: Records, order: Sequence[str]) -> list[str]:
-    """The outcome table and the trace-signal table (empty without records)."""
-    by = composed_by_strategy(records)
-    names = in_order(by, order)
-    if not by:
-        return []
-    out = heading(
+    """Each strategy's composed questions counted by :func:`outcome` (empty without records)."""
+    return section(
         "Where the answers go wrong",
         f"Each composed question in one bucket (correct: primary score ≥ {CORRECT_AT}). *Gold evidence* is the "
         "dataset's supporting paragraphs (ids, else titles) among all passages the run saw; "
         "*all gold evidence seen* and still wrong is a reading failure, *none seen* a retrieval failure.",
-    )
-    counts = {s: Counter(outcome(r) for r in by[s]) for s in names}
-    out += table(
         ["strategy", "n", *OUTCOMES.values()],
-        ([s, len(by[s]), *(counts[s].get(k, 0) for k in OUTCOMES)] for s in names),
-    )
-    sig = {s: [signals(r) for r in by[s]] for s in names}
-    if any(any(x) for x in sig.values()):
-        out += ["", "What the traces logged (records with the signal / occurrences):", ""]
-        out += table(["strategy", "signals"], ([s, _signal_cells(sig[s])] for s in names))
-    return out
-
-
-def is_sentence(short_answer: str) -> bool:
-    """Whether a short answer is a sentence (more than :data:`SENTENCE_WORDS` words)."""
-    return len(str(short_answer).split()) > SENTENCE_WORDS
-
-
-def answer_form_section(records: Records, order: Sequence[str]) -> list[str]:
-    """Per strategy, sentence answers and wrong answers that contain the gold answer; only for
-    token-metric datasets (primary EM or F1), where the form of an answer moves its score."""
-    by = composed_by_strategy(r for r in records if r.get("status") != "failed")
-    if not by or any((r.get("scores") or {}).get("primary") not in ("f1", "em") for rs in by.values() for r in rs):
-        return []
-    rows = []
-    for s in in_order(by, order):
-        rs = by[s]
-        right = [outcome(r) == "correct" for r in rs]
-        covered = [float((r.get("scores") or {}).get("cover_em") or 0.0) >= 1.0 for r in rs]
-        hidden = sum(c and not ok for c, ok in zip(covered, right, strict=True))
-        rows.append(
-            [s, len(rs), sum(is_sentence(r.get("short_answer", "")) for r in rs), sum(right), hidden, sum(covered)]
-        )
-    return heading(
-        "Answer form",
-        f"EM and F1 compare answer tokens, so a right answer written as a sentence scores low. *Sentence "
-        f"answers*: short answers of more than {SENTENCE_WORDS} words. *Wrong but containing the gold answer*: "
-        f"primary score below {CORRECT_AT} while the gold answer appears in the answer (cover-EM); some of "
-        "these are right answers in a sentence, some name several candidates.",
-    ) + table(
-        "strategy | answered | sentence answers | correct | wrong but containing the gold answer | cover-EM", rows
-    )
-
-
-def leading_section(records: Records, prog: Progress, order: Sequence[str]) -> list[str]:
-    """The strategies at least :data:`AHEAD` questions ahead of the common set (two or more, not all),
-    on the questions they have all finished: scores, cost, paired differences, citations."""
-    done: dict[str, set[str]] = defaultdict(set)
-    for r in records:
-        if not is_composed(r):
-            return []  # a --gap run: its hops make their own set
-        done[str(r["strategy"])].add(str(r["qid"]))
-    floor = len(prog.complete) + AHEAD
-    group = [s for s in in_order(done, order) if len(done[s]) >= floor]
-    if len(group) < 2 or len(group) == len(prog.strategies):
-        return []
-    shared = set.intersection(*(done[s] for s in group))
-    if len(shared) < floor:
-        return []
-    behind = {s: len(done.get(s, ())) for s in prog.strategies if s not in group}
-    mine = [r for r in records if r["strategy"] in group and str(r["qid"]) in shared]
-    baseline, diffs = paired_differences(mine, group)
-    out = heading(
-        f"Ahead of the rest: {len(group)} strategies on {len(shared)} questions",
-        f"The tables above compare the {len(prog.complete)} questions every strategy has finished; "
-        + ", ".join(f"{s} has finished {n}" for s, n in behind.items())
-        + f". These strategies have all finished {len(shared)}: their scores and cost on those questions"
-        + (f", and each one's paired difference against {baseline} (95% paired bootstrap CI)." if diffs else "."),
-    )
-    by_name = {d["strategy"]: paired_cells(d) for d in diffs}
-    out += table(
-        "strategy | n | score [95% CI] | EM | F1 | processed prompt tokens | seconds "
-        f"| difference against {baseline} [95% CI] | better | worse | same",
         (
-            [
-                r["strategy"],
-                r["n"],
-                ci_cell(r["score"]),
-                cell(r["em"]),
-                cell(r["f1"]),
-                _cost(r),
-                by_name.get(r["strategy"], ["–"] * 4),
-            ]
-            for r in summarise(mine, order)
+            [s, len(rs), *(Counter(map(outcome, rs)).get(k, 0) for k in OUTCOMES)]
+            for s, rs in per_strategy(records, order)
         ),
     )
-    cites = citation_rows(mine, order)
-    if cites:
-        out += ["", f"Their citations on those {len(shared)} questions (read as *Citations* above):", ""]
-        out += citation_table(cites)
-    return out
-
-
-def _cost(row: Mapping[str, Any]) -> tuple[str, str]:
-    return cell(row["processed_prompt_tokens"], 1), cell(row["seconds"], 2)
 
 
 def draft_section(records: Records, order: Sequence[str]) -> list[str]:
     """The final answer against the strategy's own draft, paired per question."""
-    by: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    total: Counter[str] = Counter()
-    for r in records:
-        if is_composed(r):
-            total[r["strategy"]] += 1
-            d = (r.get("scores") or {}).get("draft_score")
-            if d is not None:
-                by[r["strategy"]].append((float(d), primary_score(r)))
     rows = []
-    for s in in_order(by, order):
-        drafts, finals = (cell(mean_or_nan([p[i] for p in by[s]])) for i in (0, 1))
-        rows.append([s, len(by[s]), total[s], drafts, finals, paired_cells(paired([f - d for d, f in by[s]]))])
-    if not rows:
-        return []
-    return heading(
+    for s, rs in per_strategy(records, order):
+        pairs = [
+            (float(d), primary_score(r)) for r in rs if (d := (r.get("scores") or {}).get("draft_score")) is not None
+        ]
+        if pairs:
+            drafts, finals = (cell(mean_or_nan([p[i] for p in pairs])) for i in (0, 1))
+            rows.append([s, len(pairs), len(rs), drafts, finals, paired_cells(paired([f - d for d, f in pairs]))])
+    return section(
         "Draft and final answer",
         "The answer a strategy wrote before its last pass (RAT's chain-of-thought draft before it searched; "
         "Self-Ask's scaffold answer before its final reading pass; Search-o1's reasoning answer before its "
         "reading pass or its settled comparison, with `final_read` or `settle_comparison`) against its final "
-        "answer on the same "
-        "questions: primary score of each, and the final minus the draft "
-        f"with a 95% paired bootstrap CI ({BOOTSTRAP} resamples). Records made before drafts had a short answer "
-        "are not counted (*with a draft* of *questions*).",
-    ) + table(
+        "answer on the same questions: primary score of each, and the final minus the draft with a 95% paired "
+        f"bootstrap CI ({BOOTSTRAP} resamples). Records made before drafts had a short answer are not counted "
+        "(*with a draft* of *questions*).",
         "strategy | with a draft | questions | draft | final | final − draft [95% CI] | final better | worse | same",
         rows,
     )
 
 
-def _mean(rs: Iterable[Mapping[str, Any]], key: str) -> float:
-    """The mean of the scores' ``key`` over the records that have it."""
-    return mean_or_nan([float(v) for r in rs if (v := (r.get("scores") or {}).get(key)) is not None])
-
-
 def parts_section(records: Records, order: Sequence[str]) -> list[str]:
     """Questions whose answer has several parts (RGB): every part, the share of parts, and the
     share of parts with a supporting passage among those the strategy saw."""
-    by = composed_by_strategy(r for r in records if "part_rate" in (r.get("scores") or {}))
-    if not by:
-        return []
-    return heading(
+    return section(
         "Answer parts",
         "For answers of several parts (RGB): *all parts* is the primary score (the reply mentions every "
         "part), *part rate* the share of parts it mentions, *part recall* the share of parts with a "
         "supporting passage among all the passages the strategy's searches returned.",
-    ) + table(
         "strategy | questions | all parts | part rate | part recall",
         (
-            [s, len(by[s]), *(cell(_mean(by[s], k)) for k in ("parts", "part_rate", "part_recall"))]
-            for s in in_order(by, order)
+            [s, len(rs), *(cell(score_mean(rs, k)) for k in ("parts", "part_rate", "part_recall"))]
+            for s, rs in per_strategy(records, order, lambda r: "part_rate" in (r.get("scores") or {}))
         ),
     )
 
 
 def policy_section(records: Records, order: Sequence[str]) -> list[str]:
-    """Conclusion accuracy by kind of policy question (:mod:`sleuth.eval.policy` scores each record)."""
-    by = composed_by_strategy(r for r in records if "conclusion" in (r.get("scores") or {}))
-    if not by:
-        return []
+    """What decided the policy questions' conclusions (:mod:`sleuth.eval.policy` scores each record)."""
     rows = []
-    for s in in_order(by, order):
-        rs = by[s]
-        kinds = [[r for r in rs if r.get("kind") == k] for k in ("yes/no", "out of scope", "lookup")]
-        rows.append(
-            [s, len(rs), cell(_mean(rs, "conclusion"))]
-            + [f"{cell(_mean(v, 'conclusion'))} ({len(v)})" if v else "–" for v in kinds]
-            + [cell(_mean(rs, "terms")), int(sum((r.get("scores") or {}).get("contradiction") or 0 for r in rs))]
-            + [cell(_mean(rs, "cite_precision")), cell(_mean(rs, "cited_recall_id"))]
-            + [sum(1 for r in rs if (r.get("scores") or {}).get("scope_violation"))]
-        )
-    return heading(
+    for s, rs in per_strategy(records, order, lambda r: "conclusion" in (r.get("scores") or {})):
+        flags = [sum(bool((r.get("scores") or {}).get(k)) for r in rs) for k in ("contradiction", "scope_violation")]
+        rows.append([s, len(rs), cell(score_mean(rs, "conclusion")), cell(score_mean(rs, "terms")), flags])
+    return section(
         "Policy conclusions",
-        "Conclusion accuracy (`sleuth.eval.policy`): a yes/no question counts with the right polarity, no "
-        "contradiction and the deciding clause's terms; an out-of-scope question (its deciding clause is outside "
-        "the asker's scope) counts when the answer says the accessible documents do not settle it and cites "
-        "nothing restricted; any other question when it mentions its terms. Evidence precision and recall are "
-        "the cited documents against the question's `evidence`. A scope violation is a cited passage outside "
-        "the asker's scope, a restricted document seen, or a restricted fact stated (must be 0).",
-    ) + table(
-        "strategy | n | conclusion | yes/no (n) | out of scope (n) | lookup (n) | must-mention | contradictions "
-        "| evidence precision | evidence recall | scope violations",
+        "Conclusion accuracy (`sleuth.eval.policy`, the primary score): a yes/no question counts with the right "
+        "polarity, no contradiction and the deciding clause's terms; an out-of-scope question (its deciding clause "
+        "is outside the asker's scope) counts when the answer says the accessible documents do not settle it and "
+        "cites nothing restricted; any other question when it mentions its terms (*must-mention*). A scope "
+        "violation is a cited passage outside the asker's scope, a restricted document seen, or a restricted fact "
+        "stated (must be 0). The conclusion by kind of question is under *Score by question kind*, the cited "
+        "documents against the question's `evidence` under *Citations*.",
+        "strategy | n | conclusion | must-mention | contradictions | scope violations",
         rows,
     )
+
+
+def _paired_section(records: Records, order: Sequence[str]) -> list[str]:
+    baseline, rows = paired_differences(records, order)
+    if not rows:
+        return []
+    return heading(
+        f"Paired differences against {baseline}",
+        f"Primary score minus {baseline}'s on the same questions: mean with a 95% paired bootstrap CI "
+        f"({BOOTSTRAP} resamples), the questions each side won, and what the strategy spent on those "
+        f"questions as a multiple of {baseline}'s (processed prompt tokens and seconds: what a gain cost). "
+        "An interval that excludes 0 is a difference this sample supports; one that includes 0 is not."
+        + (
+            " **Fewer than 20 paired questions: the percentile bootstrap understates the uncertainty "
+            "at this size; read these rows as description, not evidence.**"
+            if min(r["n"] for r in rows) < 20
+            else ""
+        ),
+    ) + _paired_table(baseline, rows)
+
+
+def _citation_section(records: Records, order: Sequence[str]) -> list[str]:
+    """Citation precision and recall against the gold supporting passages (only when the data has them)."""
+    return section(
+        "Citations",
+        "The documents each answer cites against the question's gold supporting passages, by id "
+        "(HotpotQA's `supporting_facts` titles, MuSiQue's `is_supporting` paragraphs, policy_zh's `evidence`, "
+        "StrategyQA's `facts`); two chunks of one document are one citation. Precision: the cited documents "
+        "that are gold, of those cited; an answer that cites nothing has none, so the mean is over the answers "
+        "that cite (*citing*). Recall: the gold passages cited, of all gold; citing nothing recalls 0 "
+        "(*recall*), *recall when citing* leaves those out.",
+        CITATIONS,
+        map(_citation_cells, citation_rows(records, order)),
+    )
+
+
+def _leading_section(records: Records, prog: Progress, order: Sequence[str]) -> list[str]:
+    """The strategies at least :data:`AHEAD` questions ahead of the common set (``sleuth eval --only``
+    sittings; two or more, not all): the score, cost, paired and citation tables on the questions they
+    have all finished."""
+    if not all(map(is_composed, records)):
+        return []  # a --gap run or conversations: their hops and modes make their own set
+    done = {s: {str(r["qid"]) for r in rs} for s, rs in per_strategy(records, order)}
+    floor = len(prog.complete) + AHEAD
+    group = [s for s, qids in done.items() if len(qids) >= floor]
+    if len(group) < 2 or len(group) == len(prog.strategies):
+        return []
+    shared = set.intersection(*(done[s] for s in group))
+    if len(shared) < floor:
+        return []
+    behind = ", ".join(f"{s} has finished {len(done.get(s, ()))}" for s in prog.strategies if s not in group)
+    mine = [r for r in records if r["strategy"] in group and str(r["qid"]) in shared]
+    rows, (baseline, diffs), cites = summarise(mine, order), paired_differences(mine, group), citation_rows(mine, order)
+    out = heading(
+        f"Ahead of the rest: {len(group)} strategies on {len(shared)} questions",
+        f"The tables above compare the {len(prog.complete)} questions every strategy has finished; {behind}. "
+        f"These strategies have all finished {len(shared)}: their scores and cost on those questions"
+        + (f", and each one's paired difference against {baseline} (95% paired bootstrap CI)." if diffs else "."),
+    )
+    out += [*_score_table(rows), "", "Their cost per question:", "", *_cost_table(rows)]
+    if diffs:
+        out += ["", f"Their paired differences against {baseline}:", "", *_paired_table(baseline, diffs)]
+    if cites:
+        out += ["", f"Their citations on those {len(shared)} questions (read as *Citations* above):", ""]
+        out += table(CITATIONS, map(_citation_cells, cites))
+    return out
+
+
+def body(every: Records, records: Records, prog: Progress, order: Sequence[str]) -> list[str]:
+    """Every section after the header, over the ``records`` of complete questions (``every``: all of them)."""
+    rows = summarise(records, order)
+    names = [r["strategy"] for r in rows]
+    left_out = len(every) - len(records)
+    lines = heading("Scores")
+    if left_out:
+        lines += [
+            f"The tables compare the {len(prog.complete)} questions that every strategy has finished; "
+            f"{left_out} record{'s' if left_out != 1 else ''} of questions still in progress "
+            f"{'are' if left_out != 1 else 'is'} left out until their question is complete "
+            "(they are in `results.jsonl`).",
+            "",
+        ]
+    if not rows:
+        lines.append("No results yet.")
+    else:
+        prim = PRIMARY.get(rows[0]["primary"], rows[0]["primary"])
+        lines += [
+            f"Primary score: **{prim}** (mean with 95% percentile-bootstrap CI, {BOOTSTRAP} resamples). "
+            "Failed questions count as wrong.",
+            "",
+        ]
+        lines += _score_table(rows)
+        lines += parts_section(records, names)
+        lines += policy_section(records, names)
+        lines += _citation_section(records, names)
+        lines += heading("Cost per question") + _cost_table(rows)
+        cached = sum(r["cached_llm_calls"] for r in rows)
+        if cached:
+            lines += [
+                "",
+                f"{cached} LLM calls were served from Sleuth's response cache: their seconds are the cache's, not the "
+                "model's, and their prompt tokens were not processed, so they are no timings.",
+            ]
+        reasons = ([r["strategy"], ", ".join(f"{k}: {v}" for k, v in r["reasons"].items())] for r in rows)
+        lines += section("Finish reasons", "", ["strategy", "reasons"], reasons)
+    lines += _paired_section(records, names)
+    lines += conversation_section(records, names)
+    lines += _leading_section(every, prog, order)
+    lines += draft_section(records, names)
+    lines += _kind_table(records, names)
+    gaps = {m: compositionality_gap(records, m) for m in ("em", "cover_em")}
+    lines += section(
+        "Compositionality gap",
+        "Among composed questions whose every sub-question (decomposition hops, earlier answers substituted) "
+        "the strategy answered correctly, the share whose composed question it got wrong (Press et al.).",
+        "strategy | correct by | questions | composed right | sub-questions right | all sub-questions right "
+        "| of those, composed wrong | gap",
+        (
+            [s, m, g.questions, g.composed_right_overall, f"{g.hops_right}/{g.hops}", _gap_cells(g)]
+            for s in in_order({s for g in gaps.values() for s in g}, order)
+            for m, per in gaps.items()
+            if (g := per.get(s)) is not None
+        ),
+    )
+    lines += diagnosis_section(records, names)
+    failures = sorted((r for r in every if r.get("status") == "failed"), key=lambda r: (r["strategy"], str(r["qid"])))
+    lines += section(
+        "Failures (first 20)",
+        "",
+        ["strategy", "question id", "reason", "error"],
+        ([r["strategy"], r["qid"], r.get("reason", ""), _error(r)] for r in failures[:20]),
+    )
+    return lines

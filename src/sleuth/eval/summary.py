@@ -1,8 +1,5 @@
-"""The numbers behind ``report.md``: bootstrap CIs, run progress, per-strategy rows, paired differences.
-
-Deterministic for the same records (fixed bootstrap seed, sorted inputs), so a report
-regenerated from the same JSONL is byte-identical.
-"""
+"""The numbers behind ``report.md`` (bootstrap CIs, run progress, per-strategy rows, paired differences)
+and its table builders; deterministic for the same records (fixed bootstrap seed, sorted inputs)."""
 
 from __future__ import annotations
 
@@ -27,8 +24,6 @@ def bootstrap_ci(values: Sequence[float]) -> tuple[float, float, float]:
     a = np.asarray(values, dtype=float)
     if a.size == 0:
         return (math.nan, math.nan, math.nan)
-    if a.size == 1:
-        return (float(a[0]), float(a[0]), float(a[0]))
     rng = np.random.default_rng(BOOT_SEED)
     means = a[rng.integers(0, a.size, size=(BOOTSTRAP, a.size))].mean(axis=1)
     lo, hi = np.quantile(means, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
@@ -44,8 +39,7 @@ class Progress:
     complete: frozenset[str]  # question ids answered by every strategy (every hop too, with --gap)
     tasks_done: int
     tasks_total: int | None
-    seconds_per_question: float | None = None  # wall time of a complete question, all strategies, as recorded
-    #: the time the unfinished tasks take, each strategy's left at its own recorded seconds a task
+    #: the time the unanswered questions take, each strategy's at its own recorded seconds a question
     #: (strategies run ahead of each other with ``--only``); None: some strategy has no record yet
     seconds_left: float | None = None
 
@@ -55,22 +49,14 @@ class Progress:
 
     def text(self) -> str:
         tasks = f"{self.tasks_done} of {self.tasks_total} tasks" if self.tasks_total else f"{self.tasks_done} tasks"
-        ns = len(self.strategies)
+        every = _n(len(self.strategies), "strategy")
         if self.finished:
-            return f"complete: {_n(self.questions or 0, 'question')} × {_n(ns, 'strategy')} ({tasks})"
+            return f"complete: {_n(self.questions or 0, 'question')} × {every} ({tasks})"
         done = len(self.complete)
-        if self.questions is None:
-            return f"{_n(done, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
-        text = f"{done} of {_n(self.questions, 'question')} answered by all {_n(ns, 'strategy')} ({tasks})"
+        of = _n(done, "question") if self.questions is None else f"{done} of {_n(self.questions, 'question')}"
+        text = f"{of} answered by all {every} ({tasks})"
         if self.seconds_left is not None:
-            text += (
-                f"; the rest takes about {self.seconds_left / 3600:.1f} h at each strategy's recorded seconds a task"
-            )
-        elif self.seconds_per_question:
-            left = (self.questions - done) * self.seconds_per_question / 3600
-            text += (
-                f"; the rest takes about {left:.1f} h at the recorded {self.seconds_per_question:.0f} s per question"
-            )
+            text += f"; the rest takes about {self.seconds_left / 3600:.1f} h at each strategy's recorded seconds a question"
         return text
 
 
@@ -116,19 +102,16 @@ def progress(records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any] |
     total = manifest.get("tasks")
     if total is None and questions is not None and not gap:
         total = int(questions) * len(strategies)
-    per_question = None
-    if complete:
-        spent = sum(float(r.get("wall_s") or 0.0) for r in records if question_of(str(r["qid"])) in complete)
-        per_question = spent / len(complete) or None
-    left = None if gap or questions is None else _seconds_left(records, strategies, int(questions))
-    return Progress(strategies, questions, frozenset(complete), len(records), total, per_question, left)
+    left = None if questions is None else _seconds_left(records, strategies, int(questions))
+    return Progress(strategies, questions, frozenset(complete), len(records), total, left)
 
 
 def _seconds_left(records: Sequence[Mapping[str, Any]], strategies: Sequence[str], questions: int) -> float | None:
-    """Each strategy's unanswered questions times its mean recorded seconds a question (None: one has no record)."""
-    walls = {  # strategy -> question -> seconds (newest record)
-        s: {str(r["qid"]): float(r.get("wall_s") or 0.0) for r in rs} for s, rs in composed_by_strategy(records).items()
-    }
+    """Each strategy's unanswered questions times its mean recorded seconds a question, the question's hops and
+    conversation modes included (None: some strategy has no record)."""
+    walls: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # strategy -> question -> seconds
+    for r in records:
+        walls[r["strategy"]][question_of(str(r["qid"]))] += float(r.get("wall_s") or 0.0)
     if not all(walls.get(s) for s in strategies):
         return None
     left = sum(max(questions - len(walls[s]), 0) * sum(walls[s].values()) / len(walls[s]) for s in strategies)
@@ -142,11 +125,9 @@ def comparable(records: Sequence[Mapping[str, Any]], prog: Progress) -> list[Map
 
 def cell(x: Any, nd: int = 3) -> str:
     """A table cell: a float to ``nd`` decimals, "–" for none (``None`` or NaN), anything else as text."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{nd}f}"
-    return str(x)
+    if not isinstance(x, float):
+        return "–" if x is None else str(x)
+    return "–" if math.isnan(x) else f"{x:.{nd}f}"
 
 
 def mean_or_nan(xs: Sequence[float]) -> float:
@@ -154,74 +135,67 @@ def mean_or_nan(xs: Sequence[float]) -> float:
     return float(np.mean(xs)) if len(xs) else math.nan
 
 
-def summarise(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
+def score_mean(records: Iterable[Mapping[str, Any]], key: str, default: float | None = None) -> float:
+    """The mean of the records' ``scores[key]``, over those that have it unless ``default`` stands in."""
+    got = ((r.get("scores") or {}).get(key) for r in records)
+    return mean_or_nan([float(v) for v in (default if v is None else v for v in got) if v is not None])
+
+
+Records = Sequence[Mapping[str, Any]]
+
+
+def per_strategy(records: Iterable[Mapping[str, Any]], order: Sequence[str] = (), where: Any = None) -> list:
+    """``(strategy, its records)`` over the composed questions (those ``where`` keeps), in the run's order."""
+    by = composed_by_strategy(r for r in records if where is None or where(r))
+    return [(s, by[s]) for s in in_order(by, order)]
+
+
+#: the score table's columns after the primary score, and the cost table's with their decimals
+SCORES = ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id")
+COSTS = {"llm_calls": 2, "searches": 2, "prompt_tokens": 1, "processed_prompt_tokens": 1}
+COSTS |= {"completion_tokens": 1, "seconds": 2}
+
+
+def summarise(records: Records, order: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One row per strategy over the composed (main) questions."""
-    by = composed_by_strategy(records)
     rows = []
-    for s in in_order(by, order):
-        rs = sorted(by[s], key=lambda r: str(r["qid"]))
-        sc = [r.get("scores") or {} for r in rs]
-        primaries = Counter(x.get("primary", "f1") for x in sc)
-        primary = primaries.most_common(1)[0][0]
+    for s, rs in per_strategy(records, order):
+        rs = sorted(rs, key=lambda r: str(r["qid"]))
+        primary = Counter((r.get("scores") or {}).get("primary", "f1") for r in rs).most_common(1)[0][0]
         row: dict[str, Any] = {"strategy": s, "n": len(rs), "primary": primary}
         row["score"] = bootstrap_ci([primary_score(r) for r in rs])
-        for m in ("em", "f1", "cover_em", "acc", "mention", "recall_title", "recall_id"):
-            vals = [float(x[m]) for x in sc if x.get(m) is not None]
-            row[m] = mean_or_nan(vals) if vals else None
-        for m in ("llm_calls", "searches", "prompt_tokens", "processed_prompt_tokens", "completion_tokens", "seconds"):
-            row[m] = mean_or_nan([float(x.get(m) or 0.0) for x in sc])
-        row["cached_llm_calls"] = int(sum(int(x.get("cached_llm_calls") or 0) for x in sc))
+        row |= {m: score_mean(rs, m) for m in (*SCORES, "cost_usd")}
+        row |= {m: score_mean(rs, m, 0.0) for m in COSTS}
+        row["cached_llm_calls"] = sum(int((r.get("scores") or {}).get("cached_llm_calls") or 0) for r in rs)
         row["tokens"] = row["prompt_tokens"] + row["completion_tokens"]
-        costs = [float(x["cost_usd"]) for x in sc if x.get("cost_usd") is not None]
-        row["cost_usd"] = mean_or_nan(costs) if costs else None
         row["failed"] = sum(r.get("status") == "failed" for r in rs)
         row["reasons"] = dict(sorted(Counter(r.get("reason") or "?" for r in rs).items()))
         rows.append(row)
     return rows
 
 
-def citation_rows(records: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Citation precision and recall per strategy over the composed questions that have gold
-    supporting passages (records scored with ``cited_recall_id``); empty when none have.
-
-    ``precision`` is the mean over the answers that cite something (a record citing nothing has
-    no precision); ``citing`` is their share, shown beside it so that citing rarely cannot look
-    precise.  ``recall`` is the mean over all answers (citing nothing recalls 0 of the gold);
-    ``recall_citing`` the mean over the citing ones.
-    """
-    by = composed_by_strategy(r for r in records if (r.get("scores") or {}).get("cited_recall_id") is not None)
+def citation_rows(records: Records, order: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Citation precision and recall per strategy over the composed questions with gold supporting passages
+    (scored with ``cited_recall_id``): ``precision`` over the ``citing`` answers (citing nothing has no
+    precision), ``recall`` over all (citing nothing recalls 0), ``recall_citing`` over the citing ones."""
     rows = []
-    for s in in_order(by, order):
-        sc = [r["scores"] for r in by[s]]
-        precisions = [float(x["cite_precision"]) for x in sc if x.get("cite_precision") is not None]
-        citing = [x for x in sc if x.get("cite_precision") is not None]
-        rows.append(
-            {
-                "strategy": s,
-                "n": len(sc),
-                "citing": len(citing),
-                "precision": mean_or_nan(precisions),
-                "recall": mean_or_nan([float(x["cited_recall_id"]) for x in sc]),
-                "recall_citing": mean_or_nan([float(x["cited_recall_id"]) for x in citing]),
-            }
-        )
+    for s, rs in per_strategy(records, order, lambda r: (r.get("scores") or {}).get("cited_recall_id") is not None):
+        citing = [r for r in rs if r["scores"].get("cite_precision") is not None]
+        row = {"strategy": s, "n": len(rs), "citing": len(citing), "precision": score_mean(citing, "cite_precision")}
+        row |= {"recall": score_mean(rs, "cited_recall_id"), "recall_citing": score_mean(citing, "cited_recall_id")}
+        rows.append(row)
     return rows
-
-
-def citation_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The Markdown table of :func:`citation_rows`."""
-    return table(
-        "strategy | questions | citing | precision | recall | recall when citing",
-        (
-            [r["strategy"], r["n"], r["citing"], *(cell(r[k]) for k in ("precision", "recall", "recall_citing"))]
-            for r in rows
-        ),
-    )
 
 
 def heading(title: str, *intro: str) -> list[str]:
     """A report section's first lines: its title and the paragraph that says how to read it."""
     return ["", f"## {title}", "", *intro, *([""] if intro else [])]
+
+
+def section(title: str, intro: str, head: str | Sequence[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    """A section with one table: :func:`heading` and :func:`table`; nothing when there are no rows."""
+    rows = list(rows)
+    return [*heading(title, *([intro] if intro else [])), *table(head, rows)] if rows else []
 
 
 def ci_cell(ci: Sequence[float]) -> str:
@@ -236,9 +210,14 @@ def paired(d: Sequence[float]) -> dict[str, Any]:
     return {"diff": bootstrap_ci(d), "wins": wins, "losses": losses, "ties": ties}
 
 
+def diff_cell(row: Mapping[str, Any]) -> str:
+    """A paired difference's mean with its CI, signed: ``+0.180 [+0.052, +0.310]``."""
+    return "{:+.3f} [{:+.3f}, {:+.3f}]".format(*row["diff"])
+
+
 def paired_cells(row: Mapping[str, Any]) -> tuple[str, int, int, int]:
-    """A paired difference (a :func:`paired_differences` row): the mean with its CI, wins, losses, ties."""
-    return "{:+.3f} [{:+.3f}, {:+.3f}]".format(*row["diff"]), row["wins"], row["losses"], row["ties"]
+    """A paired difference (a :func:`paired` row): the mean with its CI, wins, losses, ties."""
+    return diff_cell(row), row["wins"], row["losses"], row["ties"]
 
 
 def table(head: str | Sequence[str], rows: Iterable[Iterable[Any]]) -> list[str]:
@@ -254,49 +233,34 @@ def table(head: str | Sequence[str], rows: Iterable[Iterable[Any]]) -> list[str]
 
 
 def paired_differences(
-    records: Sequence[Mapping[str, Any]], order: Sequence[str], baseline: str | None = None
+    records: Records, order: Sequence[str], baseline: str | None = None
 ) -> tuple[str | None, list[dict[str, Any]]]:
-    """Each strategy against a baseline on the questions both answered (composed questions only).
-
-    The difference of primary scores per question, its mean with a 95 % paired bootstrap CI,
-    and how many questions each side won, with what the strategy spent on those questions
-    against the baseline (``tokens_ratio``: processed prompt tokens, ``seconds_ratio``).  Pairing removes the question-to-question variance
-    that makes the per-strategy intervals overlap, so it is the fairer test of "is A better
-    than B on this data".  Baseline: ``rag`` when present, else the first strategy.
-    """
-    by = composed_by_strategy(records)
-    scores = {s: {str(r["qid"]): primary_score(r) for r in rs} for s, rs in by.items()}
-    cost = ("processed_prompt_tokens", "seconds")
-    costs = {
-        s: {str(r["qid"]): [float((r.get("scores") or {}).get(c) or 0) for c in cost] for r in rs}
-        for s, rs in by.items()
-    }
-    names = in_order(scores, order)
+    """Each strategy against a baseline (``rag`` when present, else the first strategy) on the composed questions
+    both answered: the primary score's :func:`paired` difference, and what the strategy spent on those questions
+    as a multiple of the baseline (``tokens_ratio``: processed prompt tokens, ``seconds_ratio``)."""
+    by = {s: {str(r["qid"]): r for r in rs} for s, rs in per_strategy(records, order)}
     if baseline is None:
-        baseline = "rag" if "rag" in scores else (names[0] if names else None)
-    if baseline is None or baseline not in scores:
+        baseline = "rag" if "rag" in by else next(iter(by), None)
+    if baseline not in by:
         return None, []
-    base = scores[baseline]
+    base = by[baseline]
     rows = []
-    for s in names:
-        if s == baseline:
+    for s, mine in by.items():
+        common = sorted(set(mine) & set(base))
+        if s == baseline or not common:
             continue
-        common = sorted(set(scores[s]) & set(base))
-        if not common:
-            continue
-        rows.append(
-            {
-                "strategy": s,
-                "n": len(common),
-                **paired([scores[s][q] - base[q] for q in common]),
-                "tokens_ratio": _ratio(costs[s], costs[baseline], common, 0),
-                "seconds_ratio": _ratio(costs[s], costs[baseline], common, 1),
-            }
-        )
+        row = {
+            "strategy": s,
+            "n": len(common),
+            **paired([primary_score(mine[q]) - primary_score(base[q]) for q in common]),
+        }
+        row["tokens_ratio"] = _ratio(mine, base, common, "processed_prompt_tokens")
+        row["seconds_ratio"] = _ratio(mine, base, common, "seconds")
+        rows.append(row)
     return baseline, rows
 
 
-def _ratio(a: Mapping[str, list[float]], b: Mapping[str, list[float]], qids: Sequence[str], i: int):
-    """Sum of cost ``i`` of ``a`` over ``qids`` divided by ``b``'s (``None`` when ``b`` spent nothing)."""
-    den = sum(b[q][i] for q in qids if q in b)
-    return sum(a[q][i] for q in qids if q in a) / den if den else None
+def _ratio(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str, Any]], qids: Sequence[str], key: str):
+    """What ``a``'s records of ``qids`` spent (their scores' ``key``) over ``b``'s (``None`` when ``b`` spent nothing)."""
+    mine, base = (sum(float((recs[q].get("scores") or {}).get(key) or 0) for q in qids) for recs in (a, b))
+    return mine / base if base else None
