@@ -81,12 +81,6 @@ class SelfAskStep:
     unparsed: bool = False
 
 
-def _clean_follow_up(q: str) -> str:
-    q = _INTERMEDIATE_INLINE.split(q, maxsplit=1)[0]
-    q = q.strip().strip("*").strip().strip("\"'“”「」").strip()
-    return q[:300]
-
-
 def parse_self_ask(text: str) -> SelfAskStep:
     """Parse one completion of the Self-Ask scaffold (see module docstring)."""
     text = cap(text)
@@ -108,11 +102,11 @@ def parse_self_ask(text: str) -> SelfAskStep:
             continue
         mf = _FOLLOW.match(line)
         if mf and not _NOT_A_FOLLOW.match(mf.group("q")):
-            q = _clean_follow_up(mf.group("q"))
+            inline = _INTERMEDIATE_INLINE.split(mf.group("q"), maxsplit=1)
+            q = inline[0].strip().strip("*").strip().strip("\"'“”「」").strip()[:300]
             if q:
                 step.follow_up = q
                 step.consumed = text[:b]
-                inline = _INTERMEDIATE_INLINE.split(mf.group("q"), maxsplit=1)
                 if len(inline) == 2 and inline[1].strip():
                     step.self_answer = inline[1].strip()
                     step.consumed = text[: a + line.find(mf.group("q"))] + q

@@ -60,19 +60,14 @@ def sanitize(text: str, max_chars: int = 1200) -> str:
     return t
 
 
-def passage_header(p: Passage) -> str:
-    """Title plus the provenance the model may need (section, version, region)."""
-    bits = [p.title, p.section, f"version {p.version}" if p.version else "", p.region]
-    return " | ".join(sanitize(str(b), 120) for b in bits if b)
-
-
 def format_passages(
     passages: Sequence[Passage],
     max_chars: int = 700,
     budget: int | None = None,
     numbers: Sequence[int] | None = None,
 ) -> str:
-    """Numbered, one passage per line: ``[1] (Title | section | version 2025) text``.
+    """Numbered, one passage per line, with the provenance the model may need: ``[1] (Title | section | version
+    2025 | region) text``.
 
     ``budget`` caps the total characters (each passage gets an equal share, at least 160), so a long context never
     overflows a small model's window. ``numbers`` gives each passage its own number (a run that numbers its sources
@@ -82,7 +77,8 @@ def format_passages(
         max_chars = min(max_chars, max(160, budget // len(passages)))
     lines = []
     for i, p in zip(numbers or range(1, len(passages) + 1), passages, strict=True):
-        head = passage_header(p)
+        bits = [p.title, p.section, f"version {p.version}" if p.version else "", p.region]
+        head = " | ".join(sanitize(str(b), 120) for b in bits if b)
         body = sanitize(p.text, max_chars)
         lines.append(f"[{i}] ({head}) {body}" if head else f"[{i}] {body}")
     return "\n".join(lines)
