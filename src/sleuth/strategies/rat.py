@@ -29,20 +29,15 @@ def unified_diff(old: str, new: str) -> str:
     return "\n".join(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after", lineterm="", n=1))
 
 
-class Sources:
-    """The passages a run has shown the model, each numbered once in order of first use."""
-
-    def __init__(self) -> None:
-        self.passages: list[Passage] = []
-        self._number: dict[str, int] = {}
+class Sources(dict[str, Passage]):
+    """The passages a run has shown the model, by id, each numbered once in order of first use."""
 
     def add(self, passages: Sequence[Passage]) -> list[int]:
         """Number the new ones; the numbers of all of ``passages``."""
         for p in passages:
-            if p.id not in self._number:
-                self.passages.append(p)
-                self._number[p.id] = len(self.passages)
-        return [self._number[p.id] for p in passages]
+            self.setdefault(p.id, p)
+        ids = list(self)
+        return [ids.index(p.id) + 1 for p in passages]
 
 
 class RAT(Strategy):
@@ -63,7 +58,9 @@ class RAT(Strategy):
         body, short = parse_cot(revised)  # 4.
         st.result.answer = revised.strip()
         st.result.short_answer = short or extract_short(self, st, question, body) or last_line(body)
-        st.cite(sources.passages, claim=revised, query=question, marks=cited_numbers(revised))  # grounded in finish
+        st.cite(
+            list(sources.values()), claim=revised, query=question, marks=cited_numbers(revised)
+        )  # grounded in finish
 
     def _draft(self, question: str, st: RunState) -> list[str]:
         c = self.ask(st, self.prompt(st, "rat_draft", question=question), step="draft", max_tokens=self.max_tokens)

@@ -182,11 +182,9 @@ def _squash(text: str) -> str:
 
 
 def strip_scaffold(answer: str) -> str:
-    """The answer as the reader sees it: without the format's scaffold labels ("所以答案是：", "So the answer is:", "简短答案：",
-    "问题的最终答案是："), which the model was asked to write for the parser.  A labelled value the rest of the answer already
-    states is dropped with its label ("…15个自然日内提交。所以答案是：15" ends at "提交。"), and so is a copied placeholder ("<short
-    answer>"); a value the answer does not state stays, without the label; an answer that is only the label and its
-    value becomes the value.
+    """The answer without the scaffold labels the model was asked to write for the parser ("所以答案是：", "简短答案：",
+    "问题的最终答案是："): a labelled value the rest already states goes with its label ("…15个自然日内提交。所以答案是：15" ends at
+    "提交。"), and so does a copied placeholder ("<short answer>"); any other value stays, without the label.
 
     ``Strategy.finish`` applies it to Chinese answers.  English answers keep their "So the answer is:" line for now:
     stripping it changes the long answers of every English run, which has not been measured on a tuning split yet."""
