@@ -229,11 +229,8 @@ class Strategy:
 
     # -- prompt helpers ---------------------------------------------------------
     def prompt(self, st: RunState, name: str, **fields: Any) -> str:
-        """Render ``prompts/<lang>/<name>.txt`` in the run's language.
-
-        A template may also use ``$expected``: the answer the question expects, in words
-        (:meth:`~sleuth.lang.question.Question.expected`: "a date or a year", …).
-        """
+        """Render ``prompts/<lang>/<name>.txt`` in the run's language; ``$expected`` is the answer the question
+        expects, in words (:meth:`~sleuth.lang.question.Question.expected`: "a date or a year", …)."""
         if "expected" not in fields:
             fields["expected"] = st.q.expected()
         return render(name, st.result.lang, **fields)
@@ -266,11 +263,8 @@ class Strategy:
     def retrieve_many(
         self, sts: Sequence[RunState], queries: Sequence[str], *, k: int | None = None, route: str = "query"
     ) -> list[list[Passage]]:
-        """One ``search_batch`` for several runs that share the same filters.
-
-        Each run gets its own ``search`` event; runs with different filters
-        are searched separately (a scope is never shared or widened).
-        """
+        """One ``search_batch`` per scope for several runs (a scope is never shared or widened); each run gets
+        its own ``search`` event."""
         out: list[list[Passage]] = [[] for _ in queries]
         if self.retriever is None:
             return out

@@ -220,12 +220,10 @@ def find_reference(question: str) -> tuple[re.Match[str], bool] | None:
 
 
 def kept_entity(rewritten: str, question: str, turns: Sequence[Turn]) -> str | None:
-    """The check after the rewrite (option ``rewrite_check``): when the message refers to the previous
-    short answer (:func:`find_reference`: "Which continent is that river on?" after "Atbara River.")
-    and the model's rewrite does not name that answer (it kept "that river", named another entity
-    of the conversation, or repeated a question), the message with its reference replaced by the
-    answer ("When did that person die?" -> "When did Herman Melville die?"); None when the rewrite stands
-    or the check does not apply (a long previous answer, no reference of those kinds)."""
+    """The check after the rewrite (option ``rewrite_check``): when the message refers to the previous short answer
+    (:func:`find_reference`: "Which continent is that river on?" after "Atbara River.") and the model's rewrite does
+    not name it (it kept "that river", named another entity, or repeated a question), the message with the reference
+    replaced by the answer ("Which continent is Atbara River on?"); None when the rewrite stands or it does not apply."""
     entity = previous_entity(turns)
     ref = find_reference(question)
     if not entity or not ref or names(rewritten, entity) or names(question, entity):

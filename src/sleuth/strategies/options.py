@@ -119,9 +119,8 @@ class StrategyOptions:
         """Build from keyword values (``-`` in a key reads as ``_``); unknown keys raise :class:`OptionsError`."""
         names = cls.names()
         given = {str(k).replace("-", "_"): v for k, v in values.items()}
-        for key in given:
-            if key not in names:
-                raise OptionsError(unknown_option(key, names, strategy))
+        if unknown := [key for key in given if key not in names]:
+            raise OptionsError(unknown_option(unknown[0], names, strategy))
         return cls(**given)
 
     @classmethod

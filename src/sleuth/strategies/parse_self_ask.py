@@ -65,11 +65,8 @@ def _first_answer(ans: str) -> str:
 
 @dataclass
 class SelfAskStep:
-    """What one Self-Ask completion contains.
-
-    ``consumed`` is the prefix of the completion that belongs in the (append-only) scaffold: up to the end of the
-    follow-up line, or of the final-answer line; whatever the model invented after it is dropped.
-    """
+    """What one Self-Ask completion contains; ``consumed`` is the part that belongs in the append-only scaffold (up to
+    the end of its follow-up or final-answer line: whatever the model invented after it is dropped)."""
 
     follow_up: str | None = None
     final: str | None = None

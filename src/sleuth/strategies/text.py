@@ -67,12 +67,8 @@ def format_passages(
     numbers: Sequence[int] | None = None,
 ) -> str:
     """Numbered, one passage per line, with the provenance the model may need: ``[1] (Title | section | version
-    2025 | region) text``.
-
-    ``budget`` caps the total characters (each passage gets an equal share, at least 160), so a long context never
-    overflows a small model's window. ``numbers`` gives each passage its own number (a run that numbers its sources
-    once); otherwise they count up from 1.
-    """
+    2025 | region) text``.  ``budget`` caps the total characters (an equal share each, at least 160), so a long context
+    never overflows a small model's window; ``numbers`` are the passages' own numbers (else 1, 2, ...)."""
     if budget and passages:
         max_chars = min(max_chars, max(160, budget // len(passages)))
     lines = []
