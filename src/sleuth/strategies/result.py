@@ -30,8 +30,9 @@ Listener = Callable[["Event"], None]
 class Event:
     """One step of a run, as recorded in the trace and streamed to listeners.
 
-    ``kind`` is one of: ``start``, ``rewrite``, ``llm``, ``search``, ``follow_up``, ``intermediate_answer``,
-    ``draft``, ``revision``, ``step_back``, ``rerank``, ``reason_in_documents``, ``note``, ``answer``, ``error``.
+    ``kind`` is one of: ``start``, ``rewrite``, ``llm``, ``search``, ``follow_up``, ``intermediate_answer``, ``draft``,
+    ``revision``, ``step_back``, ``reason_in_documents``, ``verdict``, ``answerable``, ``repair``, ``note``, ``answer``,
+    ``error``.
     """
 
     kind: str
