@@ -36,7 +36,6 @@ def run_batch(
     filters: Filters | None,
     listeners: Sequence[Listener],
     concurrency: int,
-    window: float,
 ) -> list[Result]:
     """Step every question to its end; results in input order, each with its finish reason."""
     results: list[Result] = []
@@ -49,7 +48,7 @@ def run_batch(
             continue
         results.append(st.result)
         runs.append(steps.start_run(st.result.question, st))
-    _Schedule(steps, width=max(1, concurrency), window=window).drive(runs)
+    _Schedule(steps, width=max(1, concurrency), window=steps.opts.batch_window_s).drive(runs)
     for run in runs:
         steps.finish(run.st)
     return results
@@ -90,7 +89,7 @@ class _Schedule:
 
     def _search_due(self, now: float) -> bool:
         """The waiting queries are searched when no reasoning step is in flight, when an LLM slot would
-        otherwise stay idle, or ``window`` seconds after the first of them began to wait."""
+        otherwise stay idle, or ``window`` seconds (option ``batch_window_s``) after the first of them began to wait."""
         if not self.ready:
             return False
         reasoning = any(kind == "reason" for kind, _ in self.inflight.values())
