@@ -271,11 +271,10 @@ class Strategy:
         groups: dict[str, list[int]] = {}
         for i, st in enumerate(sts):
             groups.setdefault(st.filters.cache_key(), []).append(i)
-        for idx in groups.values():
-            filters = sts[idx[0]].filters
+        for idx in groups.values():  # the runs of one scope
             t = time.perf_counter()
-            batch = self.retriever.search_batch([queries[i] for i in idx], k or self.k, filters)
-            dt = (time.perf_counter() - t) / max(1, len(idx))
+            batch = self.retriever.search_batch([queries[i] for i in idx], k or self.k, sts[idx[0]].filters)
+            dt = (time.perf_counter() - t) / len(idx)
             for i, passages in zip(idx, batch, strict=False):
                 out[i] = _found(sts[i], queries[i], passages, route, dt, batched=len(idx))
         return out
