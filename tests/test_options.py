@@ -28,7 +28,7 @@ from sleuth.strategies import (
     parse_opts,
     resolve_strategy_class,
 )
-from sleuth.strategies.options import SearchO1Options, SelfAskOptions, StepBackOptions
+from sleuth.strategies.options import BaselineOptions, SearchO1Options, SelfAskOptions, StepBackOptions
 from sleuth.strategies.registry import check_run_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -319,7 +319,7 @@ def test_run_options_go_to_the_strategies_that_have_them() -> None:
     checked = check_run_options(["direct", "step-back", "self-ask"], opts)
     assert checked["step-back"].k_stepback == 2 and checked["self-ask"].extract_k == 1
     assert checked["direct"].k == 4 and not hasattr(checked["direct"], "k_stepback")
-    assert build_strategy("direct", None, None, opts).options == {"k": 4}
+    assert build_strategy("direct", None, None, opts).opts == BaselineOptions(k=4)
     sb = build_strategy("step-back", None, None, opts)
     assert (sb.k, sb.opts.k_original, sb.opts.k_stepback) == (4, 4, 2)
     with pytest.raises(OptionsError, match="unknown option 'extract_k' for direct, step-back"):

@@ -24,7 +24,7 @@ from sleuth.strategies.parsing import (
 )
 from sleuth.strategies.text import cited_numbers, clean_short, sanitize
 
-# -- Self-Ask: (completion, follow_up, final, self_answer) ------------------------------------
+# -- Self-Ask: (completion, follow_up, final, the model's own answer to its follow-up) ----------------
 
 SELF_ASK = [
     (" Yes.\nFollow up: Who directed Jaws?\n", "Who directed Jaws?", None, None),
@@ -82,11 +82,12 @@ SELF_ASK = [
 
 @pytest.mark.parametrize(("text", "follow_up", "final", "self_answer"), SELF_ASK)
 def test_parse_self_ask(text: str, follow_up: str | None, final: str | None, self_answer: str | None) -> None:
+    """The follow-up and the final answer; the model's answer to its own follow-up never enters the scaffold."""
     step = parse_self_ask(text)
     assert step.follow_up == follow_up
     assert step.final == final
     if self_answer is not None:
-        assert step.self_answer == self_answer
+        assert self_answer not in step.consumed
     # what goes back into the append-only prompt is a prefix of the completion
     if step.follow_up is not None:
         assert text.startswith(step.consumed.rstrip()) or step.consumed.endswith(step.follow_up)
@@ -97,7 +98,7 @@ def test_parse_self_ask(text: str, follow_up: str | None, final: str | None, sel
 def test_self_ask_needed_flag() -> None:
     assert parse_self_ask(" Yes.\nFollow up: a b c?").needed is True
     assert parse_self_ask(" No.\nSo the final answer is: x").needed is False
-    assert parse_self_ask("garbage").unparsed
+    assert parse_self_ask("garbage").needed is None and parse_self_ask("garbage").consumed == ""
 
 
 @pytest.mark.parametrize(

@@ -125,7 +125,7 @@ def test_sources_number_each_passage_once() -> None:
     a, b, c = (Passage(id=i, text=i) for i in "abc")
     s = Sources()
     assert s.add([a, b]) == [1, 2] and s.add([c, a]) == [3, 1]
-    assert [p.id for p in s.passages] == ["a", "b", "c"]
+    assert list(s) == ["a", "b", "c"] and [p.text for p in s.values()] == ["a", "b", "c"]
 
 
 def test_a_run_whose_searches_find_nothing_keeps_the_draft(tmp_path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.lang import detect_lang
+from sleuth.lang.question import analyze
 from sleuth.llm.scripted import ScriptedLLM
 from sleuth.search import open_retriever
 from sleuth.search.base import Filters, Passage
@@ -58,7 +59,7 @@ def test_registry() -> None:
     with pytest.raises(UnknownStrategy):
         resolve_name("tree-of-thoughts")
     s = get_strategy("step-back", llm=None, k=4, k_stepback=2)
-    assert s.k == 4 and s.options["k_stepback"] == 2 and s.name == "step-back"
+    assert s.k == 4 and s.opts.k_stepback == 2 and s.name == "step-back"
     with pytest.raises(ValueError):
         get_strategy("rag", None, k=0)
 
@@ -127,7 +128,7 @@ def test_retrieve_many_keeps_scopes_apart(tmp_path: Path, data_dir: Path) -> Non
     s = get_strategy("search-o1", llm=None, retriever=idx, k=3)
     all_only, finance = Filters.parse(["acl=all"]), Filters.parse(["acl=all,finance"])
     sts = [
-        RunState(Result(question=f"q{i}", strategy="search-o1"), f, [])
+        RunState(Result(question=f"q{i}", strategy="search-o1"), f, [], analyze(f"q{i}"))
         for i, f in enumerate([all_only, finance, all_only])
     ]
     q = "内部审计 抽查比例"

@@ -1,8 +1,5 @@
-"""Reading the short answer out of a strategy's reply (citations: strategies/grounding.py).
-
-The reply's "So the answer is:" line is its short answer.  Without one, the repair
-``extract_short`` (:mod:`sleuth.strategies.repairs`) makes one short call that reads it out of
-the reply; with the repair off (``mode=paper``) the reply's last line stands.
+"""Reading the short answer out of a strategy's reply: its "So the answer is:" line; without one, the repair
+``extract_short`` (:mod:`sleuth.strategies.repairs`) reads it in one short call, else (``mode=paper``) its last line.
 """
 
 from __future__ import annotations

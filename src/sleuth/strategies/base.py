@@ -1,7 +1,7 @@
 """The :class:`Strategy` base class that records LLM calls and searches, and the per-run :class:`RunState`; what a run
 returns is in :mod:`sleuth.strategies.result`.
 
-A strategy only talks to the outside world through :meth:`Strategy.generate`, :meth:`Strategy.chat` and
+A strategy only talks to the outside world through :meth:`Strategy.generate`, :meth:`Strategy.ask` and
 :meth:`Strategy.retrieve`; those record each step in the trace, emit it to listeners (CLI, SSE) and turn backend
 failures into finish reasons instead of tracebacks.
 """
@@ -9,9 +9,8 @@ failures into finish reasons instead of tracebacks.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from sleuth.lang.question import Question, analyze
@@ -33,7 +32,7 @@ from sleuth.strategies.options import StrategyOptions
 from sleuth.strategies.prompts import render
 from sleuth.strategies.repairs import fired
 from sleuth.strategies.repairs.support import seen_passages, unsupported_note
-from sleuth.strategies.result import ERROR, LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
+from sleuth.strategies.result import LLM_UNAVAILABLE, SEARCH_UNAVAILABLE, Event, Listener, Result
 from sleuth.strategies.text import strip_scaffold
 from sleuth.text_input import BadText, check_text
 
@@ -53,13 +52,9 @@ class RunState:
     result: Result
     filters: Filters
     listeners: list[Listener]
-    q: Question = None  # type: ignore[assignment]  # the question's analysis, computed once (begin)
+    q: Question  # the question's analysis, computed once (begin)
     t0: float = field(default_factory=time.perf_counter)
     claims: list[Claim] = field(default_factory=list)  # what the answer rests on (strategies.grounding)
-
-    def __post_init__(self) -> None:
-        if self.q is None:
-            self.q = analyze(self.result.question, self.result.lang or "auto")
 
     def emit(self, kind: str, duration_s: float = 0.0, **data: Any) -> Event:
         ev = Event(kind, data, round(time.perf_counter() - self.t0, 4), round(duration_s, 4))
@@ -94,7 +89,6 @@ class Strategy:
 
     def __init__(self, llm: LLM, retriever: Retriever | None = None, **options: Any) -> None:
         self.opts = self.Options.parse(options, strategy=self.name)
-        self.options: Mapping[str, Any] = MappingProxyType(dict(options))  # as given; read values from opts
         self.llm = llm
         self.retriever = retriever
         self.lang = self.opts.lang
@@ -182,7 +176,7 @@ class Strategy:
         )
 
     @staticmethod
-    def fail(st: RunState, e: Exception) -> None:
+    def fail(st: RunState, e: StrategyAbort | LLMError | SearchError) -> None:
         """Turn an abort / backend error into the run's finish reason."""
         result = st.result
         if isinstance(e, StrategyAbort):
@@ -191,12 +185,9 @@ class Strategy:
         elif isinstance(e, LLMError):
             result.finish_reason = e.reason if e.reason.startswith("llm_") else LLM_UNAVAILABLE
             result.error = str(e)
-        elif isinstance(e, SearchError):
+        else:
             result.finish_reason = SEARCH_UNAVAILABLE
             result.error = str(e)
-        else:  # pragma: no cover - callers pass only the three kinds above
-            result.finish_reason = ERROR
-            result.error = f"{type(e).__name__}: {e}"
 
     def finish(self, st: RunState) -> Result:
         """Apply the finishing repairs (``short_support``, ``grounding``), emit ``error``/``answer``."""
@@ -238,11 +229,8 @@ class Strategy:
 
     # -- prompt helpers ---------------------------------------------------------
     def prompt(self, st: RunState, name: str, **fields: Any) -> str:
-        """Render ``prompts/<lang>/<name>.txt`` in the run's language.
-
-        A template may also use ``$expected``: the answer the question expects, in words
-        (:meth:`~sleuth.lang.question.Question.expected`: "a date or a year", …).
-        """
+        """Render ``prompts/<lang>/<name>.txt`` in the run's language; ``$expected`` is the answer the question
+        expects, in words (:meth:`~sleuth.lang.question.Question.expected`: "a date or a year", …)."""
         if "expected" not in fields:
             fields["expected"] = st.q.expected()
         return render(name, st.result.lang, **fields)
@@ -251,35 +239,18 @@ class Strategy:
         """Total characters of documents one prompt may carry (option ``context_chars``)."""
         return self.opts.context_budget(st.result.lang)
 
+    # -- recorded primitives -------------------------------------------------
     def ask(
         self, st: RunState, text: str, *, step: str, stop: Sequence[str] | None = None, max_tokens: int | None = None
     ) -> Completion:
-        """One user message through :meth:`chat` (instruction-style calls)."""
-        return self.chat(st, [{"role": "user", "content": text}], step=step, stop=stop, max_tokens=max_tokens)
+        """One user message as a chat call (instruction-style calls), recorded as an ``llm`` event."""
+        return self._call(st, self.llm.chat, [{"role": "user", "content": text}], step, stop, max_tokens)
 
-    # -- recorded primitives -------------------------------------------------
     def generate(
         self, st: RunState, prompt: str, *, step: str, stop: Sequence[str] | None = None, max_tokens: int | None = None
     ) -> Completion:
         """Raw completion, recorded as an ``llm`` event."""
-        t = time.perf_counter()
-        c = self.llm.complete(prompt, GenParams(max_tokens=max_tokens or self.max_tokens, stop=tuple(stop or ())))
-        self._record(st, c, step, time.perf_counter() - t, prompt)
-        return c
-
-    def chat(
-        self,
-        st: RunState,
-        messages: Sequence[Message],
-        *,
-        step: str,
-        stop: Sequence[str] | None = None,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        t = time.perf_counter()
-        c = self.llm.chat(messages, GenParams(max_tokens=max_tokens or self.max_tokens, stop=tuple(stop or ())))
-        self._record(st, c, step, time.perf_counter() - t, messages)
-        return c
+        return self._call(st, self.llm.complete, prompt, step, stop, max_tokens)
 
     def retrieve(self, st: RunState, query: str, *, k: int | None = None, route: str = "query") -> list[Passage]:
         """Search within the run's filters (never widened), recorded as a ``search`` event."""
@@ -292,31 +263,38 @@ class Strategy:
     def retrieve_many(
         self, sts: Sequence[RunState], queries: Sequence[str], *, k: int | None = None, route: str = "query"
     ) -> list[list[Passage]]:
-        """One ``search_batch`` for several runs that share the same filters.
-
-        Each run gets its own ``search`` event; runs with different filters
-        are searched separately (a scope is never shared or widened).
-        """
+        """One ``search_batch`` per scope for several runs (a scope is never shared or widened); each run gets
+        its own ``search`` event."""
         out: list[list[Passage]] = [[] for _ in queries]
         if self.retriever is None:
             return out
         groups: dict[str, list[int]] = {}
         for i, st in enumerate(sts):
             groups.setdefault(st.filters.cache_key(), []).append(i)
-        for idx in groups.values():
-            filters = sts[idx[0]].filters
+        for idx in groups.values():  # the runs of one scope
             t = time.perf_counter()
-            batch = self.retriever.search_batch([queries[i] for i in idx], k or self.k, filters)
-            dt = (time.perf_counter() - t) / max(1, len(idx))
+            batch = self.retriever.search_batch([queries[i] for i in idx], k or self.k, sts[idx[0]].filters)
+            dt = (time.perf_counter() - t) / len(idx)
             for i, passages in zip(idx, batch, strict=False):
                 out[i] = _found(sts[i], queries[i], passages, route, dt, batched=len(idx))
         return out
 
-    def _record(self, st: RunState, c: Completion, step: str, dt: float, prompt: str | Sequence[Message]) -> None:
-        r = st.result
+    def _call(
+        self,
+        st: RunState,
+        call: Callable[[Any, GenParams], Completion],
+        prompt: str | list[Message],
+        step: str,
+        stop: Sequence[str] | None,
+        max_tokens: int | None,
+    ) -> Completion:
+        t = time.perf_counter()
+        c = call(prompt, GenParams(max_tokens=max_tokens or self.max_tokens, stop=tuple(stop or ())))
+        r, dt = st.result, time.perf_counter() - t
         r.llm_calls, r.llm_seconds, r.usage = r.llm_calls + 1, r.llm_seconds + dt, r.usage + c.usage
         data = {"step": step, "completion": c.text, "finish_reason": c.finish_reason, "usage": c.usage.to_dict()}
         st.emit("llm", dt, **data, from_cache=c.from_cache, prompt_chars=prompt_chars(prompt))
+        return c
 
 
 def _found(st: RunState, query: str, passages: list[Passage], route: str, dt: float, **extra: Any) -> list[Passage]:

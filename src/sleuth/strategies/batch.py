@@ -1,17 +1,12 @@
 """Step-synchronous batches for Search-o1, as FlashRAG's reasoning pipeline runs them.
 
-:meth:`SearchO1.run_batch <sleuth.strategies.search_o1.SearchO1.run_batch>` runs many questions at once, from the
-steps that strategy exposes (``start_run``, ``reason``, ``search_queries``, ``condense``, ``search_failed``):
-
-1. start every question (an invalid one gets a ``bad_input`` result and leaves at once);
-2. a *reasoning step* for each active question; ``concurrency`` LLM calls stay in flight, fed from a queue of active
-   questions, so one slow question never idles the others;
-3. the questions whose reasoning step ended on a query wait for the next *search step*: their queries are searched
-   together (one ``search_batch``), flushed when no reasoning step is in flight, when an LLM slot would otherwise stay
-   idle, or ``window`` seconds after the first query started waiting;
-4. a *condense step* for each searched question (it joins the calls in flight), then back to 2;
-5. finished questions leave the batch (a ``batch`` note says after which of their rounds), and every question ends
-   with its own result and finish reason, in input order.
+:meth:`SearchO1.run_batch <sleuth.strategies.search_o1.SearchO1.run_batch>` runs many questions at once from the
+steps that strategy exposes (``start_run``, ``reason``, ``search_queries``, ``condense``, ``search_failed``): a
+*reasoning step* for each active question (``concurrency`` LLM calls in flight, fed from a queue, so one slow question
+never idles the others); the queries those steps end on are searched together in one *search step*
+(:meth:`_Schedule._search_due` says when); a *condense step* for each searched question; and again.  An invalid
+question gets a ``bad_input`` result at once; a finished one leaves the batch (a ``batch`` note says after which of
+its rounds); the results come in input order.
 
 An LLM or search failure (or a :class:`~sleuth.strategies.base.StrategyAbort`) ends only the question it hit; a search
 step that fails is reported to each of its questions, which then reason on.  Any other exception ends the whole batch.
@@ -41,7 +36,6 @@ def run_batch(
     filters: Filters | None,
     listeners: Sequence[Listener],
     concurrency: int,
-    window: float,
 ) -> list[Result]:
     """Step every question to its end; results in input order, each with its finish reason."""
     results: list[Result] = []
@@ -54,7 +48,7 @@ def run_batch(
             continue
         results.append(st.result)
         runs.append(steps.start_run(st.result.question, st))
-    _Schedule(steps, width=max(1, concurrency), window=window).drive(runs)
+    _Schedule(steps, width=max(1, concurrency), window=steps.opts.batch_window_s).drive(runs)
     for run in runs:
         steps.finish(run.st)
     return results
@@ -94,7 +88,8 @@ class _Schedule:
             self.inflight[pool.submit(self._guarded, self.steps.reason, r)] = ("reason", r)
 
     def _search_due(self, now: float) -> bool:
-        """Every reasoning step of this wave is in, a slot would stay idle, or the window is over."""
+        """The waiting queries are searched when no reasoning step is in flight, when an LLM slot would
+        otherwise stay idle, or ``window`` seconds (option ``batch_window_s``) after the first of them began to wait."""
         if not self.ready:
             return False
         reasoning = any(kind == "reason" for kind, _ in self.inflight.values())

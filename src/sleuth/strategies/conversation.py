@@ -1,20 +1,11 @@
-"""Follow-up questions: the earlier turns of a conversation, and the step that makes the last
-question stand alone before a strategy searches for it.
+"""Follow-up questions: the earlier turns of a conversation, and what makes the last question stand alone.
 
-A chat client sends the whole conversation (the OpenAI protocol); a strategy searches for one
-question.  "那出境的呢？" or "Who founded it?" searched on its own finds nothing, so when a request
-has earlier turns, one short LLM call (prompt ``prompts/<lang>/rewrite.txt``) rewrites the last
-user message into a question that stands alone, and the strategy runs on that.  A request with no
-history costs nothing extra; the ``rewrite`` option (``false``) turns the step off (the history is
-then unused, and the trace says so).
-
-History is text from the caller: it only ever changes the *question*.  The run's filters (the
-caller's identity-bound scope) are the same for every turn, so an earlier turn cannot name a
-document into the answer that the scope does not let the caller see.
-
-A long history is cut to ``history_tokens`` (an estimate: one token per CJK character, one per
-four other characters), keeping the most recent turns; the ``rewrite`` trace event says how many
-turns were dropped.
+"那出境的呢？" or "Who founded it?" searched on its own finds nothing, so when a request has earlier turns,
+one short LLM call (``prompts/<lang>/rewrite.txt``, :meth:`~sleuth.strategies.base.Strategy.standalone`)
+rewrites the last user message into a question that stands alone (the history cut to ``history_tokens`` by
+:func:`fit`).  The history only ever changes the *question*: the run's filters (the caller's identity-bound
+scope) are the same for every turn, so an earlier turn cannot name a document into the answer that the
+scope does not let the caller see.
 """
 
 from __future__ import annotations
@@ -189,6 +180,7 @@ _NOUNS_EN = (
 _REF_PHRASE_EN = re.compile(rf"\b(?:that|the same|the said)\s+(?:[a-z]+\s+)?(?:{_NOUNS_EN})\b", re.IGNORECASE)
 _REF_PERSON_EN = re.compile(r"\b(he|she|him)\b", re.IGNORECASE)
 _REF_PERSON_POSS_EN = re.compile(r"\b(his)\b", re.IGNORECASE)
+_REFS_EN = ((_REF_PHRASE_EN, False), (_REF_PERSON_EN, False), (_REF_PERSON_POSS_EN, True))  # tried in this order
 _REF_ZH = re.compile(
     r"(?:那个|这个|那位|这位|该|此)(?:人|作者|城市|地方|国家|公司|机构|组织|学校|大学|地区|省|州|河|湖|山|电影|书|作品|"
     r"歌曲|球队|政党|部门)|他们|她们|他|她"
@@ -216,45 +208,29 @@ def names(text: str, entity: str) -> bool:
     return bool(want) and any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
 
 
-@dataclass(frozen=True)
-class Reference:
-    """Where a message refers to something it does not name: ``message[start:end]``."""
-
-    start: int
-    end: int
-    possessive: bool  # "his": the entity gets "'s"
-
-
-def find_reference(question: str) -> Reference | None:
-    """The first reference of ``question`` that most often stands for the previous answer: a typed one
-    ("that city", "the same person", "那个城市") or a personal pronoun ("he", "他").
+def find_reference(question: str) -> tuple[re.Match[str], bool] | None:
+    """The first reference of ``question`` that most often stands for the previous answer, and whether it is
+    possessive ("his": the entity gets "'s"): a typed one ("that city", "the same person", "那个城市") or a
+    personal pronoun ("he", "他").
 
     "it", "they" and "它" are left out: after "Who founded Lumen Works? — Ayla Brandt.", "When did it
     open?" means the studio, so they are only the rewrite model's to resolve."""
-    if _CJK.search(question):
-        kinds: tuple[tuple[re.Pattern[str], bool], ...] = ((_REF_ZH, False),)
-    else:
-        kinds = ((_REF_PHRASE_EN, False), (_REF_PERSON_EN, False), (_REF_PERSON_POSS_EN, True))
-    for pattern, possessive in kinds:
-        m = pattern.search(question)
-        if m:
-            return Reference(m.start(), m.end(), possessive)
-    return None
+    kinds = ((_REF_ZH, False),) if _CJK.search(question) else _REFS_EN
+    return next(((m, possessive) for pattern, possessive in kinds if (m := pattern.search(question))), None)
 
 
 def kept_entity(rewritten: str, question: str, turns: Sequence[Turn]) -> str | None:
-    """The check after the rewrite (option ``rewrite_check``): when the message refers to the previous
-    short answer (:func:`find_reference`: "Which continent is that river on?" after "Atbara River.")
-    and the model's rewrite does not name that answer (it kept "that river", named another entity
-    of the conversation, or repeated a question), the message with its reference replaced by the
-    answer ("When did that person die?" -> "When did Herman Melville die?"); None when the rewrite stands
-    or the check does not apply (a long previous answer, no reference of those kinds)."""
+    """The check after the rewrite (option ``rewrite_check``): when the message refers to the previous short answer
+    (:func:`find_reference`: "Which continent is that river on?" after "Atbara River.") and the model's rewrite does
+    not name it (it kept "that river", named another entity, or repeated a question), the message with the reference
+    replaced by the answer ("Which continent is Atbara River on?"); None when the rewrite stands or it does not apply."""
     entity = previous_entity(turns)
     ref = find_reference(question)
     if not entity or not ref or names(rewritten, entity) or names(question, entity):
         return None
-    out = question[: ref.start] + (f"{entity}'s" if ref.possessive else entity) + question[ref.end :]
-    return out[:1].upper() + out[1:] if ref.start == 0 else out
+    m, possessive = ref
+    out = question[: m.start()] + (f"{entity}'s" if possessive else entity) + question[m.end() :]
+    return out[:1].upper() + out[1:] if m.start() == 0 else out
 
 
 def split_messages(messages: Any) -> tuple[str, list[dict[str, str]]]:

@@ -14,8 +14,7 @@ class Direct(Strategy):
     Options = BaselineOptions
 
     def solve(self, question: str, st: RunState) -> None:
-        c = self.ask(
-            st, self.prompt(st, "direct", question=question), step="answer", max_tokens=min(64, self.max_tokens)
-        )
+        prompt = self.prompt(st, "direct", question=question)
+        c = self.ask(st, prompt, step="answer", max_tokens=min(64, self.max_tokens))
         st.result.answer = c.text.strip()
         st.result.short_answer = clean_short(c.text)

@@ -2,26 +2,17 @@
 
 A strategy records each *claim* it drew from passages while it ran (:class:`Claim`: a Self-Ask intermediate answer
 with that follow-up's passages, a Search-o1 Reason-in-Documents note with that search's passages, RAG's reply with its
-context); :func:`ground` turns the claims and the final short answer into the citations.  No model call: the method is
-deterministic token overlap (words; Chinese by characters, see :func:`~sleuth.strategies.text.content_tokens`).
+context); :func:`ground` turns the claims and the final short answer into the citations, by deterministic token overlap
+(no model call; Chinese by characters), as docs/strategies.md (*Citations*) sets out:
 
-1. Claims in the order the strategy made them (the order its answer uses them).
-2. A claim whose text carries ``[n]`` marks cites the marked passages (the model's own attribution), except a marked
-   passage that shares no word of what the claim adds to its question: it cannot be what the claim rests on.
-3. A claim without marks cites, greedily, the passage that contains most of what the claim adds to its question (its
-   *new* words: the follow-up's answer, not the words of the follow-up), then a second one only if it adds more of
-   those words (:data:`MAX_PER_CLAIM`).  The first needs at least :data:`MIN_SUPPORT` of the new words, a further one
-   :data:`MIN_GAIN` of them; ties go to the passage sharing more of the question, then to the higher-ranked one.  A
-   claim no passage supports (a fact the model wrote from memory) cites nothing.  A yes/no claim adds no words: it
-   rests on the passage that best matches what was asked (the query's words stand in).
-4. The final short answer: when no passage cited so far contains it, the passage among all the claims' passages that
-   contains it best (at least :data:`MIN_SUPPORT` of its words; ties as above) is cited last.  A yes/no answer has no
-   words of its own and rests on the claims.
-5. A final answer that abstains ("unknown", "not mentioned", "无法回答") cites nothing.
-6. Nothing supported means nothing cited: an honest empty list, said in the trace, never "every passage retrieved".
-   All retrieved passages stay in the trace's ``search`` events.
-
-A claim with ``asserted=True`` (a caller that picked its citations itself) is cited as given.
+1. claims in the order the strategy made them; one a caller ``asserted`` is cited as given;
+2. ``[n]`` marks are honoured, except a marked passage that shares no word of what the claim adds to its query;
+3. without marks, :func:`supporting`: the passages with most of the claim's *new* words (the follow-up's answer, not
+   the follow-up's words); a yes/no claim rests on the passage that best matches what was asked, and a claim no
+   passage supports (a fact from the model's memory) cites nothing;
+4. the final short answer, when no passage cited so far contains it: the claims' passage that does, cited last;
+5. an abstaining answer cites nothing; nothing supported is an honest empty list, never every passage retrieved
+   (they all stay in the trace's ``search`` events).
 """
 
 from __future__ import annotations
@@ -69,8 +60,7 @@ class Grounding:
 
     @property
     def message(self) -> str:
-        if self.citations:
-            return f"cited {len(self.citations)} passage(s) that the answer rests on"
+        """Why nothing was cited (the ``no_citations`` note)."""
         if self.final == "abstained":
             return "the answer abstains; nothing cited"
         return "no retrieved passage supports the answer; nothing cited"
@@ -105,7 +95,9 @@ def _new_words(text: str, query: str) -> set[str]:
 
 
 def supporting(passages: Sequence[Passage], text: str, query: str = "", *, limit: int = MAX_PER_CLAIM) -> list[Passage]:
-    """Up to ``limit`` passages, greedily, that contain most of what ``text`` adds to ``query``."""
+    """Up to ``limit`` passages, greedily, that contain most of what ``text`` adds to ``query``: the first at least
+    :data:`MIN_SUPPORT` of those words, each further one :data:`MIN_GAIN` more; ties go to the passage sharing more of
+    the query, then to the higher-ranked one."""
     want = _new_words(text, query)
     if not want:
         return []
@@ -148,11 +140,10 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
     for c in claims:
         if c.asserted:
             chosen, how = list(c.passages), "asserted"
+        elif chosen := _marked(c):
+            how = "marks"
         else:
-            chosen = _marked(c)
-            how = "marks" if chosen else "overlap"
-            if not chosen:
-                chosen = supporting(c.passages, c.text, c.query)
+            chosen, how = supporting(c.passages, c.text, c.query), "overlap"
         for p in chosen:
             cited.setdefault(p.key, p)
         picks.append({"claim": c.text[:160], "how": how, "cited": [p.id for p in chosen]})
@@ -161,24 +152,18 @@ def ground(claims: Sequence[Claim], final: str, question: str = "") -> Grounding
     if short and not is_yes_no(short) and content_tokens(short):
         if supporting(list(cited.values()), short, question, limit=1):
             how_final = "in_claims"
+        elif best := supporting(_dedupe(p for c in claims for p in c.passages), short, question, limit=1):
+            cited.setdefault(best[0].key, best[0])
+            how_final = "added"
         else:
-            pool = _dedupe(p for c in claims for p in c.passages)
-            best = supporting(pool, short, question, limit=1)
-            if best:
-                cited.setdefault(best[0].key, best[0])
-                how_final = "added"
-            else:
-                how_final = "unsupported"
+            how_final = "unsupported"
     return Grounding(list(cited.values()), picks, how_final)
 
 
 def renumber(answer: str, claims: Sequence[Claim], citations: Sequence[Passage]) -> str:
-    """``answer``'s ``[n]`` marks renumbered to the citations' order (``[k]`` is ``citations[k-1]``).
-
-    The marks number the passages the model was shown; the reader sees the grounded citations, so a mark must point
-    into them.  The claim whose text is the answer gives the numbering; a mark on a passage that is not cited is
-    removed.  Answers without such a claim are returned unchanged.
-    """
+    """``answer``'s ``[n]`` marks, which number the passages the model was shown (in the claim whose text is the
+    answer), renumbered into the grounded citations (``[k]`` is ``citations[k-1]``); a mark on a passage not cited goes.
+    An answer without such a claim is returned unchanged."""
     claim = next((c for c in reversed(claims) if c.marks and c.text.strip() == answer.strip()), None)
     if claim is None:
         return answer

@@ -42,10 +42,15 @@ def option(
     maximum: float | None = None,
     choices: tuple[str, ...] = (),
     derived: str = "",
+    follows: str = "",
+    plus: int = 0,
 ) -> Any:
-    """A documented option field; ``derived`` says what a ``None`` default becomes."""
+    """A documented option field; ``derived`` says what a ``None`` default becomes: the value of the
+    earlier field ``follows`` (``+ plus``), or what ``__post_init__`` makes it."""
+    if follows:
+        derived = f"`{follows} + {plus}`" if plus else f"`{follows}`"
     meta = {"help": help, "min": minimum, "max": maximum, "choices": choices, "derived": derived}
-    return field(default=default, metadata=meta)
+    return field(default=default, metadata=meta | ({"follows": (follows, plus)} if follows else {}))
 
 
 MODES = ("default", "paper")
@@ -55,8 +60,7 @@ def repair(help: str, *, on: bool = True) -> Any:
     """The switch of one repair (:mod:`sleuth.strategies.repairs`): ``None`` follows ``mode`` (on in the
     default mode when ``on``, off in the paper mode); ``true``/``false`` set it whatever the mode."""
     derived = "on in mode `default`, off in `paper`" if on else "off (opt-in, any mode)"
-    meta = {"help": help, "min": None, "max": None, "choices": (), "derived": derived, "repair": on}
-    return field(default=None, metadata=meta)
+    return field(default=None, metadata={"help": help, "min": None, "max": None, "derived": derived, "repair": on})
 
 
 @dataclass(frozen=True)
@@ -85,10 +89,13 @@ class StrategyOptions:
 
     def __post_init__(self) -> None:
         hints = _hints(type(self))
-        for f in fields(self):
-            self._set(f.name, _checked(f.name, hints[f.name], getattr(self, f.name), f.metadata))
-            if "repair" in f.metadata and getattr(self, f.name) is None:
-                self._set(f.name, self.mode == "default" and f.metadata["repair"])
+        for f in fields(self):  # in order: a field follows one declared before it
+            value = _checked(f.name, hints[f.name], getattr(self, f.name), f.metadata)
+            if value is None and "follows" in f.metadata:
+                value = getattr(self, f.metadata["follows"][0]) + f.metadata["follows"][1]
+            elif value is None and "repair" in f.metadata:
+                value = self.mode == "default" and f.metadata["repair"]
+            self._set(f.name, value)
         if self.max_tokens is None:
             self._set("max_tokens", self.DEFAULT_MAX_TOKENS)
 
@@ -112,9 +119,8 @@ class StrategyOptions:
         """Build from keyword values (``-`` in a key reads as ``_``); unknown keys raise :class:`OptionsError`."""
         names = cls.names()
         given = {str(k).replace("-", "_"): v for k, v in values.items()}
-        for key in given:
-            if key not in names:
-                raise OptionsError(unknown_option(key, names, strategy))
+        if unknown := [key for key in given if key not in names]:
+            raise OptionsError(unknown_option(unknown[0], names, strategy))
         return cls(**given)
 
     @classmethod
@@ -165,8 +171,8 @@ class StepBackOptions(StrategyOptions):
 
     DEFAULT_MAX_TOKENS: ClassVar[int] = 320
 
-    k_original: int = option(None, "passages for the question", minimum=1, maximum=MAX_K, derived="`k`")
-    k_stepback: int = option(None, "passages for the step-back question", minimum=1, maximum=MAX_K, derived="`k`")
+    k_original: int = option(None, "passages for the question", minimum=1, maximum=MAX_K, follows="k")
+    k_stepback: int = option(None, "passages for the step-back question", minimum=1, maximum=MAX_K, follows="k")
     k_context: int | None = option(None, "passages shown", minimum=1, maximum=2 * MAX_K, derived=_RULES_CONTEXT)
     rrf_k: int = option(60, "the constant of reciprocal-rank fusion", minimum=0, maximum=10_000)
     documents: str = option("auto", "the answer's form", choices=("auto", "rules", "general"))
@@ -175,13 +181,6 @@ class StepBackOptions(StrategyOptions):
     abstention_reread: bool = repair("an abstaining answer over general documents is read again RAG's way")
     verdict: bool = repair("a question over rules is decided (or declined) from its deciding clause")
     verdict_clauses: int = option(3, "clauses shown to the verdict call", minimum=1, maximum=MAX_K)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.k_original is None:
-            self._set("k_original", self.k)
-        if self.k_stepback is None:
-            self._set("k_stepback", self.k)
 
     def context_size(self, rules: bool) -> int:
         """Passages shown: ``k_context``; else ``k_original``, or both quotas over rules (rule + clause)."""
@@ -194,8 +193,8 @@ class StepBackOptions(StrategyOptions):
 class SearchO1Options(StrategyOptions):
     """Search-o1's limits and Reason-in-Documents call."""
 
-    max_searches: int = option(None, "searches per question", minimum=1, maximum=MAX_STEPS, derived="`max_steps`")
-    max_turns: int = option(None, "turns", minimum=1, maximum=MAX_STEPS + 3, derived="`max_searches + 3`")
+    max_searches: int = option(None, "searches per question", minimum=1, maximum=MAX_STEPS, follows="max_steps")
+    max_turns: int = option(None, "turns", minimum=1, maximum=MAX_STEPS + 3, follows="max_searches", plus=3)
     rid_max_tokens: int = option(160, "tokens of a Reason-in-Documents call", minimum=1, maximum=MAX_TOKENS)
     doc_chars: int = option(600, "characters of each passage it reads", minimum=1, maximum=MAX_CHARS)
     max_prompt_chars: int = option(6000, "prompt size that forces the answer", minimum=1, maximum=MAX_CHARS)
@@ -203,13 +202,6 @@ class SearchO1Options(StrategyOptions):
     batch_window_s: float = option(0.05, "batch mode: wait to share a search batch", minimum=0.0, maximum=600.0)
     repeat_guard: bool = repair("a repeated query is not searched again; `max_refusals` force the answer")
     final_read: bool = repair("answer once more, RAG's way, from all the run's passages", on=False)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.max_searches is None:
-            self._set("max_searches", self.max_steps)
-        if self.max_turns is None:
-            self._set("max_turns", self.max_searches + 3)
 
 
 # -- messages and checks ------------------------------------------------------------------

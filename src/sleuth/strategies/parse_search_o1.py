@@ -50,12 +50,9 @@ def parse_boxed(text: str) -> str | None:
 
 
 def parse_search_o1(text: str) -> O1Step:
-    """One Search-o1 completion: a search request (takes the last query) or an answer.
-
-    A completion that ends in an open search query is a request even if it mentions an answer earlier (the model wants
-    more information).  Anything the model wrote after a closing query tag (e.g. a fabricated search result) is
-    dropped from ``consumed``.
-    """
+    """One Search-o1 completion: a search request (its last query, even after an answer: the model wants more
+    information) or an answer.  What the model wrote after a closing query tag (a fabricated search result, say) is
+    dropped from ``consumed``."""
     text = cap(text)
     step = O1Step(consumed=text)
     begins = list(_BEGIN_Q.finditer(text))

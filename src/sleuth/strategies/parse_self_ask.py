@@ -1,7 +1,8 @@
-"""Parsers for the Self-Ask scaffold: one completion's follow-up, final answer or self-answer.
+"""Parsers for the Self-Ask scaffold: one completion's follow-up or final answer.
 
 They accept the usual mistakes of small models: variant spellings ("Followup", "Follow-up", "Follow up :"), missing
-colons, full-width colons and Chinese labels, missing scaffold, extra chatter, the model answering its own follow-up.
+colons, full-width colons and Chinese labels, missing scaffold, extra chatter, the model answering its own follow-up
+(its answer is dropped: the search answers).
 """
 
 from __future__ import annotations
@@ -31,9 +32,6 @@ _FOLLOW = re.compile(
     re.I,
 )
 _NOT_A_FOLLOW = re.compile(r"^(?:questions?\s+(?:are\s+|is\s+)?needed|questions?\s+needed)", re.I)
-_INTERMEDIATE = re.compile(
-    _BULLET + r"(?:intermediate[\s_-]*answer|中间答案|中间回答|中间结果)\**" + r"(?:\s*[:：]\s*|\s+|$)(?P<a>.*)$", re.I
-)
 _INTERMEDIATE_INLINE = re.compile(r"(?:intermediate[\s_-]*answer|中间答案|中间回答)\s*[:：]?", re.I)
 _FINAL = re.compile(
     rf"{_BULLET}(?:so\s+)?(?:the\s+)?{en.FINAL_ANSWER}(?:\s+is)?\**{_OPT_COLON}(?P<a>.*)$"
@@ -67,24 +65,13 @@ def _first_answer(ans: str) -> str:
 
 @dataclass
 class SelfAskStep:
-    """What one Self-Ask completion contains.
-
-    ``consumed`` is the prefix of the completion that belongs in the (append-only) scaffold: up to the end of the
-    follow-up line, or of the final-answer line; whatever the model invented after it is dropped.
-    """
+    """What one Self-Ask completion contains; ``consumed`` is the part that belongs in the append-only scaffold (up to
+    the end of its follow-up or final-answer line: whatever the model invented after it is dropped)."""
 
     follow_up: str | None = None
     final: str | None = None
     needed: bool | None = None
-    self_answer: str | None = None  # the model answered its own follow-up
     consumed: str = ""
-    unparsed: bool = False
-
-
-def _clean_follow_up(q: str) -> str:
-    q = _INTERMEDIATE_INLINE.split(q, maxsplit=1)[0]
-    q = q.strip().strip("*").strip().strip("\"'“”「」").strip()
-    return q[:300]
 
 
 def parse_self_ask(text: str) -> SelfAskStep:
@@ -100,23 +87,15 @@ def parse_self_ask(text: str) -> SelfAskStep:
             m = _NEEDED.match(line) or _NEEDED_ZH.match(line)
             if m:
                 step.needed = m.group("v").lower() in ("yes", "是", "需要")
-        if step.follow_up is not None:
-            # anything after the follow-up line: the model answering itself
-            mi = _INTERMEDIATE.match(line)
-            if mi and step.self_answer is None:
-                step.self_answer = mi.group("a").strip() or None
-            continue
         mf = _FOLLOW.match(line)
         if mf and not _NOT_A_FOLLOW.match(mf.group("q")):
-            q = _clean_follow_up(mf.group("q"))
-            if q:
+            inline = _INTERMEDIATE_INLINE.split(mf.group("q"), maxsplit=1)
+            q = inline[0].strip().strip("*").strip().strip("\"'“”「」").strip()[:300]
+            if q:  # what the model wrote after it (its own answer, a new example) is dropped
                 step.follow_up = q
-                step.consumed = text[:b]
-                inline = _INTERMEDIATE_INLINE.split(mf.group("q"), maxsplit=1)
-                if len(inline) == 2 and inline[1].strip():
-                    step.self_answer = inline[1].strip()
-                    step.consumed = text[: a + line.find(mf.group("q"))] + q
-                continue
+                inline_answer = len(inline) == 2 and inline[1].strip()
+                step.consumed = text[: a + line.find(mf.group("q"))] + q if inline_answer else text[:b]
+                return step
         mfin = _FINAL.match(line)
         ans = next((g for g in mfin.groups() if g is not None), "").strip() if mfin else ""
         if mfin and not _DEFUSED.match(ans):  # not what sanitize leaves of a marker in a document
@@ -133,8 +112,6 @@ def parse_self_ask(text: str) -> SelfAskStep:
             continue
         if _QUESTION_LINE.match(line) and i > 0:
             break  # the model started a new example: stop reading
-    if step.follow_up is not None:
-        return step
     # No scaffold.  "No. <answer>" or "No.\n<answer>" is a final answer without the label.
     body = text.strip()
     if step.needed is False:
@@ -146,7 +123,6 @@ def parse_self_ask(text: str) -> SelfAskStep:
             step.final = ans
             step.consumed = text
             return step
-    step.unparsed = bool(body) and step.needed is None
     step.consumed = text if step.needed is not None else ""
     return step
 

@@ -23,12 +23,9 @@ _SO_ANSWER = re.compile(
 
 
 def parse_cot(text: str) -> tuple[str, str | None]:
-    """Split a chain of thought into (reasoning, short answer or None).
-
-    Takes the *last* "So the answer is: X" (or variants); an empty X on that line falls through to the next non-empty
-    line.  A marker followed by " - " is what :func:`~sleuth.strategies.text.sanitize` leaves of a marker inside a
-    document (quoted back by the model): it is not an answer.
-    """
+    """Split a chain of thought into (reasoning, short answer or None) at its *last* "So the answer is: X" (or a
+    variant; an empty X falls through to the next non-empty line).  A marker followed by " - " is what
+    :func:`~sleuth.strategies.text.sanitize` leaves of one inside a document (quoted back by the model): no answer."""
     text = cap(text).strip()
     for m in reversed(list(_SO_ANSWER.finditer(text))):
         first = next((ln for ln in text[m.end() :].splitlines() if ln.strip()), "")
@@ -48,11 +45,8 @@ _QUERY_LABEL = re.compile(
 
 
 def parse_query(text: str, max_chars: int = 300, max_words: int = 32) -> str:
-    """One search query (or one question) from a model's answer.
-
-    Takes the first labelled line if any, else the first non-empty line;
-    drops quotes, bullets and trailing chatter such as "(this will find...)".
-    """
+    """One search query (or one question) from a model's answer: the first labelled line, else the first non-empty
+    one, without quotes, bullets and trailing chatter such as "(this will find...)"."""
     text = cap(text)
     # a line that is only a label ("Draft answer:", "The last paragraph is:") carries no query
     lines = [ln for ln in text.splitlines() if ln.strip() and not re.search(r"[:：]\s*\**\s*$", ln)] or [
@@ -80,11 +74,8 @@ _INTERROGATIVE = re.compile(
 
 
 def parse_step_back(text: str, question: str, max_chars: int = 300) -> str | None:
-    """The step-back question, or None when the model gave nothing usable.
-
-    Unusable: empty, identical to the original question, or an answer rather
-    than a question (no question mark and no interrogative word).
-    """
+    """The step-back question, or None when the model gave nothing usable: nothing, the question itself, one off its
+    topic (a few-shot example copied), or an answer rather than a question (no question mark or interrogative word)."""
     q = parse_query(text, max_chars)
     if not q:
         return None
@@ -102,11 +93,8 @@ def parse_step_back(text: str, question: str, max_chars: int = 300) -> str | Non
 
 
 def split_paragraphs(text: str, max_parts: int = 6) -> list[str]:
-    """Split a draft into at most ``max_parts`` non-empty steps.
-
-    Blank lines first; failing that, single lines; failing that, sentences
-    grouped evenly.  Extra parts are merged into the last one.
-    """
+    """At most ``max_parts`` steps of a draft: its paragraphs, else its lines, else its sentences grouped evenly;
+    extra parts merge into the last one."""
     text = cap(text).strip()
     if not text:
         return []

@@ -29,20 +29,15 @@ def unified_diff(old: str, new: str) -> str:
     return "\n".join(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after", lineterm="", n=1))
 
 
-class Sources:
-    """The passages a run has shown the model, each numbered once in order of first use."""
-
-    def __init__(self) -> None:
-        self.passages: list[Passage] = []
-        self._number: dict[str, int] = {}
+class Sources(dict[str, Passage]):
+    """The passages a run has shown the model, by id, each numbered once in order of first use."""
 
     def add(self, passages: Sequence[Passage]) -> list[int]:
         """Number the new ones; the numbers of all of ``passages``."""
         for p in passages:
-            if p.id not in self._number:
-                self.passages.append(p)
-                self._number[p.id] = len(self.passages)
-        return [self._number[p.id] for p in passages]
+            self.setdefault(p.id, p)
+        ids = list(self)
+        return [ids.index(p.id) + 1 for p in passages]
 
 
 class RAT(Strategy):
@@ -60,13 +55,13 @@ class RAT(Strategy):
         revised = ""
         for i, para in enumerate(parts, 1):  # 3.
             revised = self._revise(question, st, i, (revised + "\n\n" + para).strip(), sources)
-        body, short = parse_cot(revised)  # 4.
+        body, short = parse_cot(revised)  # 4. (the citations are grounded in finish)
         st.result.answer = revised.strip()
         st.result.short_answer = short or extract_short(self, st, question, body) or last_line(body)
-        st.cite(sources.passages, claim=revised, query=question, marks=cited_numbers(revised))  # grounded in finish
+        st.cite(list(sources.values()), claim=revised, query=question, marks=cited_numbers(revised))
 
     def _draft(self, question: str, st: RunState) -> list[str]:
-        c = self.ask(st, self.prompt(st, "rat_draft", question=question), step="draft", max_tokens=self.max_tokens)
+        c = self.ask(st, self.prompt(st, "rat_draft", question=question), step="draft")
         short = short_answer(self, st, question, c)  # no call when the line is there
         parts = split_paragraphs(parse_cot(c.text)[0], self.max_steps)
         st.emit("draft", text=c.text.strip(), paragraphs=parts, short_answer=short)
@@ -77,24 +72,18 @@ class RAT(Strategy):
 
     def _revise(self, question: str, st: RunState, i: int, prefix: str, sources: Sources) -> str:
         """One step: query from the prefix, retrieve, revise; the prefix unrevised when the step fails."""
-        n = self.opts.n_passages
         try:
-            qc = self.ask(
-                st, self.prompt(st, "rat_query", question=question, draft=prefix), step=f"query {i}", max_tokens=48
-            )
+            prompt = self.prompt(st, "rat_query", question=question, draft=prefix)
+            qc = self.ask(st, prompt, step=f"query {i}", max_tokens=48)
             query = parse_query(qc.text) or prefix.split("\n\n")[-1][:200]
-            passages = self.retrieve(st, query, k=n, route=f"rat_step_{i}")
+            passages = self.retrieve(st, query, k=self.opts.n_passages, route=f"rat_step_{i}")
             if not passages:
                 st.emit("revision", step=i, query=query, skipped=True, reason="no passages", diff="")
                 return prefix
             numbers = sources.add(passages)
             docs = format_passages(passages, numbers=numbers, budget=self.context_chars(st) // 2)
-            rc = self.ask(
-                st,
-                self.prompt(st, "rat_revise", question=question, draft=prefix, documents=docs),
-                step=f"revise {i}",
-                max_tokens=self.max_tokens,
-            )
+            prompt = self.prompt(st, "rat_revise", question=question, draft=prefix, documents=docs)
+            rc = self.ask(st, prompt, step=f"revise {i}")
         except (LLMError, SearchError) as e:
             st.emit("revision", step=i, skipped=True, reason=f"{type(e).__name__}: {e}", diff="")
             return prefix

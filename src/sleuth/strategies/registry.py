@@ -63,13 +63,8 @@ def strategy_class(spec: str) -> type[Strategy]:
 
 
 def get_strategy(name: str, llm: Any, retriever: Retriever | None = None, **opts: Any) -> Strategy:
-    """Build a strategy by name (``direct``, ``cot``, ``rag``, ``self-ask``, ``rat``, ``step-back``, ``search-o1``;
-    ``self_ask``/``selfask`` also accepted).
-
-    ``opts``: ``lang`` ("auto" | "en" | "zh"), ``k``, ``max_steps``, ``max_tokens``, ``context_chars`` and the
-    strategy's own options (its ``Options`` class; docs/strategies.md lists them).  An unknown option raises
-    :class:`~sleuth.strategies.options.OptionsError`.
-    """
+    """Build a strategy by name (any spelling :func:`resolve_name` accepts) with its options (its ``Options``
+    class, listed in docs/strategies.md); an unknown option or a bad value raises :class:`OptionsError`."""
     return STRATEGIES[resolve_name(name)](llm, retriever, **opts)
 
 

@@ -11,8 +11,6 @@ from typing import Any
 from sleuth.llm.base import Usage
 from sleuth.search.base import Passage
 
-__all__ = ["BAD_INPUT", "ERROR", "FINISHED", "LLM_UNAVAILABLE", "REPEAT_LIMIT", "SEARCH_UNAVAILABLE", "STEP_LIMIT"]
-__all__ += ["Event", "Listener", "Result", "Trace"]
 #: the fields a result's dict holds as they are (``to_dict``/``from_dict``)
 _PLAIN = "id answer short_answer finish_reason llm_calls searches llm_seconds search_seconds elapsed_s model lang error"
 
@@ -32,8 +30,9 @@ Listener = Callable[["Event"], None]
 class Event:
     """One step of a run, as recorded in the trace and streamed to listeners.
 
-    ``kind`` is one of: ``start``, ``rewrite``, ``llm``, ``search``, ``follow_up``, ``intermediate_answer``,
-    ``draft``, ``revision``, ``step_back``, ``rerank``, ``reason_in_documents``, ``note``, ``answer``, ``error``.
+    ``kind`` is one of: ``start``, ``rewrite``, ``llm``, ``search``, ``follow_up``, ``intermediate_answer``, ``draft``,
+    ``revision``, ``step_back``, ``reason_in_documents``, ``verdict``, ``answerable``, ``repair``, ``note``, ``answer``,
+    ``error``.
     """
 
     kind: str

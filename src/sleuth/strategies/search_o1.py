@@ -156,5 +156,4 @@ class SearchO1(Strategy):
     def run_batch(self, questions: Sequence[str], *, filters: Filters | None = None, concurrency: int = 8,
                   listeners: Sequence[Listener] = ()) -> list[Result]:  # fmt: skip
         """Answer ``questions`` together, step-synchronously (:mod:`sleuth.strategies.batch`)."""
-        window = self.opts.batch_window_s
-        return run_batch(self, questions, filters=filters, listeners=listeners, concurrency=concurrency, window=window)
+        return run_batch(self, questions, filters=filters, listeners=listeners, concurrency=concurrency)

@@ -60,29 +60,21 @@ def sanitize(text: str, max_chars: int = 1200) -> str:
     return t
 
 
-def passage_header(p: Passage) -> str:
-    """Title plus the provenance the model may need (section, version, region)."""
-    bits = [p.title, p.section, f"version {p.version}" if p.version else "", p.region]
-    return " | ".join(sanitize(str(b), 120) for b in bits if b)
-
-
 def format_passages(
     passages: Sequence[Passage],
     max_chars: int = 700,
     budget: int | None = None,
     numbers: Sequence[int] | None = None,
 ) -> str:
-    """Numbered, one passage per line: ``[1] (Title | section | version 2025) text``.
-
-    ``budget`` caps the total characters (each passage gets an equal share, at least 160), so a long context never
-    overflows a small model's window. ``numbers`` gives each passage its own number (a run that numbers its sources
-    once); otherwise they count up from 1.
-    """
+    """Numbered, one passage per line, with the provenance the model may need: ``[1] (Title | section | version
+    2025 | region) text``.  ``budget`` caps the total characters (an equal share each, at least 160), so a long context
+    never overflows a small model's window; ``numbers`` are the passages' own numbers (else 1, 2, ...)."""
     if budget and passages:
         max_chars = min(max_chars, max(160, budget // len(passages)))
     lines = []
     for i, p in zip(numbers or range(1, len(passages) + 1), passages, strict=True):
-        head = passage_header(p)
+        bits = [p.title, p.section, f"version {p.version}" if p.version else "", p.region]
+        head = " | ".join(sanitize(str(b), 120) for b in bits if b)
         body = sanitize(p.text, max_chars)
         lines.append(f"[{i}] ({head}) {body}" if head else f"[{i}] {body}")
     return "\n".join(lines)
@@ -186,11 +178,9 @@ def _squash(text: str) -> str:
 
 
 def strip_scaffold(answer: str) -> str:
-    """The answer as the reader sees it: without the format's scaffold labels ("所以答案是：", "So the answer is:", "简短答案：",
-    "问题的最终答案是："), which the model was asked to write for the parser.  A labelled value the rest of the answer already
-    states is dropped with its label ("…15个自然日内提交。所以答案是：15" ends at "提交。"), and so is a copied placeholder ("<short
-    answer>"); a value the answer does not state stays, without the label; an answer that is only the label and its
-    value becomes the value.
+    """The answer without the scaffold labels the model was asked to write for the parser ("所以答案是：", "简短答案：",
+    "问题的最终答案是："): a labelled value the rest already states goes with its label ("…15个自然日内提交。所以答案是：15" ends at
+    "提交。"), and so does a copied placeholder ("<short answer>"); any other value stays, without the label.
 
     ``Strategy.finish`` applies it to Chinese answers.  English answers keep their "So the answer is:" line for now:
     stripping it changes the long answers of every English run, which has not been measured on a tuning split yet."""

@@ -18,8 +18,6 @@ from sleuth.lang import abstains, en, polarity, zh
 from sleuth.strategies.grounding import Claim, is_yes_no
 from sleuth.strategies.text import query_tokens
 
-# -- the fail-safe: a short answer the run's own texts do not support ----------------------
-
 _DOTTED = re.compile(r"\b(?:[A-Za-z]\.){2,}")  # "U.S." -> "US"
 _THOUSANDS = re.compile(r"(?<=\d)[,，](?=\d{3}(?!\d))")
 _SCALED = re.compile(r"(\d+(?:\.\d+)?)\s*(thousand|million|billion|万|亿)")
