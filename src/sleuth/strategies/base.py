@@ -251,11 +251,9 @@ class Strategy:
         """Total characters of documents one prompt may carry (option ``context_chars``)."""
         return self.opts.context_budget(st.result.lang)
 
-    def ask(
-        self, st: RunState, text: str, *, step: str, stop: Sequence[str] | None = None, max_tokens: int | None = None
-    ) -> Completion:
+    def ask(self, st: RunState, text: str, *, step: str, **params: Any) -> Completion:
         """One user message through :meth:`chat` (instruction-style calls)."""
-        return self.chat(st, [{"role": "user", "content": text}], step=step, stop=stop, max_tokens=max_tokens)
+        return self.chat(st, [{"role": "user", "content": text}], step=step, **params)
 
     # -- recorded primitives -------------------------------------------------
     def generate(
@@ -275,9 +273,13 @@ class Strategy:
         step: str,
         stop: Sequence[str] | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
     ) -> Completion:
+        """Chat messages, recorded as an ``llm`` event (``temperature`` and ``seed``: the backend's default when unset)."""
         t = time.perf_counter()
-        c = self.llm.chat(messages, GenParams(max_tokens=max_tokens or self.max_tokens, stop=tuple(stop or ())))
+        params = GenParams(max_tokens or self.max_tokens, temperature, tuple(stop or ()), seed)
+        c = self.llm.chat(messages, params)
         self._record(st, c, step, time.perf_counter() - t, messages)
         return c
 

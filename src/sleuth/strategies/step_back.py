@@ -25,7 +25,7 @@ from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_step_back, parse_step_back_answer
 from sleuth.strategies.prompts import load
 from sleuth.strategies.repairs import fired
-from sleuth.strategies.repairs.clauses import GENERAL, RULES, document_form
+from sleuth.strategies.repairs.clauses import RULES, document_form
 from sleuth.strategies.repairs.step_back import answerable, merge_routes, rerank, reread, settled_stands, verdict
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
