@@ -251,9 +251,11 @@ class Strategy:
         """Total characters of documents one prompt may carry (option ``context_chars``)."""
         return self.opts.context_budget(st.result.lang)
 
-    def ask(self, st: RunState, text: str, *, step: str, **params: Any) -> Completion:
+    def ask(
+        self, st: RunState, text: str, *, step: str, stop: Sequence[str] | None = None, max_tokens: int | None = None
+    ) -> Completion:
         """One user message through :meth:`chat` (instruction-style calls)."""
-        return self.chat(st, [{"role": "user", "content": text}], step=step, **params)
+        return self.chat(st, [{"role": "user", "content": text}], step=step, stop=stop, max_tokens=max_tokens)
 
     # -- recorded primitives -------------------------------------------------
     def generate(
@@ -273,13 +275,9 @@ class Strategy:
         step: str,
         stop: Sequence[str] | None = None,
         max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
     ) -> Completion:
-        """Chat messages, recorded as an ``llm`` event (``temperature`` and ``seed``: the backend's default when unset)."""
         t = time.perf_counter()
-        params = GenParams(max_tokens or self.max_tokens, temperature, tuple(stop or ()), seed)
-        c = self.llm.chat(messages, params)
+        c = self.llm.chat(messages, GenParams(max_tokens=max_tokens or self.max_tokens, stop=tuple(stop or ())))
         self._record(st, c, step, time.perf_counter() - t, messages)
         return c
 

@@ -175,9 +175,6 @@ class StepBackOptions(StrategyOptions):
     abstention_reread: bool = repair("an abstaining answer over general documents is read again RAG's way")
     verdict: bool = repair("a question over rules is decided (or declined) from its deciding clause")
     verdict_clauses: int = option(3, "clauses shown to the verdict call", minimum=1, maximum=MAX_K)
-    verdict_votes: int = option(
-        1, "verdict replies that vote on yes or no (the greedy one, then sampled)", minimum=1, maximum=15
-    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

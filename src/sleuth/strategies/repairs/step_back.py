@@ -30,10 +30,6 @@ if TYPE_CHECKING:
     from sleuth.strategies.options import StepBackOptions
 
 
-#: the sampling temperature of the verdict's extra votes (``verdict_votes``)
-VOTE_TEMPERATURE = 0.7
-
-
 def merge_routes(routes: dict[str, list[Passage]]) -> list[Passage]:
     """Union of the routes' passages, deduped by key, ``found_by`` merged (copies; inputs untouched)."""
     merged: dict[tuple[str, str], Passage] = {}
@@ -109,26 +105,11 @@ def parse_verdict(text: str) -> tuple[str, str]:
     return fields.get("basis", ""), fields.get("conclusion", "")
 
 
-def _ask(
-    strategy: Strategy, st: RunState, step: str, question: str, shown: Sequence[Clause], votes: int = 1
-) -> tuple[str, str]:
-    """One short call over the ``shown`` clauses ("[1] (title) 第十五条 …", one a line): (basis, conclusion).
-    With ``votes`` > 1 (option ``verdict_votes``), the greedy reply and ``votes - 1`` sampled ones vote on the
-    conclusion's polarity (self-consistency, Wang et al. 2023); the first reply of the majority stands, and a
-    tie or no majority leaves the greedy reply."""
+def _ask(strategy: Strategy, st: RunState, step: str, question: str, shown: Sequence[Clause]) -> tuple[str, str]:
+    """One short call over the ``shown`` clauses ("[1] (title) 第十五条 …", one a line): (basis, conclusion)."""
     listing = "\n".join(f"[{i}] ({c.passage.title}) {c.text}" for i, c in enumerate(shown, 1))
     prompt = strategy.prompt(st, f"step_back_{step}", question=question, clauses=listing)
-    replies = [parse_verdict(strategy.ask(st, prompt, step=step, max_tokens=120).text)]
-    for seed in range(1, votes):
-        c = strategy.ask(st, prompt, step=f"{step} vote", max_tokens=120, temperature=VOTE_TEMPERATURE, seed=seed)
-        replies.append(parse_verdict(c.text))
-    if votes <= 1:
-        return replies[0]
-    said = [polarity(conclusion) for _, conclusion in replies]
-    yes, no = said.count(True), said.count(False)
-    winner = True if yes > no else False if no > yes else said[0]
-    st.emit("note", type="verdict_votes", yes=yes, no=no, neither=len(said) - yes - no, greedy=said[0], stands=winner)
-    return next((r for r, p in zip(replies, said, strict=True) if p == winner), replies[0])
+    return parse_verdict(strategy.ask(st, prompt, step=step, max_tokens=120).text)
 
 
 def verdict(strategy: Strategy, st: RunState, question: str, context: list[Passage], abstract: str = "") -> bool:
@@ -136,7 +117,7 @@ def verdict(strategy: Strategy, st: RunState, question: str, context: list[Passa
     rule-and-clause form answers) when the reply concludes neither yes nor no."""
     every = split_clauses(context)
     shown = rank_clauses(question, every, strategy.opts.verdict_clauses, also=abstract)
-    basis, conclusion = _ask(strategy, st, "verdict", question, shown, strategy.opts.verdict_votes)
+    basis, conclusion = _ask(strategy, st, "verdict", question, shown)
     said = polarity(conclusion)
     chosen = deciding(basis, shown) if shown else None
     fired(st, "verdict")
