@@ -91,7 +91,7 @@ def rank_clauses(question: str, clauses: Sequence[Clause], k: int, also: str = "
     step-back question) the two rankings are fused by reciprocal rank, as the routes are."""
     if not clauses:
         return []
-    of_clause = [grams(f"{c.passage.title} {c.passage.section} {c.text}") for c in clauses]
+    of_clause = [grams(f"{c.passage.title} {c.text}") for c in clauses]
     n = len(clauses)
 
     def ranking(text: str) -> list[int]:
