@@ -493,23 +493,29 @@ def test_a_yes_no_policy_question_is_decided_from_its_deciding_clause(data_dir: 
 
 def test_switching_the_verdict_or_the_rule_form_off_removes_exactly_its_step(data_dir: Path, tmp_path: Path) -> None:
     """The same policy question: ``verdict=false`` answers in the rule-and-clause form (no verdict call);
-    ``rule_form=false`` answers in the paper's one form (the general prompts, no verdict either);
+    ``rule_form=false`` asks the paper's prompts (the verdict, which reads only the detection of rules, stays),
+    and with ``verdict=false`` too answers in the paper's one form;
     ``grounding=false`` cites every passage in context instead of the ones the answer rests on."""
     qs = _policy(data_dir)
     idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
     form = "一般规定：第二条 30个自然日 [3]\n专门条款：第十五条 退款到账后15个自然日内 [1]\n结论：不是，按第十五条。\n简短答案：不是"
     q, scope = qs["q1"]["question"], _scope(qs["q1"])
-    on = get_strategy("step-back", ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT]), idx).run(q, filters=scope)
+    on_llm = ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT])
+    on = get_strategy("step-back", on_llm, idx).run(q, filters=scope)
     llm = ScriptedLLM([Q1_STEP_BACK, form])
     off = get_strategy("step-back", llm, idx, verdict=False).run(q, filters=scope)
     assert [e.data["step"] for e in off.trace.of("llm")] == ["step back", "answer"] and not off.trace.of("verdict")
     assert "verdict" not in [e.data["name"] for e in off.trace.of("repair")]
     assert "verdict" in [e.data["name"] for e in on.trace.of("repair")]
     assert off.trace.of("step_back")[0].data["form"] == "rules" and "专门条款" in str(llm.calls[1].payload)
-    general = ScriptedLLM([Q1_STEP_BACK, "Answer: 不是 [1]\nShort answer: 不是"])
-    r = get_strategy("step-back", general, idx, rule_form=False).run(q, filters=scope)
-    assert r.trace.of("step_back")[0].data["form"] == "general" and not r.trace.of("verdict")
+    paper_prompts = ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT])
+    r = get_strategy("step-back", paper_prompts, idx, rule_form=False).run(q, filters=scope)
+    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "verdict"] and r.answer == on.answer
+    assert "一般规定" not in str(paper_prompts.calls[0].payload) and "一般规定" in str(on_llm.calls[0].payload)
     assert "rule_form" not in [e.data["name"] for e in r.trace.of("repair")]
+    general = ScriptedLLM([Q1_STEP_BACK, "答案：不是 [1]\n简短答案：不是"])
+    r = get_strategy("step-back", general, idx, rule_form=False, verdict=False).run(q, filters=scope)
+    assert "专门条款" not in str(general.calls[1].payload) and r.short_answer == "不是"
     assert "rule_form" in [e.data["name"] for e in off.trace.of("repair")]
     wide = get_strategy("step-back", ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT]), idx, grounding=False).run(
         q, filters=scope

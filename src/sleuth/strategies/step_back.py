@@ -25,7 +25,7 @@ from sleuth.strategies.options import StepBackOptions
 from sleuth.strategies.parsing import parse_step_back, parse_step_back_answer
 from sleuth.strategies.prompts import load
 from sleuth.strategies.repairs import fired
-from sleuth.strategies.repairs.clauses import GENERAL, RULES, document_form
+from sleuth.strategies.repairs.clauses import RULES, document_form
 from sleuth.strategies.repairs.step_back import answerable, merge_routes, rerank, reread, settled_stands, verdict
 from sleuth.strategies.text import cited_numbers, clean_short, format_passages
 
@@ -43,14 +43,18 @@ class StepBack(Strategy):
         abstract, context, form = self.evidence(question, st)
         self.reason(question, st, abstract, context, form)
 
+    def rule_prompts(self, form: str) -> bool:
+        """Whether steps 2 and 5 use the rule-and-clause prompts (repair ``rule_form``, or ``documents=rules``)."""
+        return form == RULES and (self.opts.rule_form or self.opts.documents == RULES)
+
     def evidence(self, question: str, st: RunState) -> tuple[str, list[Passage], str]:
         """Steps 1-4: the step-back question, the context and the documents' form."""
         original = self.retrieve(st, question, k=self.opts.k_original, route="original")  # 1.
-        option = self.opts.documents if self.opts.rule_form or self.opts.documents != "auto" else GENERAL
-        form, n_rule_like = document_form(original, option)
-        if form == RULES and option == "auto":
+        form, n_rule_like = document_form(original, self.opts.documents)  # the repairs over rules read it
+        rule_prompts = self.rule_prompts(form)
+        if rule_prompts and self.opts.documents == "auto":
             fired(st, "rule_form", rule_like=f"{n_rule_like}/{len(original)}")
-        suffix = "_rules" if form == RULES else ""
+        suffix = "_rules" if rule_prompts else ""
         prompt = self.prompt(st, f"step_back_question{suffix}", question=question)
         c = self.ask(st, prompt, step="step back", max_tokens=64)  # 2.
         abstract = parse_step_back(c.text, question)
@@ -85,7 +89,7 @@ class StepBack(Strategy):
         settled = answerable(self, st, question, context, abstract) if over_rules else ""  # the reply's conclusion
         if settled is None:
             return  # repair: the accessible clauses do not settle the question; the answer declines
-        template = "step_back_answer_rules" if form == RULES else "step_back_answer"
+        template = "step_back_answer_rules" if self.rule_prompts(form) else "step_back_answer"
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
         prompt = self.prompt(st, template, question=question, step_back=abstract, documents=docs)
         ac = self.ask(st, prompt, step="answer", max_tokens=self.max_tokens)
