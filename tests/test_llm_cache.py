@@ -51,6 +51,24 @@ def test_key_covers_prompt_model_backend_and_sampling_params(fake_server, tmp_pa
     assert other._key("complete", "p", GenParams(max_tokens=10)) != llm._key("complete", "p", GenParams(max_tokens=10))
 
 
+def test_key_covers_the_schema_and_is_unchanged_without_one(fake_server, tmp_path):
+    """A structured call has a key of its own; a call without a schema keeps the key of earlier versions, so
+    existing caches still answer."""
+    from sleuth.kvcache import make_key
+    from sleuth.llm.cache import CACHE_VERSION
+
+    llm = make(fake_server, tmp_path / "c.sqlite")
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    llm.chat(MSG, GenParams(max_tokens=20))
+    assert not llm.chat(MSG, GenParams(max_tokens=20, schema=schema)).from_cache
+    assert llm.chat(MSG, GenParams(max_tokens=20, schema=schema)).from_cache
+    assert not llm.chat(MSG, GenParams(max_tokens=20, schema={**schema, "required": ["a"]})).from_cache
+    assert fake_server.stats.requests == 3
+    sampling = {"max_tokens": 20, "temperature": 0.0, "stop": [], "seed": 0}
+    old = make_key(CACHE_VERSION, fake_server.base_url, "fake-model", "chat", MSG, sampling, {})
+    assert llm._key("chat", MSG, GenParams(max_tokens=20)) == old
+
+
 def test_only_temperature_zero_is_cached_by_default(fake_server, tmp_path):
     llm = make(fake_server, tmp_path / "c.sqlite")
     llm.complete("x", GenParams(temperature=0.7))

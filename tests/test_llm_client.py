@@ -182,6 +182,29 @@ def test_bad_request_not_retried(fake_server):
     assert fake_server.stats.requests == 1
 
 
+SCHEMA = {"title": "city", "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def test_a_schema_is_sent_as_response_format_and_a_refusal_says_so(fake_server):
+    """Structured output: ``GenParams(schema=...)`` is OpenAI's ``response_format`` (llama.cpp's server honours it
+    as a grammar); a server that rejects it answers 400, and the error says what the request asked for."""
+    llm = client(fake_server)
+    llm.chat(MSG, GenParams(schema=SCHEMA))
+    sent = fake_server.requests[-1]["body"]["response_format"]
+    assert sent == {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA, "strict": True}}
+    llm.complete("p", GenParams(schema={"type": "object"}))  # no valid title: a fixed name
+    assert fake_server.requests[-1]["body"]["response_format"]["json_schema"]["name"] == "answer"
+    llm.chat(MSG)
+    assert "response_format" not in fake_server.requests[-1]["body"]
+    fake_server.push_faults("400")
+    with pytest.raises(LLMBadRequest, match=r"HTTP 400: fake fault 400 \(the request asked for structured output"):
+        llm.chat(MSG, GenParams(schema=SCHEMA))
+    fake_server.push_faults("400")
+    with pytest.raises(LLMBadRequest) as plain:  # a call without a schema says nothing of one
+        llm.chat(MSG)
+    assert "structured" not in str(plain.value)
+
+
 def test_timeout_raises_llm_timeout_after_retries():
     with FakeOpenAIServer(fault="slow", slow_s=1.0) as srv:
         llm = client(srv, max_retries=1)

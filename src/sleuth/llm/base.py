@@ -99,7 +99,8 @@ class GenParams:
     """Sampling parameters of one call; a field left ``None`` takes the backend's default.
 
     ``stop`` accepts any sequence of strings (kept as a tuple); a lone string is
-    one stop sequence, not a list of characters.  The client's own defaults are
+    one stop sequence, not a list of characters.  ``schema``: a JSON schema the reply must follow
+    (structured output, sent as OpenAI's ``response_format``; docs/llm.md).  The client's own defaults are
     :data:`DEFAULT_PARAMS` overlaid with its ``defaults=``.
     """
 
@@ -107,6 +108,7 @@ class GenParams:
     temperature: float | None = None
     stop: tuple[str, ...] | None = None
     seed: int | None = None
+    schema: dict[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         stop: Any = self.stop

@@ -1,6 +1,6 @@
 """A persistent response cache wrapped around any LLM (:class:`CachedLLM`, SQLite via :class:`sleuth.kvcache.KVCache`).
 
-The key covers base URL, model, kind of call, messages or prompt and every sampling parameter; only
+The key covers base URL, model, kind of call, messages or prompt, every sampling parameter and the JSON schema; only
 ``temperature == 0`` calls are cached unless ``all_temperatures=True``.  Semantics of hits, ``refresh`` and
 streaming: docs/llm.md.
 """
@@ -74,7 +74,8 @@ class CachedLLM:
             kind,
             payload,
             {"max_tokens": p.max_tokens, "temperature": p.temperature, "stop": list(p.stop or ()), "seed": p.seed},
-            {},  # formerly per-call body fields; kept so that keys of existing caches still match
+            # formerly per-call body fields, now the schema of a structured call: a call without one keeps its old key
+            {"response_format": p.schema} if p.schema else {},
         )
 
     def _lookup(self, key: str | None) -> Completion | None:

@@ -17,7 +17,17 @@ from typing import Any
 
 import httpx
 
-from sleuth.llm.base import DEFAULT_PARAMS, Completion, GenParams, LLMError, LLMUnavailable, Message, OnDelta, Usage
+from sleuth.llm.base import (
+    DEFAULT_PARAMS,
+    Completion,
+    GenParams,
+    LLMBadRequest,
+    LLMError,
+    LLMUnavailable,
+    Message,
+    OnDelta,
+    Usage,
+)
 from sleuth.llm.http_policy import HttpPolicy, Retryable
 from sleuth.llm.limits import Limiter, RateLimits
 from sleuth.llm.sse import StreamReader
@@ -292,8 +302,11 @@ class OpenAICompatLLM:
                 if isinstance(wait, LLMError):
                     self._count(retries=attempt, failed=True)
                     raise wait from None
-            except LLMError:
+            except LLMError as e:
                 self._count(retries=attempt, failed=True)
+                if p.schema and isinstance(e, LLMBadRequest):
+                    hint = "the request asked for structured output (response_format with a JSON schema)"
+                    raise LLMBadRequest(f"{e} ({hint}; this server may not support it)", status=e.status) from None
                 raise
             else:
                 self._count(retries=attempt, usage=c.usage)

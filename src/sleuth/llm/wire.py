@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -42,10 +43,20 @@ def build_body(
     stops = [s for s in params.stop or () if s]
     if stops:
         body["stop"] = stops[:MAX_SERVER_STOPS]
+    if params.schema:
+        body["response_format"] = response_format(params.schema)
     if stream:
         body["stream"] = True
     body.update(extra)
     return body
+
+
+def response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's structured-output field for ``schema`` (llama.cpp's server turns it into a grammar); its name is
+    the schema's ``title`` when that is a valid name, else ``answer``."""
+    title = str(schema.get("title") or "")
+    name = title if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", title) else "answer"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
 def estimate_tokens(payload: str | Sequence[Message], params: GenParams) -> int:
