@@ -83,6 +83,16 @@ def test_client_over_mock_transport_sends_the_usual_bodies() -> None:
     assert llm.stats.calls == 2 and llm.stats.failures == 0
 
 
+def test_a_schema_reaches_the_scripted_model_and_the_scripted_servers_body() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    llm = ScriptedLLM(lambda payload, params: '{"n": 1}' if params.schema == schema else "plain")
+    assert llm.chat(MSG, GenParams(schema=schema)).text == '{"n": 1}' and llm.calls[-1].params.schema == schema
+    assert llm.chat(MSG).text == "plain"
+    srv = ScriptedServer(lambda body: str(body.get("response_format", {}).get("type")))
+    assert srv.client().chat(MSG, GenParams(schema=schema)).text == "json_schema"
+    assert srv.requests[-1]["response_format"]["json_schema"]["schema"] == schema
+
+
 def test_client_over_mock_transport_async_and_errors() -> None:
     srv = ScriptedServer(["alpha beta", "gamma"])
     llm = srv.client(max_retries=1)
