@@ -55,6 +55,20 @@ def test_tiny_model_chat_stream_and_async(tiny_llm):
 
 
 @pytest.mark.model
+def test_the_embedded_server_holds_the_reply_to_a_json_schema(tiny_llm):
+    """llama.cpp's server turns ``response_format``'s schema into a grammar: even the 135M model, never told the
+    field's name, writes that object; a schema it cannot compile is a 400 that says structured output was asked."""
+    from sleuth.llm import LLMBadRequest
+
+    schema = {"type": "object", "properties": {"zq_side": {"type": "string", "enum": ["left", "right"]}}}
+    schema["required"] = ["zq_side"]
+    c = tiny_llm.chat([{"role": "user", "content": "Tell me about rivers."}], GenParams(max_tokens=40, schema=schema))
+    assert json.loads(c.text)["zq_side"] in ("left", "right")
+    with pytest.raises(LLMBadRequest, match="structured output"):
+        tiny_llm.chat([{"role": "user", "content": "x"}], GenParams(max_tokens=4, schema={"type": "nonsense"}))
+
+
+@pytest.mark.model
 def test_prompt_cache_reuse_on_append_only_prompt(tiny_llm):
     base = "Notes on rivers. The Nile flows north through Egypt into the Mediterranean Sea. " * 6
     first = tiny_llm.complete(base + "\nQuestion: which sea?", GenParams(max_tokens=4, temperature=0))
