@@ -142,10 +142,3 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         if not isinstance(rec, dict):
             raise DatasetError(f"{path}: line {n} is not a JSON object")
         yield rec
-
-
-def need(rec: dict[str, Any], keys: tuple[str, ...], path: Path, fmt: str) -> None:
-    """A record of format ``fmt`` has ``keys`` (:class:`DatasetError` naming the missing ones)."""
-    missing = [k for k in keys if k not in rec]
-    if missing:
-        raise DatasetError(f"{path} does not look like {fmt}: a record lacks {', '.join(missing)}")
