@@ -7,7 +7,7 @@ import gzip
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,20 +77,6 @@ class Item:
         if self.type == YESNO:
             return f"{self.question} Answer yes or no."
         return self.question
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["filters"] = self.filters.to_dict() if self.filters is not None else None
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Item:
-        d = dict(d)
-        d["paragraphs"] = [Paragraph.from_dict(p) for p in d.get("paragraphs") or []]
-        d["decomposition"] = [SubQuestion(**s) for s in d.get("decomposition") or []]
-        d["filters"] = Filters.from_dict(d["filters"]) if d.get("filters") is not None else None
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass

@@ -102,23 +102,21 @@ class RunningScores:
     """Running means of each strategy's primary score (for the progress bar and the summary)."""
 
     def __init__(self) -> None:
-        self.sum: dict[str, float] = defaultdict(float)
-        self.n: dict[str, int] = defaultdict(int)
+        self.scores: dict[str, list[float]] = defaultdict(list)
         self.failed = 0
 
     def count(self, rec: Mapping[str, Any]) -> None:
         """Add a record that is done (written now or found on resume), counting it if it failed."""
         if is_composed(rec):
-            self.sum[rec["strategy"]] += primary_score(rec)
-            self.n[rec["strategy"]] += 1
+            self.scores[rec["strategy"]].append(primary_score(rec))
         self.failed += rec.get("status") == FAILED
 
     def bar_text(self, order: Sequence[str]) -> str:
-        txt = " | ".join(f"{s} {self.sum[s] / self.n[s]:.2f}" for s in order if self.n.get(s))
+        txt = " | ".join(f"{s} {sum(self.scores[s]) / len(self.scores[s]):.2f}" for s in order if self.scores.get(s))
         return f"{txt}  failed {self.failed}" if self.failed else txt
 
     def table(self) -> dict[str, dict[str, float]]:
-        return {s: {"n": self.n[s], "score": self.sum[s] / self.n[s]} for s in self.n if self.n[s]}
+        return {s: {"n": len(v), "score": sum(v) / len(v)} for s, v in self.scores.items()}
 
 
 def progress_bar(enabled: bool, console: Any) -> Any:
@@ -150,21 +148,7 @@ class RunSummary:
     stopped_before: str | None = None  # --time-limit: the first question this sitting left for the next
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["out"] = str(self.out)
-        return d
-
-
-@dataclass
-class Resume:
-    """What a run directory already holds, judged against the tasks."""
-
-    existing: list[dict[str, Any]]
-    done: list[dict[str, Any]]  # the records whose tasks are not run again
-    todo: list[Task]  # the run's tasks not done yet, in task order
-    total: int  # the run's tasks, done or not
-    #: the records a re-run makes again, by (strategy, task id): what the new ones are compared with
-    rerun: dict[tuple[str, str], dict[str, Any]]
+        return {**asdict(self), "out": str(self.out)}
 
 
 def _parse_prices(spec: str | None) -> Prices:
@@ -189,22 +173,22 @@ def _begin(out: Path, manifest: dict[str, Any], *, rerun: bool) -> dict[str, Any
     return manifest
 
 
-def _resume(out: Path, tasks: Sequence[Task], manifest: Mapping[str, Any], *, retry_failed: bool) -> Resume:
-    """Which of ``tasks`` are done: those with a record, unless it failed and ``retry_failed``, or a
-    re-run is under way (``manifest["rerun"]``) and the record was made before it started."""
-    existing = read_records(out / RESULTS)
+def _resume(
+    out: Path, tasks: Sequence[Task], manifest: Mapping[str, Any], *, retry_failed: bool
+) -> tuple[list[dict[str, Any]], list[Task], dict[tuple[str, str], dict[str, Any]]]:
+    """The records whose tasks are done, the tasks left (in task order) and the records a re-run makes
+    again, by (strategy, task id). Done: a task with a record, unless it failed and ``retry_failed``, or
+    a re-run is under way (``manifest["rerun"]``) and the record was made before it started."""
     since = str((manifest.get("rerun") or {}).get("started") or "")
+    done: dict[tuple[str, str], dict[str, Any]] = {}
     old: dict[tuple[str, str], dict[str, Any]] = {}
-    done: list[dict[str, Any]] = []
-    for rec in existing:
+    for rec in read_records(out):
         key = (rec["strategy"], str(rec["qid"]))
         if since and str(rec.get("finished_at") or "") < since:
             old[key] = rec
         elif not (retry_failed and rec.get("status") == FAILED):
-            done.append(rec)
-    keys = {(r["strategy"], str(r["qid"])) for r in done}
-    todo = [t for t in tasks if (t[0], t[1].id) not in keys]
-    return Resume(existing, done, todo, len(tasks), old)
+            done[key] = rec
+    return list(done.values()), [t for t in tasks if (t[0], t[1].id) not in done], old
 
 
 def run_eval(
@@ -222,15 +206,14 @@ def run_eval(
     dataset = load_sample(cfg)
     if cfg.gap and not any(sub_items(it) for it in dataset.items):
         raise EvalError(f"--gap needs decompositions with gold answers (MuSiQue); {dataset.name} has none")
-    previous = read_manifest(cfg.out) if Path(cfg.out).is_dir() else None  # a resume keeps its search mode
-    mode = search_mode(cfg.search_mode, (previous or {}).get("settings"))
-    try:
-        plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=mode)
-    except CorpusError as e:
-        raise EvalError(str(e)) from e
     out = Path(cfg.out)
     if out.exists() and not out.is_dir():
         raise EvalError(f"--out {out} is a file, not a directory")
+    previous = read_manifest(out) if out.is_dir() else None  # a resume keeps its search mode
+    try:
+        plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=search_mode(cfg.search_mode, previous))
+    except CorpusError as e:
+        raise EvalError(str(e)) from e
     out.mkdir(parents=True, exist_ok=True)
     manifest = new_manifest(cfg, dataset, plan)
     code = code_state(cfg)
@@ -244,11 +227,11 @@ def run_eval(
             tasks = [t for t in tasks if t[0] in cfg.only]
         if cfg.gap:
             manifest["hops"] = {it.id: len(sub_items(it)) for it in dataset.items}
-        resume = _resume(out, tasks, manifest, retry_failed=cfg.retry_failed)
-        if resume.rerun and console is not None:
+        done, todo, old = _resume(out, tasks, manifest, retry_failed=cfg.retry_failed)
+        if old and console is not None:
             console.print(
-                f"[yellow]re-running {len(resume.rerun)} of {len(resume.existing)} records of {out} with "
-                f"commit {commit}; the response cache answers every prompt that did not change.[/]"
+                f"[yellow]re-running {len(old)} of {len(old) + len(done)} records of {out} with commit {commit}; "
+                "the response cache answers every prompt that did not change.[/]"
             )
         try:  # the open index is built once, before any worker
             plan.prepare(console=console if progress else None)
@@ -256,17 +239,51 @@ def run_eval(
             raise EvalError(str(e)) from e
         manifest["index"] = plan.manifest()
         write_manifest(out, manifest)
+        running = RunningScores()
+        for rec in done:
+            running.count(rec)
         sitting = Sitting(cfg.time_limit, started)
         worker_cfg = worker_config(cfg, plan)
-        summary = _drive(out, resume, sitting, worker_cfg, cfg, dataset, prices, commit, progress, console, on_record)
-        if "rerun" in manifest and not _resume(out, every, manifest, retry_failed=False).todo:
+        payloads = ({"strategy": s, "item": it, "config": worker_cfg} for s, it, _ in sitting.tasks(todo))
+        items_by_id = {it.id: (it, m) for _, it, m in todo}
+
+        def notice(msg: str) -> None:
+            if console is not None:
+                console.print(f"[yellow]warning: {msg}[/]")
+
+        t0 = time.perf_counter()
+        ran = failed = 0
+        executor = make_executor(cfg.executor, cfg.concurrency)
+        try:
+            with (
+                ResultsWriter(out / RESULTS, on_notice=notice) as writer,
+                progress_bar(progress, console) as pb,
+            ):
+                bar = pb.add_task(
+                    "eval", total=len(tasks), completed=len(tasks) - len(todo), scores=running.bar_text(cfg.strategies)
+                )
+                for rec in executor.map_unordered(run_task, payloads):
+                    item, meta = items_by_id[rec["qid"]]
+                    rec = make_record(rec, item, meta, dataset, prices, commit, old.get((rec["strategy"], item.id)))
+                    writer.write(rec)
+                    ran += 1
+                    failed += rec["status"] == FAILED
+                    running.count(rec)
+                    pb.update(bar, advance=1, scores=running.bar_text(cfg.strategies))
+                    if on_record is not None:
+                        on_record(rec)
+        finally:
+            executor.close()
+        seconds = round(time.perf_counter() - t0, 3)
+        if "rerun" in manifest and not _resume(out, every, manifest, retry_failed=False)[1]:
             del manifest["rerun"]  # every task of the run made again: the re-run is over
             write_manifest(out, manifest)
         if write_report:
             from sleuth.eval.report import write_report as _write_report
 
             _write_report(out)
-        return summary
+        skipped = len(tasks) - len(todo)
+        return RunSummary(out, len(tasks), skipped, ran, failed, seconds, running.table(), sitting.stopped_before)
 
 
 def rerun_eval(out: str | Path, *, progress: bool = True, console: Any = None, **overrides: Any) -> RunSummary:
@@ -279,54 +296,6 @@ def rerun_eval(out: str | Path, *, progress: bool = True, console: Any = None, *
         raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
     cfg = config_from_manifest(manifest, out, **{k: v for k, v in overrides.items() if v is not None}, rerun=True)
     return run_eval(cfg, progress=progress, console=console)
-
-
-def _drive(
-    out: Path,
-    resume: Resume,
-    sitting: Sitting,
-    worker_cfg: dict[str, Any],
-    cfg: EvalConfig,
-    dataset: Dataset,
-    prices: Prices,
-    commit: str,
-    progress: bool,
-    console: Any,
-    on_record: Callable[[dict[str, Any]], None] | None,
-) -> RunSummary:
-    """Ship the tasks left to the executor; score, append and show each record as it comes back."""
-    total, skipped = resume.total, resume.total - len(resume.todo)
-    running = RunningScores()
-    for rec in resume.done:
-        running.count(rec)
-    items_by_id = {t[1].id: (t[1], t[2]) for t in resume.todo}
-    payloads = ({"strategy": s, "item": it.to_dict(), "config": worker_cfg} for s, it, _ in sitting.tasks(resume.todo))
-
-    def notice(msg: str) -> None:
-        if console is not None:
-            console.print(f"[yellow]warning: {msg}[/]")
-
-    t0 = time.perf_counter()
-    ran = failed = 0
-    executor = make_executor(cfg.executor, cfg.concurrency)
-    try:
-        with ResultsWriter(out / RESULTS, on_notice=notice) as writer, progress_bar(progress, console) as pb:
-            bar = pb.add_task("eval", total=total, completed=skipped, scores=running.bar_text(cfg.strategies))
-            for rec in executor.map_unordered(run_task, payloads):
-                item, meta = items_by_id[rec["qid"]]
-                old = resume.rerun.get((rec["strategy"], str(rec["qid"])))
-                rec = make_record(rec, item, meta, dataset, prices, commit, old)
-                writer.write(rec)
-                ran += 1
-                failed += rec["status"] == FAILED
-                running.count(rec)
-                pb.update(bar, advance=1, scores=running.bar_text(cfg.strategies))
-                if on_record is not None:
-                    on_record(rec)
-    finally:
-        executor.close()
-    seconds = round(time.perf_counter() - t0, 3)
-    return RunSummary(out, total, skipped, ran, failed, seconds, running.table(), sitting.stopped_before)
 
 
 def rescore_run(out: str | Path) -> int:

@@ -189,7 +189,7 @@ def verify_run(
         if on_start is not None:
             on_start(rec["strategy"], str(rec["qid"]), i, len(chosen))
         item = items_by_id[str(rec["qid"])]
-        fresh = run_task({"strategy": rec["strategy"], "item": item.to_dict(), "config": task_cfg})
+        fresh = run_task({"strategy": rec["strategy"], "item": item, "config": task_cfg})
         check = _compare(rec, fresh)
         if check.verdict == DIFFERS and fresh.get("result") is not None:
             check.score_then = primary_score(rec)

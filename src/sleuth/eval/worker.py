@@ -35,8 +35,8 @@ class _LazyLLM:
     """Creates the real LLM (e.g. starts the embedded server) only when a strategy first uses it."""
 
     def __init__(self, model: str | None, base_url: str | None, options: Mapping[str, Any] | None = None) -> None:
-        self._model, self._base_url = model, base_url
-        self._options = dict(options or {})
+        self._model = model
+        self._kw = {**(options or {}), **({"base_url": base_url} if base_url else {})}
         self._llm: Any = None
         self._lock = threading.Lock()
 
@@ -45,10 +45,7 @@ class _LazyLLM:
             if self._llm is None:
                 from sleuth.llm import get_llm
 
-                kw = dict(self._options)
-                if self._base_url:
-                    kw["base_url"] = self._base_url
-                self._llm = get_llm(self._model, **kw)
+                self._llm = get_llm(self._model, **self._kw)
             return self._llm
 
     @property
@@ -58,8 +55,7 @@ class _LazyLLM:
     def reset_prompt_cache(self) -> bool:
         """Wipe the server's KV cache if the LLM exists and can (a model not started yet has none)."""
         with self._lock:
-            llm = self._llm
-        reset = getattr(llm, "reset_prompt_cache", None) if llm is not None else None
+            reset = getattr(self._llm, "reset_prompt_cache", None)
         return bool(reset()) if reset is not None else False
 
     def complete(self, prompt: str, params: Any = None, *, on_delta: Any = None) -> Any:
@@ -104,10 +100,9 @@ _WORKERS_LOCK = threading.Lock()
 def _worker_for(cfg: Mapping[str, Any]) -> _Worker:
     key = json.dumps(cfg, sort_keys=True, default=str)
     with _WORKERS_LOCK:
-        w = _WORKERS.get(key)
-        if w is None:
-            w = _WORKERS[key] = _Worker(cfg)
-        return w
+        if key not in _WORKERS:
+            _WORKERS[key] = _Worker(cfg)
+        return _WORKERS[key]
 
 
 def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
@@ -124,7 +119,7 @@ def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
 
 def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
     """Run one (strategy, question) task; never raises: failures come back as records."""
-    item = Item.from_dict(payload["item"])
+    item: Item = payload["item"]
     name = payload["strategy"]
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"strategy": name, "qid": item.id}
@@ -134,20 +129,15 @@ def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
         if (payload["config"].get("llm_options") or {}).get("isolated"):
             worker.llm.reset_prompt_cache()  # this task starts from an empty KV cache
         result = strat.run(item.prompt(), filters=item.filters, history=item.history or None)
-        rd = result.to_dict()
-        rd["strategy"] = name
-        rec["result"] = rd
+        rd = {**result.to_dict(), "strategy": name}
         reason = rd.get("finish_reason", "")
-        rec["status"] = OK if reason in COMPLETED_REASONS else FAILED
-        rec["reason"] = reason
-        rec["error"] = rd.get("error", "")
+        status = OK if reason in COMPLETED_REASONS else FAILED
+        rec.update(result=rd, status=status, reason=reason, error=rd.get("error", ""))
     except Exception as e:  # one question's failure never stops the run
         from sleuth.strategies.base import BadQuestion
 
-        rec["result"] = None
-        rec["status"] = FAILED
-        rec["reason"] = "bad_input" if isinstance(e, BadQuestion) else "error"
-        rec["error"] = f"{type(e).__name__}: {e}"
+        reason = "bad_input" if isinstance(e, BadQuestion) else "error"
+        rec.update(result=None, status=FAILED, reason=reason, error=f"{type(e).__name__}: {e}")
         rec["traceback"] = traceback.format_exc(limit=6)[-4000:]
     rec["wall_s"] = round(time.perf_counter() - t0, 4)
     return rec
@@ -167,10 +157,8 @@ def make_record(
     model call of the new run came from the response cache and it took the old one's steps, answer and
     finish, the old one's result and seconds are kept (a cached call's seconds are no timing) and
     ``cached`` marks it."""
-    cached = old is not None and same_from_cache(old.get("result"), rec.get("result"))
-    if cached:
-        assert old is not None
-        rec = {**rec, "result": old["result"], "wall_s": old.get("wall_s", 0.0)}
+    if old is not None and same_from_cache(old.get("result"), rec.get("result")):
+        rec = {**rec, "result": old["result"], "wall_s": old.get("wall_s", 0.0), "cached": True}
     result = rec.get("result") or {}
     ordered = {
         "v": SCHEMA,
@@ -194,7 +182,7 @@ def make_record(
         "finished_at": now(),
         "result": rec.get("result"),
     }
-    if cached:
+    if rec.get("cached"):
         ordered["cached"] = True
     if rec.get("traceback"):
         ordered["traceback"] = rec["traceback"]
