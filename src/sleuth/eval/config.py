@@ -103,22 +103,19 @@ def load_sample(cfg: EvalConfig) -> Dataset:
 
 def validate(cfg: EvalConfig) -> None:
     """Check ``cfg`` (raises :class:`EvalError`) and replace its strategy aliases by their names."""
-    if not cfg.strategies:
-        raise EvalError("give at least one strategy with --strategies")
-    if cfg.limit is not None and cfg.limit < 1:
-        raise EvalError("--limit must be at least 1")
-    if cfg.concurrency < 1:
-        raise EvalError("--concurrency must be at least 1")
-    if cfg.k < 1:
-        raise EvalError("--k must be at least 1")
-    if cfg.time_limit is not None and not cfg.time_limit > 0:
-        raise EvalError("--time-limit must be a positive duration")
-    if cfg.setting is not None and cfg.setting not in SETTINGS:
-        raise EvalError(f"--setting must be one of {', '.join(SETTINGS)}")
-    if cfg.split is not None and cfg.split not in MUSIQUE_PARTS:
-        raise EvalError(f"the split must be one of {', '.join(MUSIQUE_PARTS)}")
-    if cfg.search_mode is not None and cfg.search_mode not in SEARCH_MODES:
-        raise EvalError(f"--search-mode must be one of {', '.join(SEARCH_MODES)}")
+    checks = (
+        (not cfg.strategies, "give at least one strategy with --strategies"),
+        (cfg.limit is not None and cfg.limit < 1, "--limit must be at least 1"),
+        (cfg.concurrency < 1, "--concurrency must be at least 1"),
+        (cfg.k < 1, "--k must be at least 1"),
+        (cfg.time_limit is not None and not cfg.time_limit > 0, "--time-limit must be a positive duration"),
+        (cfg.setting not in (None, *SETTINGS), f"--setting must be one of {', '.join(SETTINGS)}"),
+        (cfg.split not in (None, *MUSIQUE_PARTS), f"the split must be one of {', '.join(MUSIQUE_PARTS)}"),
+        (cfg.search_mode not in (None, *SEARCH_MODES), f"--search-mode must be one of {', '.join(SEARCH_MODES)}"),
+    )
+    for wrong, msg in checks:
+        if wrong:
+            raise EvalError(msg)
     try:
         names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
         check_run_options(names, cfg.run_options())  # as the workers build them: refused before anything runs

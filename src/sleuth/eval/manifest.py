@@ -142,31 +142,25 @@ def config_from_manifest(
     ``base_url`` defaults to the server the run's last sitting asked; ``kw``: more :class:`EvalConfig`
     fields, e.g. the sitting's ``time_limit``)."""
     s = manifest.get("settings") or {}
-    model = s.get("model")
+    same = ("format", "setting", "strategies", "limit", "seed", "k", "max_steps", "max_tokens", "gap", "split")
     ran_on = ((manifest.get("code") or {}).get("model") or {}).get("base_url")  # the server the run asked
     fields: dict[str, Any] = {
-        **{k: s.get(k) for k in ("format", "setting", "limit", "seed", "max_steps", "max_tokens", "split")},
+        **{k: s[k] for k in same if k in s},
+        "strategy_options": dict(s.get("strategy_options") or {}),
+        "data": str(data if data is not None else (manifest.get("data") or {}).get("path", "")),
+        "out": str(out),
+        "model": None if s.get("model") in (None, "default") else str(s["model"]),
+        "base_url": base_url or ran_on,
+        "index": index,
+        "corpus": str(corpus) if corpus is not None else None,
+        "search_mode": search_mode(None, s),
         "concurrency": int(manifest.get("concurrency") or 1),
         "isolate": bool(manifest.get("isolated_tasks", True)),
         "prices": manifest.get("prices"),
         "executor": str(manifest.get("executor") or "local"),
         "command": str(manifest.get("command") or ""),
-        **kw,
     }
-    return EvalConfig(
-        data=str(data if data is not None else (manifest.get("data") or {}).get("path", "")),
-        out=str(out),
-        strategies=list(s.get("strategies") or []),
-        k=int(s.get("k") or 5),
-        model=None if model in (None, "default") else str(model),
-        base_url=base_url or ran_on,
-        index=index,
-        corpus=str(corpus) if corpus is not None else None,
-        search_mode=search_mode(None, s),
-        gap=bool(s.get("gap")),
-        strategy_options=dict(s.get("strategy_options") or {}),
-        **fields,
-    )
+    return EvalConfig(**{**fields, **kw})
 
 
 def check_data(manifest: Mapping[str, Any], path: Path) -> None:
