@@ -58,22 +58,16 @@ def corpus_records(paragraphs: Iterable[Paragraph]) -> list[dict[str, Any]]:
 
 
 def _hash_records(records: list[dict[str, Any]]) -> str:
-    h = hashlib.sha256()
-    for r in records:
-        h.update(json.dumps(r, ensure_ascii=False, sort_keys=True).encode())
-        h.update(b"\n")
-    return h.hexdigest()
+    lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def _file_sha(path: Path) -> str:
     """A file's sha256; for a folder (an index), that of its files' names and sizes."""
     if not path.is_dir():
         return file_sha256(path)
-    h = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(str(f.relative_to(path)).encode())
-        h.update(str(f.stat().st_size).encode())
-    return h.hexdigest()
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return hashlib.sha256("".join(f"{f.relative_to(path)}{f.stat().st_size}" for f in files).encode()).hexdigest()
 
 
 _BUILD_LOCK = threading.Lock()

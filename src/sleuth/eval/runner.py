@@ -209,7 +209,7 @@ def run_eval(
     out = Path(cfg.out)
     if out.exists() and not out.is_dir():
         raise EvalError(f"--out {out} is a file, not a directory")
-    previous = read_manifest(out) if out.is_dir() else None  # a resume keeps its search mode
+    previous = (read_manifest(out) or {}).get("settings") if out.is_dir() else None  # a resume keeps its mode
     try:
         plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=search_mode(cfg.search_mode, previous))
     except CorpusError as e:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sleuth.config import settings
 from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
@@ -27,8 +27,7 @@ class TuneError(EvalError):
     """The tuning slice cannot be built or run as asked (one sentence for the CLI)."""
 
 
-@dataclass(frozen=True)
-class TuneSource:
+class TuneSource(NamedTuple):
     """One tuning split: its run directory's name, its file under the data folder, its format and,
     for a file that holds a reporting half too, the split (:func:`sleuth.eval.splits.musique_split`)."""
 
@@ -68,7 +67,8 @@ def slice_configs(
     for src in sources:
         if src.path == HOTPOTQA_REPORTING or (src.path == MUSIQUE and src.split != "tuning"):
             raise TuneError(f"{src.path} holds reporting questions and is never tuned on without its tuning split")
-        cfg = EvalConfig(
+        cfg = replace(
+            base,
             data=str(data_root / src.path),
             out=str(Path(base.out) / src.name),
             format=src.format,
@@ -77,11 +77,7 @@ def slice_configs(
             strategies=list(base.strategies),
             limit=per_dataset,
             seed=base.seed or 0,
-            k=base.k,
-            model=base.model,
-            base_url=base.base_url,
             rerun=True,  # every task again: the response cache pays for the prompts the change left alone
-            llm_cache=base.llm_cache,
             command=f"{base.command} [tuning slice: {src.name}]" if base.command else "",
         )
         if not Path(cfg.data).is_file():

@@ -15,6 +15,7 @@ from typing import Any
 
 from sleuth.eval.config import EvalError, load_sample
 from sleuth.eval.corpus import plan_retrieval
+from sleuth.eval.items import Item
 from sleuth.eval.manifest import check_data, code_state, commit_label, config_from_manifest
 from sleuth.eval.metrics import score
 from sleuth.eval.runner import build_tasks
@@ -80,17 +81,14 @@ class Verification:
         return {**asdict(self), "ok": self.ok}
 
 
-def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any]) -> Check:
+def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any], item: Item) -> Check:
     then, now = rec.get("result"), fresh.get("result")
-    if then is None or now is None:  # a failure on either side: compare status and reason
-        diff = ""
-        if (rec.get("status"), rec.get("reason")) != (fresh.get("status"), fresh.get("reason")):
-            diff = f"then {rec.get('status')} ({rec.get('reason')}), now {fresh.get('status')} ({fresh.get('reason')})"
-            if fresh.get("error"):
-                diff += f": {clip(fresh['error'], 160)}"
-        steps = 0
-    else:
-        diff, steps = first_difference(then, now)
+    diff, steps = first_difference(then, now) if then is not None and now is not None else ("", 0)
+    status = (rec.get("status"), rec.get("reason")), (fresh.get("status"), fresh.get("reason"))
+    if (then is None or now is None) and status[0] != status[1]:  # a failure on either side: status and reason
+        diff = f"then {rec.get('status')} ({rec.get('reason')}), now {fresh.get('status')} ({fresh.get('reason')})"
+        diff += f": {clip(fresh['error'], 160)}" if fresh.get("error") else ""
+    scored = bool(diff) and now is not None
     return Check(
         strategy=str(rec["strategy"]),
         qid=str(rec["qid"]),
@@ -102,6 +100,8 @@ def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any]) -> Check:
         seconds_now=float(fresh.get("wall_s") or 0.0),
         steps=steps,
         commit=str(rec.get("commit") or rec.get("code") or ""),
+        score_then=primary_score(rec) if scored else None,
+        score_now=primary_score({"scores": score(item, now)}) if scored else None,
     )
 
 
@@ -149,21 +149,15 @@ def verify_run(
         )
 
     items_by_id = {it.id: it for _, it, _ in build_tasks(dataset, cfg.strategies[:1], cfg.gap)}
-    skipped: Counter[str] = Counter()
-    pool: list[dict[str, Any]] = []
-    for rec in read_records(out):
-        name, qid = rec["strategy"], str(rec["qid"])
-        if (strategies and name not in strategies) or (qids and qid not in qids):
-            continue
-        if qid not in items_by_id:
-            skipped["not in the run's sample"] += 1
-        else:
-            pool.append(rec)
+    asked = [r for r in read_records(out) if r["strategy"] in (strategies or [r["strategy"]])]
+    asked = [r for r in asked if not qids or str(r["qid"]) in qids]
+    pool = [r for r in asked if str(r["qid"]) in items_by_id]
+    left_out = {"not in the run's sample": len(asked) - len(pool)} if len(asked) > len(pool) else {}
     chosen = pool if sample is None or sample >= len(pool) else random.Random(seed).sample(pool, sample)
 
     code = code_state(cfg)
     running = commit_label(code["commit"], code["dirty"])
-    report = Verification(str(out), len(pool), dict(skipped), commit=running)
+    report = Verification(str(out), len(pool), left_out, commit=running)
     if not manifest.get("isolated_tasks", False):
         report.warnings.append(
             "the run did not isolate its tasks (concurrency > 1 or --no-isolate): its answers could depend "
@@ -189,11 +183,7 @@ def verify_run(
         if on_start is not None:
             on_start(rec["strategy"], str(rec["qid"]), i, len(chosen))
         item = items_by_id[str(rec["qid"])]
-        fresh = run_task({"strategy": rec["strategy"], "item": item, "config": task_cfg})
-        check = _compare(rec, fresh)
-        if check.verdict == DIFFERS and fresh.get("result") is not None:
-            check.score_then = primary_score(rec)
-            check.score_now = primary_score({"scores": score(item, fresh["result"])})
+        check = _compare(rec, run_task({"strategy": rec["strategy"], "item": item, "config": task_cfg}), item)
         report.checks.append(check)
         if on_check is not None:
             on_check(check)
