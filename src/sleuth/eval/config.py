@@ -15,6 +15,8 @@ from sleuth.eval.splits import MUSIQUE_PARTS, musique_split
 from sleuth.strategies.registry import check_run_options, resolve_name, resolve_strategy_class
 
 SETTINGS = ("open", "distractor", "closed")
+#: the EvalConfig fields stored as they are in run.json's ``settings``
+SAME_IN_SETTINGS = ("limit", "seed", "k", "max_steps", "max_tokens", "gap")
 
 
 class EvalError(ValueError):
@@ -75,18 +77,13 @@ class EvalConfig:
 
     def settings(self, dataset: Dataset, plan: RetrievalPlan) -> dict[str, Any]:
         return {
+            **{k: getattr(self, k) for k in SAME_IN_SETTINGS},
+            "strategies": list(self.strategies),
+            "strategy_options": dict(sorted(self.strategy_options.items())),
             "format": dataset.format,
             "setting": plan.setting,
-            "strategies": list(self.strategies),
-            "limit": self.limit,
-            "seed": self.seed,
-            "k": self.k,
-            "max_steps": self.max_steps,
-            "max_tokens": self.max_tokens,
             "model": self.model or "default",
             "index": plan.describe(),
-            "gap": self.gap,
-            "strategy_options": dict(sorted(self.strategy_options.items())),
             **({"split": self.split} if self.split else {}),
         }
 

@@ -80,6 +80,7 @@ class DaskExecutor(PoolExecutor):
             raise ValueError("the dask executor needs dask[distributed]: pip install 'sleuth[cluster]'") from e
         self.cluster: Any = None
         concurrency = max(1, int(concurrency))
+        name = f"dask[{address}]"
         if address == LOCAL:
             workers = max(1, min(settings.dask_workers() or min(2, os.cpu_count() or 1), concurrency))
             threads = -(-concurrency // workers)
@@ -94,28 +95,16 @@ class DaskExecutor(PoolExecutor):
                     silence_logs=logging.WARNING,
                 )
             name = f"dask[local {workers}x{threads}]"
-        else:
-            name = f"dask[{address}]"
         try:
-            self.client = Client(
-                address if self.cluster is None else self.cluster, set_as_default=False, timeout=start_timeout
-            )
-        except OSError as e:
+            where = address if self.cluster is None else self.cluster
+            self.client = Client(where, set_as_default=False, timeout=start_timeout)
+        except BaseException as e:
             self._close_cluster()
-            raise ValueError(f"cannot reach the Dask scheduler at {address}: {e}") from e
-        except BaseException:
-            self._close_cluster()
+            if isinstance(e, OSError):
+                raise ValueError(f"cannot reach the Dask scheduler at {address}: {e}") from e
             raise
         # pure=False: the same payload run twice (a retry) must really run twice
         super().__init__(self.client.get_executor(pure=False), concurrency, name)
-
-    @property
-    def address(self) -> str:
-        return str(self.client.scheduler.address)
-
-    def nthreads(self) -> int:
-        """Worker threads the cluster has right now."""
-        return int(sum(self.client.nthreads().values()))
 
     def _close_cluster(self) -> None:
         if self.cluster is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import sleuth
-from sleuth.eval.config import EvalConfig, EvalError
+from sleuth.eval.config import SAME_IN_SETTINGS, EvalConfig, EvalError
 from sleuth.eval.corpus import RetrievalPlan, search_mode
 from sleuth.eval.datasets import Dataset
 from sleuth.llm.models import file_sha256
@@ -142,7 +142,7 @@ def config_from_manifest(
     ``base_url`` defaults to the server the run's last sitting asked; ``kw``: more :class:`EvalConfig`
     fields, e.g. the sitting's ``time_limit``)."""
     s = manifest.get("settings") or {}
-    same = ("format", "setting", "strategies", "limit", "seed", "k", "max_steps", "max_tokens", "gap", "split")
+    same = ("format", "setting", "strategies", "split", *SAME_IN_SETTINGS)
     ran_on = ((manifest.get("code") or {}).get("model") or {}).get("base_url")  # the server the run asked
     fields: dict[str, Any] = {
         **{k: s[k] for k in same if k in s},
