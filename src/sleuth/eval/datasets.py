@@ -187,8 +187,10 @@ def _jsonl(rec: dict[str, Any], i: int, path: Path) -> Item:
         rec = {**rec, "question": question}
     if "question" not in rec:
         raise DatasetError(f"{path} does not look like jsonl: a record lacks question")
-    raw = [{"text": p} if isinstance(p, str) else p for p in rec.get("paragraphs") or []]
-    paras = [Paragraph.from_dict({**p, "id": p.get("id") or f"{rec.get('id', i)}~p{j}"}) for j, p in enumerate(raw)]
+    paras = []
+    for j, p in enumerate({"text": p} if isinstance(p, str) else p for p in rec.get("paragraphs") or []):
+        pid = str(p.get("id") or f"{rec.get('id', i)}~p{j}")
+        paras.append(Paragraph(pid, str(p.get("title", "")), str(p.get("text", "")), dict(p.get("metadata") or {})))
     filters, kind = rec.get("filters"), str(rec.get("type", OPEN))
     if kind not in (OPEN, MC, YESNO):
         raise DatasetError(f"{path}: item {rec.get('id', i)} has type {kind!r}; use open, mc or yesno")

@@ -30,10 +30,6 @@ class Paragraph:
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Paragraph:
-        return cls(str(d["id"]), str(d.get("title", "")), str(d.get("text", "")), dict(d.get("metadata") or {}))
-
 
 @dataclass
 class SubQuestion:
