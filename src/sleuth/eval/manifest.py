@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import sleuth
-from sleuth.eval.config import SAME_IN_SETTINGS, EvalConfig, EvalError
+from sleuth.eval.config import SAME_IN_SETTINGS, EvalConfig, EvalError, load_sample
 from sleuth.eval.corpus import RetrievalPlan, search_mode
 from sleuth.eval.datasets import Dataset
+from sleuth.eval.store import MANIFEST, read_manifest
 from sleuth.llm.models import file_sha256
 from sleuth.strategies.registry import check_run_options
 
@@ -163,9 +164,19 @@ def config_from_manifest(
     return EvalConfig(**{**fields, **kw})
 
 
-def check_data(manifest: Mapping[str, Any], path: Path) -> None:
-    """Refuse a data file other than the run's: missing, or its sha256 differs (raises :class:`EvalError`)."""
+def stored_run(out: str | Path, **overrides: Any) -> tuple[dict[str, Any], EvalConfig, Dataset]:
+    """A run directory's manifest, the :class:`EvalConfig` it records (``overrides``: as for
+    :func:`config_from_manifest`) and the run's sample, drawn again from the same data file."""
+    manifest = read_manifest(out)
+    if manifest is None:
+        raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
+    cfg = config_from_manifest(manifest, out, **overrides)
+    path = Path(cfg.data)
     if not path.is_file():
         raise EvalError(f"the data file {path} named in run.json is missing; pass --data PATH")
     if file_sha256(path) != (manifest.get("data") or {}).get("sha256"):
         raise EvalError(f"{path} is not the file the run used (its sha256 differs)")
+    dataset = load_sample(cfg)
+    if [it.id for it in dataset.items] != list((manifest.get("data") or {}).get("question_ids") or []):
+        raise EvalError("the sample drawn now is not the run's sample (question ids differ)")
+    return manifest, cfg, dataset

@@ -18,10 +18,10 @@ from typing import Any
 from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
 from sleuth.eval.conversations import REWRITE, is_conversation, mode_units
 from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
-from sleuth.eval.datasets import Dataset, DatasetError, Item, load_dataset
+from sleuth.eval.datasets import Dataset, DatasetError, Item
 from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import question_of, sub_items
-from sleuth.eval.manifest import add_sitting, check_data, code_state, commit_label, config_from_manifest, new_manifest
+from sleuth.eval.manifest import add_sitting, code_state, commit_label, new_manifest, stored_run
 from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
     MANIFEST,
@@ -291,30 +291,15 @@ def rerun_eval(out: str | Path, *, progress: bool = True, console: Any = None, *
     says (``overrides``: ``data``, ``corpus``, ``index``, ``base_url`` where they moved, and
     :class:`EvalConfig` fields such as ``time_limit`` or ``llm_cache``); each new record replaces
     the old one. A re-run stopped early (``time_limit``) goes on where it stopped when asked again."""
-    manifest = read_manifest(out)
-    if manifest is None:
-        raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
-    cfg = config_from_manifest(manifest, out, **{k: v for k, v in overrides.items() if v is not None}, rerun=True)
+    _, cfg, _ = stored_run(out, **{k: v for k, v in overrides.items() if v is not None}, rerun=True)
     return run_eval(cfg, progress=progress, console=console)
 
 
 def rescore_run(out: str | Path) -> int:
-    """Recompute every record's ``scores`` in the run directory ``out`` (after a metrics change)
-    without running anything.
-
-    Reads the questions file named in ``run.json`` (its sha256 must still match), rewrites
-    the results atomically under the run lock and returns the number of records rescored.
-    """
-    out = Path(out)
-    manifest = read_manifest(out)
-    if manifest is None:
-        raise EvalError(f"{out} has no {MANIFEST}; cannot tell which data to score against")
-    path = Path(str((manifest.get("data") or {}).get("path", "")))
-    check_data(manifest, path)
-    items: dict[str, Item] = {}
-    for it in load_dataset(path, (manifest.get("settings") or {}).get("format")).items:
-        items[it.id] = it
-        items.update((sub.id, sub) for sub in sub_items(it))
+    """Recompute every record's ``scores`` in the run directory ``out`` (after a metrics change) against
+    the questions file named in ``run.json``, without running anything; returns the records rescored."""
+    manifest, cfg, dataset = stored_run(out)
+    items = {it.id: it for _, it, _ in build_tasks(dataset, cfg.strategies[:1], cfg.gap)}
     prices = _parse_prices(manifest.get("prices"))
     n = 0
 

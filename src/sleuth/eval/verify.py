@@ -13,13 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.config import EvalError, load_sample
+from sleuth.eval.config import EvalError
 from sleuth.eval.corpus import plan_retrieval
 from sleuth.eval.items import Item
-from sleuth.eval.manifest import check_data, code_state, commit_label, config_from_manifest
+from sleuth.eval.manifest import code_state, commit_label, stored_run
 from sleuth.eval.metrics import score
 from sleuth.eval.runner import build_tasks
-from sleuth.eval.store import MANIFEST, primary_score, read_manifest, read_records
+from sleuth.eval.store import primary_score, read_records
 from sleuth.eval.worker import first_difference, run_task, worker_config
 from sleuth.strategies.text import clip
 
@@ -127,18 +127,11 @@ def verify_run(
     out = Path(out)
     if sample is not None and sample < 1:
         raise EvalError("--sample must be at least 1")
-    manifest = read_manifest(out)
-    if manifest is None:
-        raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
     fixed = {"concurrency": 1, "isolate": True, "llm_cache": False}  # one task at a time, each from scratch
-    cfg = config_from_manifest(manifest, out, data=data, corpus=corpus, index=index, base_url=base_url, **fixed)
+    manifest, cfg, dataset = stored_run(out, data=data, corpus=corpus, index=index, base_url=base_url, **fixed)
     unknown = [s for s in strategies or () if s not in cfg.strategies]
     if unknown:
         raise EvalError(f"{', '.join(unknown)} not among the run's strategies ({', '.join(cfg.strategies)})")
-    check_data(manifest, Path(cfg.data))
-    dataset = load_sample(cfg)
-    if [it.id for it in dataset.items] != list((manifest.get("data") or {}).get("question_ids") or []):
-        raise EvalError("the sample drawn now is not the run's sample (question ids differ)")
     plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=cfg.search_mode)
     want = (manifest.get("settings") or {}).get("index") or {}
     now = plan.describe()
