@@ -11,16 +11,14 @@ from typing import Any
 
 from sleuth.eval.corpus import SEARCH_MODES, RetrievalPlan
 from sleuth.eval.datasets import Dataset, load_dataset
+from sleuth.eval.items import EvalError
+from sleuth.eval.metrics import Prices
 from sleuth.eval.splits import MUSIQUE_PARTS, musique_split
 from sleuth.strategies.registry import check_run_options, resolve_name, resolve_strategy_class
 
 SETTINGS = ("open", "distractor", "closed")
 #: the EvalConfig fields stored as they are in run.json's ``settings``
 SAME_IN_SETTINGS = ("limit", "seed", "k", "max_steps", "max_tokens", "gap")
-
-
-class EvalError(ValueError):
-    """A mistake in the run's arguments (the CLI turns it into a UserError)."""
 
 
 @dataclass
@@ -116,7 +114,8 @@ def validate(cfg: EvalConfig) -> None:
     try:
         names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
         check_run_options(names, cfg.run_options())  # as the workers build them: refused before anything runs
-    except ValueError as e:  # an unknown strategy or option, a bad option value
+        Prices.parse(cfg.prices)
+    except ValueError as e:  # an unknown strategy or option, a bad option value or price
         raise EvalError(str(e)) from e
     if len(set(names)) != len(names):
         raise EvalError("a strategy is listed twice in --strategies")

@@ -17,6 +17,7 @@ from typing import Any
 
 from sleuth.config import settings
 from sleuth.eval.datasets import Dataset, Item, Paragraph
+from sleuth.eval.items import EvalError
 from sleuth.eval.store import write_jsonl
 from sleuth.llm.models import file_sha256
 from sleuth.search.base import SearchError
@@ -34,7 +35,7 @@ DEFAULT_SEARCH_MODE = "hybrid"
 DENSE_DEFAULT_MAX_CHARS = 4_000_000
 
 
-class CorpusError(ValueError):
+class CorpusError(EvalError):
     """The requested retrieval setting cannot be built for this dataset."""
 
 

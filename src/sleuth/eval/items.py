@@ -17,7 +17,12 @@ OPEN, MC, YESNO = "open", "mc", "yesno"
 LETTERS = "ABCD"
 
 
-class DatasetError(ValueError):
+class EvalError(ValueError):
+    """A user's mistake in an evaluation (an argument, a data file, a run directory): the CLI says it in
+    one sentence, without a traceback."""
+
+
+class DatasetError(EvalError):
     """The file cannot be read in the requested format (a user mistake, one sentence)."""
 
 

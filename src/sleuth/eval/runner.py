@@ -17,8 +17,8 @@ from typing import Any
 
 from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
 from sleuth.eval.conversations import REWRITE, is_conversation, mode_units
-from sleuth.eval.corpus import CorpusError, plan_retrieval, search_mode
-from sleuth.eval.datasets import Dataset, DatasetError, Item
+from sleuth.eval.corpus import plan_retrieval, search_mode
+from sleuth.eval.datasets import Dataset, Item
 from sleuth.eval.executors import make_executor
 from sleuth.eval.gap import question_of, sub_items
 from sleuth.eval.manifest import add_sitting, code_state, commit_label, new_manifest, stored_run
@@ -26,9 +26,7 @@ from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
     MANIFEST,
     RESULTS,
-    ManifestMismatch,
     ResultsWriter,
-    RunDirBusy,
     check_manifest,
     has_results,
     is_composed,
@@ -40,10 +38,6 @@ from sleuth.eval.store import (
     write_manifest,
 )
 from sleuth.eval.worker import FAILED, kind_of, make_record, now, run_task, worker_config
-
-#: what the eval commands report as a user's mistake: one sentence, no traceback
-USER_ERRORS = (DatasetError, EvalError, CorpusError, ManifestMismatch, RunDirBusy)
-
 
 #: one task: the strategy's name, the question, the task's meta (``{"kind": "main"}`` or a hop's)
 Task = tuple[str, Item, dict[str, Any]]
@@ -151,13 +145,6 @@ class RunSummary:
         return {**asdict(self), "out": str(self.out)}
 
 
-def _parse_prices(spec: str | None) -> Prices:
-    try:
-        return Prices.parse(spec)
-    except ValueError as e:
-        raise EvalError(str(e)) from e
-
-
 def _begin(out: Path, manifest: dict[str, Any], *, rerun: bool) -> dict[str, Any]:
     """The manifest to run under: ``manifest`` for a new run, the stored one for a resume (raises
     when the settings differ, or when results lie there without a manifest). With ``rerun``, a
@@ -202,7 +189,7 @@ def run_eval(
     """Run (or resume) an evaluation into ``cfg.out``; see the module docstring."""
     started = time.monotonic()  # --time-limit counts from here (index building and model start included)
     validate(cfg)
-    prices = _parse_prices(cfg.prices)
+    prices = Prices.parse(cfg.prices)
     dataset = load_sample(cfg)
     if cfg.gap and not any(sub_items(it) for it in dataset.items):
         raise EvalError(f"--gap needs decompositions with gold answers (MuSiQue); {dataset.name} has none")
@@ -210,10 +197,7 @@ def run_eval(
     if out.exists() and not out.is_dir():
         raise EvalError(f"--out {out} is a file, not a directory")
     previous = (read_manifest(out) or {}).get("settings") if out.is_dir() else None  # a resume keeps its mode
-    try:
-        plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=search_mode(cfg.search_mode, previous))
-    except CorpusError as e:
-        raise EvalError(str(e)) from e
+    plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=search_mode(cfg.search_mode, previous))
     out.mkdir(parents=True, exist_ok=True)
     manifest = new_manifest(cfg, dataset, plan)
     code = code_state(cfg)
@@ -233,10 +217,7 @@ def run_eval(
                 f"[yellow]re-running {len(old)} of {len(old) + len(done)} records of {out} with commit {commit}; "
                 "the response cache answers every prompt that did not change.[/]"
             )
-        try:  # the open index is built once, before any worker
-            plan.prepare(console=console if progress else None)
-        except CorpusError as e:
-            raise EvalError(str(e)) from e
+        plan.prepare(console=console if progress else None)  # the open index is built once, before any worker
         manifest["index"] = plan.manifest()
         write_manifest(out, manifest)
         running = RunningScores()
@@ -300,7 +281,7 @@ def rescore_run(out: str | Path) -> int:
     the questions file named in ``run.json``, without running anything; returns the records rescored."""
     manifest, cfg, dataset = stored_run(out)
     items = {it.id: it for _, it, _ in build_tasks(dataset, cfg.strategies[:1], cfg.gap)}
-    prices = _parse_prices(manifest.get("prices"))
+    prices = Prices.parse(manifest.get("prices"))
     n = 0
 
     def rescore_one(rec: dict[str, Any]) -> dict[str, Any]:

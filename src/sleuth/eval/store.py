@@ -15,13 +15,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sleuth.eval.items import EvalError
+
 RESULTS = "results.jsonl"
 RESULTS_GZ = "results.jsonl.gz"
 MANIFEST = "run.json"
 LOCK = ".lock"
 
 
-class RunDirBusy(RuntimeError):
+class RunDirBusy(EvalError):
     """Another process is running (or rescoring) in this run directory."""
 
 
@@ -43,7 +45,7 @@ def run_lock(out: str | Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-class ManifestMismatch(RuntimeError):
+class ManifestMismatch(EvalError):
     """The run directory already holds a run with other settings."""
 
 
