@@ -24,11 +24,9 @@ from sleuth.eval.gap import question_of, sub_items
 from sleuth.eval.manifest import add_sitting, code_state, commit_label, new_manifest, stored_run
 from sleuth.eval.metrics import Prices, score
 from sleuth.eval.store import (
-    MANIFEST,
     RESULTS,
     ResultsWriter,
     check_manifest,
-    has_results,
     is_composed,
     primary_score,
     read_manifest,
@@ -146,15 +144,13 @@ class RunSummary:
 
 
 def _begin(out: Path, manifest: dict[str, Any], *, rerun: bool) -> dict[str, Any]:
-    """The manifest to run under: ``manifest`` for a new run, the stored one for a resume (raises
-    when the settings differ, or when results lie there without a manifest). With ``rerun``, a
-    re-run of every task starts now (``rerun.started``) unless one is under way: it goes on."""
+    """The manifest to run under: ``manifest`` for a new run, the stored one for a resume (raises when
+    the settings differ). With ``rerun``, a re-run of every task starts now (``rerun.started``) unless
+    one is under way: it goes on."""
     old = read_manifest(out)
     if old is not None:
         check_manifest(old, manifest, out)
         manifest = dict(old)
-    elif has_results(out):
-        raise EvalError(f"{out} holds results but no {MANIFEST}; choose another --out directory")
     if rerun and "rerun" not in manifest:
         manifest["rerun"] = {"started": now()}
     return manifest

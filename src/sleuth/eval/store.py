@@ -54,11 +54,6 @@ def results_files(out: str | Path) -> list[Path]:
     return [p for p in (Path(out) / RESULTS_GZ, Path(out) / RESULTS) if p.is_file()]
 
 
-def has_results(out: str | Path) -> bool:
-    """Whether the run directory holds results (compressed, plain or both)."""
-    return any(p.stat().st_size for p in results_files(out))
-
-
 def _files_of(path: str | Path) -> list[Path]:
     """A run directory, or one of its results files, stands for all its results files."""
     path = Path(path)
