@@ -58,13 +58,7 @@ class _LazyLLM:
             reset = getattr(self._llm, "reset_prompt_cache", None)
         return bool(reset()) if reset is not None else False
 
-    def complete(self, prompt: str, params: Any = None, *, on_delta: Any = None) -> Any:
-        return self._get().complete(prompt, params, on_delta=on_delta)
-
-    def chat(self, messages: Any, params: Any = None, *, on_delta: Any = None) -> Any:
-        return self._get().chat(messages, params, on_delta=on_delta)
-
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # complete, chat, ...: the real LLM's, started on first use
         if name.startswith("_"):  # private/dunder lookups never start a model
             raise AttributeError(name)
         return getattr(self._get(), name)
