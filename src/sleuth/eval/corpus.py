@@ -144,11 +144,9 @@ class RetrievalPlan:
         records = None if self.corpus_file else getattr(self, "_records_for_open", None)
         inputs = [Path(self.corpus_file)] if self.corpus_file else None
         self.spec = str(ensure_index(records, inputs, self.key, dense=dense))
-        if not self.passages:
-            try:
-                self.passages = int(_open_cached(self.spec, self.mode).store.count_live())
-            except AttributeError:  # a retriever without a passage store
-                pass
+        if not self.passages:  # a corpus file's passages, counted in its index (a retriever may have no store)
+            store = getattr(_open_cached(self.spec, self.mode), "store", None)
+            self.passages = int(store.count_live()) if store is not None else 0
 
     # -- worker side
     def retriever_for(self, item: Item) -> Any:

@@ -59,15 +59,9 @@ def build_tasks(dataset: Dataset, strategies: Sequence[str], gap: bool) -> list[
 
 
 class Sitting:
-    """Hands out a run's tasks until a time limit, stopping only between questions.
-
-    Once ``limit`` seconds have passed since ``started`` (a ``time.monotonic()`` reading), the
-    next task that would start a new question is not handed out: the tasks of the question in
-    progress (all strategies, and the hops of a composed question) still run, so a sitting ends
-    on a complete question and the next one, resumed with the same command, starts on a fresh
-    one. The check sits where the executor asks for its next task, so no task is started and
-    then thrown away.
-    """
+    """Hands out a run's tasks until ``limit`` seconds after ``started`` (``time.monotonic()``), then
+    stops before the next question: the question in progress (every strategy, every hop) is finished.
+    The executor asks here for its next task, so no task is started and then thrown away."""
 
     def __init__(self, limit: float | None, started: float | None = None) -> None:
         start = time.monotonic() if started is None else started

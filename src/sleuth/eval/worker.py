@@ -1,11 +1,9 @@
 """The worker side of a run: one (strategy, question) task in, one record out.
 
-Tasks are plain dicts and :func:`run_task` is a module-level function, so a
-distributed executor can run them in other processes: each process builds its
-LLM, retrievers and strategies once from the task's ``config`` (see
-:func:`worker_config`) and reuses them. :func:`make_record` then turns what a
-worker sends back into the stored record (scores, question, timestamps); the
-driver calls it, as the single writer of the results file.
+Tasks are picklable dicts and :func:`run_task` a module-level function, so a distributed executor can
+run them in other processes: each builds its LLM, retrievers and strategies once from the task's
+``config`` (:func:`worker_config`). The driver, the single writer, makes the stored record
+(:func:`make_record`: scores, question, timestamps) of what a worker sends back.
 """
 
 from __future__ import annotations
