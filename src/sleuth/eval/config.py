@@ -128,13 +128,11 @@ def _only(only: list[str], strategies: list[str]) -> list[str]:
     """``only`` by the names of ``strategies`` (aliases resolved), each one of them."""
     if not only:
         raise EvalError("--only names no strategy; give some of --strategies, or leave --only out")
-    names = []
-    for s in only:
-        try:
-            name = s if ":" in s else resolve_name(s)
-        except ValueError as e:
-            raise EvalError(f"--only: {e}") from e
+    try:
+        names = [s if ":" in s else resolve_name(s) for s in only]
+    except ValueError as e:
+        raise EvalError(f"--only: {e}") from e
+    for s, name in zip(only, names, strict=True):
         if name not in strategies:
             raise EvalError(f"--only names {s!r}, which is not one of --strategies ({', '.join(strategies)})")
-        names.append(name)
     return names

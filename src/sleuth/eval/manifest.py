@@ -34,10 +34,8 @@ def git_state() -> tuple[str, bool]:
     (``("", False)`` for an installed package outside a git checkout)."""
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(PACKAGE), *args], capture_output=True, text=True, timeout=30)
-        if done.returncode:
-            raise OSError(done.stderr.strip())
-        return done.stdout.strip()
+        cmd = ["git", "-C", str(PACKAGE), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout.strip()
 
     try:
         commit = git("rev-parse", "HEAD")
