@@ -8,6 +8,7 @@ recognised (:func:`detect_format`). Datasets that keep their retrieval corpus in
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import json
 import re
@@ -25,8 +26,6 @@ from sleuth.eval.items import (
     Item,
     Paragraph,
     SubQuestion,
-    read_jsonl,
-    read_text,
 )
 from sleuth.eval.metrics import part_hits
 from sleuth.eval.policy import conclusion_of_gold
@@ -34,14 +33,35 @@ from sleuth.search.base import Filters
 from sleuth.strategies.conversation import BadHistory, split_messages
 
 
-# --------------------------------------------------------------------------- helpers
+# --------------------------------------------------------------------------- reading data files
+def read_text(path: Path) -> str:
+    """A data file's text (gzipped or not); :class:`DatasetError` when it cannot be read."""
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return f.read()
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise DatasetError(f"cannot read {path}: {e}") from e
+
+
 def _json_records(path: Path) -> list[dict[str, Any]]:
-    """A JSON list of objects, a JSON object holding one (``data``), or JSONL."""
+    """A JSON list of objects, a JSON object holding one (``data``), or JSONL (blank lines skipped)."""
     text = read_text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        return list(read_jsonl(path))
+        records = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise DatasetError(f"{path}: line {n} is not valid JSON ({e.msg})") from e
+            if not isinstance(records[-1], dict):
+                raise DatasetError(f"{path}: line {n} is not a JSON object") from None
+        return records
     if isinstance(data, dict):
         data = data.get("data") or data.get("questions") or [data]
     if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):

@@ -3,10 +3,7 @@ answers, paragraphs and decomposition) and :class:`Dataset` (the items of one fi
 
 from __future__ import annotations
 
-import gzip
-import json
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,30 +99,3 @@ class Dataset:
                 idx = sorted(random.Random(seed).sample(range(len(items)), limit))
                 items = [items[i] for i in idx]
         return Dataset(self.name, self.format, self.path, list(items), self.corpus_path)
-
-
-# --------------------------------------------------------------------------- reading data files
-def read_text(path: Path) -> str:
-    """A data file's text (gzipped or not); :class:`DatasetError` when it cannot be read."""
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return f.read()
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, EOFError) as e:
-        raise DatasetError(f"cannot read {path}: {e}") from e
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL data file, one a line (blank lines skipped)."""
-    for n, line in enumerate(read_text(path).splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"{path}: line {n} is not valid JSON ({e.msg})") from e
-        if not isinstance(rec, dict):
-            raise DatasetError(f"{path}: line {n} is not a JSON object")
-        yield rec
