@@ -202,9 +202,8 @@ def plan_retrieval(
 ) -> RetrievalPlan:
     """Decide what to index for ``setting`` (None: open when the dataset has a corpus, else closed);
     ``mode``: how the open setting searches (None: :func:`default_mode` of the pool's size; for a
-    user's ``--index``, the index's own default: hybrid where it has vectors)."""
-    if mode is not None and mode not in SEARCH_MODES:
-        raise CorpusError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
+    user's ``--index``, the index's own default: hybrid where it has vectors). Both are checked by
+    :func:`sleuth.eval.config.validate`."""
     has_paras = any(it.paragraphs for it in dataset.items)
     if setting is None:
         setting = "open" if (index or dataset.corpus_path or has_paras) else "closed"
@@ -217,8 +216,6 @@ def plan_retrieval(
             raise CorpusError(f"{dataset.name} has no per-question paragraphs; use --setting open or closed")
         n = sum(len(it.paragraphs) for it in dataset.items)
         return RetrievalPlan("distractor", source="each question's own paragraphs", key="per-question", passages=n)
-    if setting != "open":
-        raise CorpusError(f"unknown setting {setting!r}; use open, distractor or closed")
     if index:
         return RetrievalPlan(
             "open",
