@@ -54,19 +54,12 @@ def results_files(out: str | Path) -> list[Path]:
     return [p for p in (Path(out) / RESULTS_GZ, Path(out) / RESULTS) if p.is_file()]
 
 
-def _files_of(path: str | Path) -> list[Path]:
-    """A run directory, or one of its results files, stands for all its results files."""
-    path = Path(path)
-    if path.is_dir() or path.name in (RESULTS, RESULTS_GZ):
-        return results_files(path if path.is_dir() else path.parent)
-    return [path] if path.exists() else []
-
-
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The newest complete record of each (strategy, qid) of a run directory, of either of its results
-    files (each reads both, compressed first), or of any other JSONL file (gzip when named ``.gz``)."""
+    """The newest complete record of each (strategy, qid) of a run directory (``path``, or one of its
+    results files: each stands for both, read compressed first)."""
+    path = Path(path)
     latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for f in _files_of(path):
+    for f in results_files(path if path.is_dir() else path.parent):
         for rec in iter_lines(f):
             latest.pop((rec["strategy"], rec["qid"]), None)
             latest[(rec["strategy"], rec["qid"])] = rec

@@ -204,10 +204,9 @@ def steps_of(result: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
 def first_difference(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | None) -> tuple[str, int]:
     """The first way ``fresh`` differs from ``then`` ("" when none) and how many steps were compared."""
     a, b = steps_of(then), steps_of(fresh)
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+    for n, (x, y) in enumerate(zip(a, b, strict=False), 1):
         if x == y:
             continue
-        n = i + 1
         if x[0] != y[0]:
             return f"step {n}: then {x[0]}, now {y[0]}", n
         if x[0] == "llm":
