@@ -214,14 +214,13 @@ def _jsonl(rec: dict[str, Any], i: int, path: Path) -> Item:
     filters, kind = rec.get("filters"), str(rec.get("type", OPEN))
     if kind not in (OPEN, MC, YESNO):
         raise DatasetError(f"{path}: item {rec.get('id', i)} has type {kind!r}; use open, mc or yesno")
+    texts = ("choices", "gold_titles", "gold_ids", "must_mention", "must_not_mention")  # lists of texts, as given
     return Item(
+        **{k: [str(x) for x in rec.get(k) or []] for k in texts},
         id=str(rec.get("id", i)),
         question=rec["question"],
         answers=_dedupe(rec.get("answers", rec.get("answer", []))),
         type=kind,
-        choices=[str(c) for c in rec.get("choices") or []],
-        gold_titles=[str(t) for t in rec.get("gold_titles") or []],
-        gold_ids=[str(t) for t in rec.get("gold_ids") or []],
         paragraphs=paras,
         decomposition=[
             SubQuestion(**s) if isinstance(s, dict) else SubQuestion(str(s)) for s in rec.get("decomposition") or []
@@ -229,8 +228,6 @@ def _jsonl(rec: dict[str, Any], i: int, path: Path) -> Item:
         filters=Filters.from_dict(filters)
         if isinstance(filters, dict)
         else (Filters.parse(filters) if isinstance(filters, list) else None),
-        must_mention=[str(m) for m in rec.get("must_mention") or []],
-        must_not_mention=[str(m) for m in rec.get("must_not_mention") or []],
         metadata=dict(rec.get("metadata") or {}),
         history=history,
         standalone=str(rec.get("standalone") or ""),

@@ -150,24 +150,23 @@ def verify_run(
 
     code = code_state(cfg)
     running = commit_label(code["commit"], code["dirty"])
-    report = Verification(str(out), len(pool), left_out, commit=running)
-    if not manifest.get("isolated_tasks", False):
-        report.warnings.append(
-            "the run did not isolate its tasks (concurrency > 1 or --no-isolate): its answers could depend "
-            "on the tasks before them, so differences are expected"
-        )
     other = Counter(str(r.get("commit") or "an earlier version") for r in chosen if r.get("commit") != running)
-    if other:
-        made = ", ".join(f"{n} by {c}" for c, n in sorted(other.items()))
-        report.warnings.append(
-            f"of the chosen records {made}, not by the running code ({running}): a difference may be the code's"
-        )
+    made = ", ".join(f"{n} by {c}" for c, n in sorted(other.items()))
     cached = sum(1 for r in chosen if int((r.get("scores") or {}).get("cached_llm_calls") or 0))
-    if cached:
-        report.warnings.append(
-            f"{cached} of the chosen records took replies from Sleuth's response cache when they were made, "
-            "so those replies may come from an earlier run with other settings (run with --no-llm-cache to avoid it)"
-        )
+    warnings = [
+        (
+            not manifest.get("isolated_tasks", False),
+            "the run did not isolate its tasks (concurrency > 1 or --no-isolate): its answers could depend "
+            "on the tasks before them, so differences are expected",
+        ),
+        (other, f"of the chosen records {made}, not by the running code ({running}): a difference may be the code's"),
+        (
+            cached,
+            f"{cached} of the chosen records took replies from Sleuth's response cache when they were made, so "
+            "those replies may come from an earlier run with other settings (run with --no-llm-cache to avoid it)",
+        ),
+    ]
+    report = Verification(str(out), len(pool), left_out, warnings=[w for due, w in warnings if due], commit=running)
     if not chosen:
         return report
     plan.prepare()
