@@ -38,9 +38,7 @@ class EvalConfig:
     model: str | None = None
     base_url: str | None = None
     index: str | None = None  # an existing index dir / retriever spec for the open setting
-    # how the open setting searches: lexical | dense | hybrid (None: the resumed run's mode, else
-    # sleuth.eval.corpus.DEFAULT_SEARCH_MODE; a user's --index: its own default)
-    search_mode: str | None = None
+    search_mode: str | None = None  # lexical | dense | hybrid (None: sleuth.eval.corpus.search_mode decides)
     corpus: str | None = None  # a corpus file to pool instead of the dataset's own paragraphs
     split: str | None = None  # MuSiQue's "tuning" or "reporting" half (sleuth.eval.splits); None: the whole file
     gap: bool = False  # also run every decomposition hop (compositionality gap)
@@ -49,24 +47,16 @@ class EvalConfig:
     concurrency: int = 1
     executor: str = "local"
     retry_failed: bool = False
-    # make every task of the run again with the running code (a re-run under way goes on; see
-    # sleuth.eval.runner): the response cache pays for every prompt that did not change
-    rerun: bool = False
-    # run only these of the run's strategies in this sitting (the run, its manifest and its report
-    # keep all of ``strategies``; a later sitting without ``only`` runs the rest): None runs all
-    only: list[str] | None = None
-    # wipe the embedded server's KV cache before each task, so an answer does not depend on
-    # the tasks before it (None: yes when one task runs at a time; see isolated_tasks())
-    isolate: bool | None = None
+    rerun: bool = False  # make every task again with the running code (a re-run under way goes on)
+    only: list[str] | None = None  # run only these of ``strategies`` in this sitting (None: all)
+    isolate: bool = True  # wipe the embedded server's KV cache before each task (see isolated_tasks())
     llm_cache: bool = True  # Sleuth's response cache (a rerun then costs no model time)
-    # a sitting: once this many seconds have passed, start no new question (a composed question
-    # and its hops count as one) and stop when the started one is written; the same command resumes
-    time_limit: float | None = None
+    time_limit: float | None = None  # a sitting: start no new question after this many seconds
     command: str = ""
 
     def isolated_tasks(self) -> bool:
         """Whether tasks are isolated: only possible one at a time (concurrent tasks share slots)."""
-        return self.concurrency == 1 and (self.isolate if self.isolate is not None else True)
+        return self.concurrency == 1 and self.isolate
 
     def run_options(self) -> dict[str, Any]:
         """The options every strategy of the run is built with: ``k``, ``--option``s, step and token caps."""

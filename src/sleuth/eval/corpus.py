@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.config import settings
-from sleuth.eval.datasets import Dataset, Item, Paragraph
+from sleuth.eval.datasets import Dataset, Item, Paragraph, load_dataset
 from sleuth.eval.items import EvalError
 from sleuth.eval.store import write_jsonl
 from sleuth.llm.models import file_sha256
@@ -236,10 +236,7 @@ def plan_retrieval(
     if not has_paras:
         raise CorpusError(f"{dataset.name} has no paragraphs to index; give --corpus FILE or --index DIR")
     # pool the paragraphs of the WHOLE file (not only the sample): the open setting's corpus
-    from sleuth.eval.datasets import load_dataset
-
-    full = load_dataset(dataset.path, dataset.format)
-    records = corpus_records(pooled_paragraphs(full))
+    records = corpus_records(pooled_paragraphs(load_dataset(dataset.path, dataset.format)))
     plan = RetrievalPlan(
         "open",
         source=f"all {len(records)} paragraphs of {dataset.name} pooled",
