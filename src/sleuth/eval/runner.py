@@ -268,21 +268,16 @@ def rerun_eval(out: str | Path, *, progress: bool = True, console: Any = None, *
 
 def rescore_run(out: str | Path) -> int:
     """Recompute every record's ``scores`` in the run directory ``out`` (after a metrics change) against
-    the questions file named in ``run.json``, without running anything; returns the records rescored."""
+    the questions file named in ``run.json``, without running anything; returns the number of records."""
     manifest, cfg, dataset = stored_run(out)
     items = {it.id: it for _, it, _ in build_tasks(dataset, cfg.strategies[:1], cfg.gap)}
     prices = Prices.parse(manifest.get("prices"))
-    n = 0
 
     def rescore_one(rec: dict[str, Any]) -> dict[str, Any]:
-        nonlocal n
-        item = items.get(str(rec.get("qid")))
-        if item is not None:
-            rec["scores"] = score(item, rec.get("result") or {}, prices)
-            rec["kind"] = kind_of(item)
-            n += 1
-        return rec
+        item = items.get(str(rec["qid"]))
+        if item is None:  # not a task of the run: left as it is
+            return rec
+        return {**rec, "scores": score(item, rec.get("result") or {}, prices), "kind": kind_of(item)}
 
     with run_lock(out):
-        rewrite_records(out, rescore_one)  # each results file atomically, a torn tail dropped
-    return n
+        return rewrite_records(out, rescore_one)  # each results file atomically, a torn tail dropped
