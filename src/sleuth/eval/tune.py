@@ -80,17 +80,14 @@ def slice_configs(
             rerun=True,  # every task again: the response cache pays for the prompts the change left alone
             command=f"{base.command} [tuning slice: {src.name}]" if base.command else "",
         )
-        if not Path(cfg.data).is_file():
-            skipped.append((src.name, f"{cfg.data} does not exist"))
-            continue
-        try:
-            if not load_sample(cfg).items:
-                skipped.append((src.name, "it holds no tuning question"))
-                continue
+        try:  # a missing or unreadable file is skipped, as is one without tuning questions
+            why = "" if load_sample(cfg).items else "it holds no tuning question"
         except DatasetError as e:
-            skipped.append((src.name, str(e)))
-            continue
-        configs.append(cfg)
+            why = str(e)
+        if why:
+            skipped.append((src.name, why))
+        else:
+            configs.append(cfg)
     return configs, skipped
 
 
