@@ -351,8 +351,6 @@ def test_gap_tasks_and_table(tmp_path: Path, data_dir: Path) -> None:
 
 def _proc_executor(spec: str, concurrency: int) -> executors.Executor:
     class Procs:
-        name = "procs"
-
         def __init__(self) -> None:
             self.pool = ProcessPoolExecutor(2)
 

@@ -24,8 +24,6 @@ LOCAL = "local"
 
 
 class Executor(Protocol):
-    name: str
-
     def map_unordered(self, fn: TaskFn, tasks: Iterable[Payload]) -> Iterator[dict[str, Any]]: ...
 
     def close(self) -> None: ...
@@ -34,8 +32,8 @@ class Executor(Protocol):
 class PoolExecutor:
     """A ``concurrent.futures`` executor with at most ``concurrency`` tasks in flight."""
 
-    def __init__(self, pool: FuturesExecutor, concurrency: int, name: str) -> None:
-        self.pool, self.concurrency, self.name = pool, max(1, int(concurrency)), name
+    def __init__(self, pool: FuturesExecutor, concurrency: int) -> None:
+        self.pool, self.concurrency = pool, max(1, int(concurrency))
         self._stopped = False
 
     def map_unordered(self, fn: TaskFn, tasks: Iterable[Payload]) -> Iterator[dict[str, Any]]:
@@ -80,7 +78,6 @@ class DaskExecutor(PoolExecutor):
             raise ValueError("the dask executor needs dask[distributed]: pip install 'sleuth[cluster]'") from e
         self.cluster: Any = None
         concurrency = max(1, int(concurrency))
-        name = f"dask[{address}]"
         if address == LOCAL:
             workers = max(1, min(settings.dask_workers() or min(2, os.cpu_count() or 1), concurrency))
             threads = -(-concurrency // workers)
@@ -94,7 +91,6 @@ class DaskExecutor(PoolExecutor):
                     protocol="tcp",
                     silence_logs=logging.WARNING,
                 )
-            name = f"dask[local {workers}x{threads}]"
         try:
             where = address if self.cluster is None else self.cluster
             self.client = Client(where, set_as_default=False, timeout=start_timeout)
@@ -104,7 +100,7 @@ class DaskExecutor(PoolExecutor):
                 raise ValueError(f"cannot reach the Dask scheduler at {address}: {e}") from e
             raise
         # pure=False: the same payload run twice (a retry) must really run twice
-        super().__init__(self.client.get_executor(pure=False), concurrency, name)
+        super().__init__(self.client.get_executor(pure=False), concurrency)
 
     def _close_cluster(self) -> None:
         if self.cluster is not None:
@@ -137,7 +133,7 @@ def parse_dask_spec(spec: str) -> str:
 
 ExecutorFactory = Callable[[str, int], Executor]
 _FACTORIES: dict[str, ExecutorFactory] = {
-    "local": lambda spec, n: PoolExecutor(ThreadPoolExecutor(max(1, n), "sleuth-eval"), n, f"local[{max(1, n)}]"),
+    "local": lambda spec, n: PoolExecutor(ThreadPoolExecutor(max(1, n), "sleuth-eval"), n),
     "dask": lambda spec, n: DaskExecutor(parse_dask_spec(spec), n),
 }
 
