@@ -117,7 +117,7 @@ def sleuth_config(model: str, base_url: str, k: int, bench: Benchmark) -> dict[s
             "timeout": 600,
             "extra_body": {"cache_prompt": True},
         },
-        "retrieval": bench.plan.to_dict(),
+        "retrieval": bench.plan,
     }
 
 

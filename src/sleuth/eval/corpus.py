@@ -11,7 +11,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,8 @@ class RetrievalPlan:
     corpus_file: str = ""  # open: a corpus file indexed as is
     # open: lexical | dense | hybrid ("": a user's --index searched in its own default mode)
     mode: str = "lexical"
+    #: open, pooled: the records to index, until :meth:`prepare` has built the index (never sent to workers)
+    records: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> dict[str, Any]:
         """What a resume must match (no machine-specific paths).  A lexical run is described as
@@ -119,13 +121,6 @@ class RetrievalPlan:
 
     def manifest(self) -> dict[str, Any]:
         return {**self.describe(), "mode": self.mode or "index default", "spec": self.spec, "passages": self.passages}
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RetrievalPlan:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
     # -- driver side
     def prepare(self, console: Any = None) -> None:
@@ -141,9 +136,9 @@ class RetrievalPlan:
         dense = self.mode in ("dense", "hybrid")
         if console is not None and dense:
             console.print(f"[dim]{self.mode} search: the pool is embedded once (cached for later runs)[/]")
-        records = None if self.corpus_file else getattr(self, "_records_for_open", None)
         inputs = [Path(self.corpus_file)] if self.corpus_file else None
-        self.spec = str(ensure_index(records, inputs, self.key, dense=dense))
+        self.spec = str(ensure_index(self.records, inputs, self.key, dense=dense))
+        self.records = None
         if not self.passages:  # a corpus file's passages, counted in its index (a retriever may have no store)
             store = getattr(_open_cached(self.spec, self.mode), "store", None)
             self.passages = int(store.count_live()) if store is not None else 0
@@ -237,12 +232,11 @@ def plan_retrieval(
         raise CorpusError(f"{dataset.name} has no paragraphs to index; give --corpus FILE or --index DIR")
     # pool the paragraphs of the WHOLE file (not only the sample): the open setting's corpus
     records = corpus_records(pooled_paragraphs(load_dataset(dataset.path, dataset.format)))
-    plan = RetrievalPlan(
+    return RetrievalPlan(
         "open",
         source=f"all {len(records)} paragraphs of {dataset.name} pooled",
         key="p-" + _hash_records(records)[:24],
         passages=len(records),
         mode=mode or default_mode(sum(len(r["title"]) + len(r["text"]) for r in records)),
+        records=records,
     )
-    plan._records_for_open = records  # type: ignore[attr-defined]
-    return plan

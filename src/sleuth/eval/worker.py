@@ -68,7 +68,7 @@ class _Worker:
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.cfg = cfg
         self.llm = _LazyLLM(cfg.get("model"), cfg.get("base_url"), cfg.get("llm_options"))
-        self.plan = RetrievalPlan.from_dict(cfg["retrieval"])
+        self.plan: RetrievalPlan = cfg["retrieval"]
         self._strategies: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -105,7 +105,7 @@ def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
         "options": cfg.run_options(),
         # parallel slots of the embedded server follow the concurrency
         "llm_options": {"cache": cfg.llm_cache, "n_parallel": cfg.concurrency, "isolated": cfg.isolated_tasks()},
-        "retrieval": plan.to_dict(),
+        "retrieval": plan,  # prepared: its index built, no records left to ship
     }
 
 
