@@ -152,7 +152,7 @@ def make_record(
     if old is not None and same_from_cache(old.get("result"), rec.get("result")):
         rec = {**rec, "result": old["result"], "wall_s": old.get("wall_s", 0.0), "cached": True}
     result = rec.get("result") or {}
-    ordered = {
+    return {
         "v": SCHEMA,
         "strategy": rec["strategy"],
         "qid": rec["qid"],
@@ -173,12 +173,8 @@ def make_record(
         "commit": commit,
         "finished_at": now(),
         "result": rec.get("result"),
+        **{k: rec[k] for k in ("cached", "traceback") if rec.get(k)},
     }
-    if rec.get("cached"):
-        ordered["cached"] = True
-    if rec.get("traceback"):
-        ordered["traceback"] = rec["traceback"]
-    return ordered
 
 
 def same_from_cache(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | None) -> bool:
