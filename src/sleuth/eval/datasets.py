@@ -320,38 +320,23 @@ class Format(NamedTuple):
     """How a format's records become items."""
 
     make: Callable[[Any, int, Path], Item | None]  # record (an MMLU row), its index, the file -> item (None: skip)
-    need: tuple[str, ...]  # the keys every record must have
-    sign: Callable[[set[str]], bool]  # whether a file whose first record has these keys is of this format
-    corpus: tuple[str, ...] = ()  # companion corpus files looked for beside the questions file
+    need: str  # the keys every record must have
+    #: the first record's keys that mark a file of this format: alternatives split by "|", keys joined by "+"
+    sign: str
+    corpus: str = ""  # companion corpus files looked for beside the questions file
 
 
 #: the formats, in the order :func:`detect_format` tries them (MMLU: a ``.csv`` file)
 LOADERS: dict[str, Format] = {
-    "hotpotqa": Format(_hotpotqa, ("question", "answer", "context"), lambda k: {"context", "supporting_facts"} <= k),
-    "musique": Format(
-        _musique,
-        ("question", "answer", "paragraphs"),
-        lambda k: "question_decomposition" in k or {"paragraphs", "answer_aliases"} <= k,
-    ),
-    "timeqa": Format(_timeqa, ("question", "targets"), lambda k: "targets" in k),
-    "mmlu": Format(_mmlu, (), lambda k: False),
-    "strategyqa": Format(_strategyqa, ("question", "answer"), lambda k: {"facts", "qid"} <= k),
-    "flashrag": Format(
-        _flashrag,
-        ("question", "golden_answers"),
-        lambda k: "golden_answers" in k,
-        ("wiki_passages.jsonl", "corpus.jsonl"),
-    ),
-    "policy_zh": Format(
-        _policy_zh, ("question", "answer"), lambda k: bool(k & {"scope", "must_mention"}), ("corpus.jsonl",)
-    ),
-    "rgb_zh": Format(_rgb_zh, ("query", "answer", "positive"), lambda k: {"positive", "query"} <= k),
-    "jsonl": Format(
-        _jsonl,
-        (),
-        lambda k: bool(k & {"question", "messages"}) and bool(k & {"answers", "answer"}),
-        ("corpus.jsonl",),
-    ),
+    "hotpotqa": Format(_hotpotqa, "question answer context", "context+supporting_facts"),
+    "musique": Format(_musique, "question answer paragraphs", "question_decomposition|paragraphs+answer_aliases"),
+    "timeqa": Format(_timeqa, "question targets", "targets"),
+    "mmlu": Format(_mmlu, "", ""),
+    "strategyqa": Format(_strategyqa, "question answer", "facts+qid"),
+    "flashrag": Format(_flashrag, "question golden_answers", "golden_answers", "wiki_passages.jsonl corpus.jsonl"),
+    "policy_zh": Format(_policy_zh, "question answer", "scope|must_mention", "corpus.jsonl"),
+    "rgb_zh": Format(_rgb_zh, "query answer positive", "positive+query"),
+    "jsonl": Format(_jsonl, "", "question+answers|question+answer|messages+answers|messages+answer", "corpus.jsonl"),
 }
 
 
@@ -361,7 +346,8 @@ def _format_of(path: Path, first: Any) -> str:
         return "mmlu"
     if not isinstance(first, dict):
         raise DatasetError(f"cannot tell the format of {path}; pass --format ({', '.join(LOADERS)})")
-    fmt = next((name for name, f in LOADERS.items() if f.sign(set(first))), None)
+    signs = {name: [set(alt.split("+")) for alt in f.sign.split("|") if alt] for name, f in LOADERS.items()}
+    fmt = next((name for name, alts in signs.items() if any(keys <= set(first) for keys in alts)), None)
     if fmt is None:
         raise DatasetError(f"cannot tell the format of {path} from its keys {sorted(first)}; pass --format")
     return fmt
@@ -386,7 +372,7 @@ def load_dataset(path: str | Path, fmt: str | None = None, corpus: str | Path | 
     form = LOADERS[fmt]
     items: dict[str, Item] = {}
     for i, rec in enumerate(records):
-        missing = [k for k in form.need if k not in rec]
+        missing = [k for k in form.need.split() if k not in rec]
         if missing:
             raise DatasetError(f"{path} does not look like {fmt}: a record lacks {', '.join(missing)}")
         item = form.make(rec, i, path)
@@ -398,6 +384,6 @@ def load_dataset(path: str | Path, fmt: str | None = None, corpus: str | Path | 
     if corpus_path is not None and not corpus_path.exists():
         raise DatasetError(f"corpus {corpus_path} does not exist")
     if corpus_path is None:
-        siblings = (path.parent / s for s in form.corpus)
+        siblings = (path.parent / s for s in form.corpus.split())
         corpus_path = next((c for c in siblings if c.is_file() and c.resolve() != path.resolve()), None)
     return Dataset(f"{path.parent.name}/{path.name}", fmt, path, list(items.values()), corpus_path)
