@@ -1,6 +1,6 @@
 """Loaders for the evaluation formats (docs/eval.md, "Data", lists each format's shape): :data:`LOADERS` says,
 per format, how one record becomes an :class:`Item`, which keys it needs and how its first record is
-recognised (:func:`detect_format`). Datasets that keep their retrieval corpus in a separate file
+recognised (``--format auto``). Datasets that keep their retrieval corpus in a separate file
 (FlashRAG's ``wiki_passages.jsonl``, policy_zh's ``corpus.jsonl``) find it beside the questions file;
 ``--corpus PATH`` overrides it.
 """
@@ -326,7 +326,7 @@ class Format(NamedTuple):
     corpus: str = ""  # companion corpus files looked for beside the questions file
 
 
-#: the formats, in the order :func:`detect_format` tries them (MMLU: a ``.csv`` file)
+#: the formats, in the order ``--format auto`` tries them (MMLU: a ``.csv`` file)
 LOADERS: dict[str, Format] = {
     "hotpotqa": Format(_hotpotqa, "question answer context", "context+supporting_facts"),
     "musique": Format(_musique, "question answer paragraphs", "question_decomposition|paragraphs+answer_aliases"),
@@ -341,7 +341,7 @@ LOADERS: dict[str, Format] = {
 
 
 def _format_of(path: Path, first: Any) -> str:
-    """The format of ``path`` whose first record is ``first`` (None for an empty file)."""
+    """The format of ``path`` (``--format auto``) from its name and first record ``first`` (None: none)."""
     if path.suffix.lower() == ".csv":
         return "mmlu"
     if not isinstance(first, dict):
@@ -351,12 +351,6 @@ def _format_of(path: Path, first: Any) -> str:
     if fmt is None:
         raise DatasetError(f"cannot tell the format of {path} from its keys {sorted(first)}; pass --format")
     return fmt
-
-
-def detect_format(path: Path) -> str:
-    """Guess the format from the file's name and first record."""
-    path = Path(path)
-    return _format_of(path, None if path.suffix.lower() == ".csv" else next(iter(_json_records(path)), None))
 
 
 def load_dataset(path: str | Path, fmt: str | None = None, corpus: str | Path | None = None) -> Dataset:
