@@ -340,19 +340,6 @@ LOADERS: dict[str, Format] = {
 }
 
 
-def _format_of(path: Path, first: Any) -> str:
-    """The format of ``path`` (``--format auto``) from its name and first record ``first`` (None: none)."""
-    if path.suffix.lower() == ".csv":
-        return "mmlu"
-    if not isinstance(first, dict):
-        raise DatasetError(f"cannot tell the format of {path}; pass --format ({', '.join(LOADERS)})")
-    signs = {name: [set(alt.split("+")) for alt in f.sign.split("|") if alt] for name, f in LOADERS.items()}
-    fmt = next((name for name, alts in signs.items() if any(keys <= set(first) for keys in alts)), None)
-    if fmt is None:
-        raise DatasetError(f"cannot tell the format of {path} from its keys {sorted(first)}; pass --format")
-    return fmt
-
-
 def load_dataset(path: str | Path, fmt: str | None = None, corpus: str | Path | None = None) -> Dataset:
     """Load any supported file; ``fmt`` None or ``"auto"`` detects it."""
     path = Path(path)
@@ -360,9 +347,17 @@ def load_dataset(path: str | Path, fmt: str | None = None, corpus: str | Path | 
         raise DatasetError(f"data file {path} does not exist")
     if fmt not in (None, "", "auto") and fmt not in LOADERS:
         raise DatasetError(f"unknown format {fmt!r}; choose one of {', '.join(LOADERS)}")
-    records: list[Any] = _csv_rows(path) if fmt == "mmlu" or path.suffix.lower() == ".csv" else _json_records(path)
-    if fmt in (None, "", "auto"):
-        fmt = _format_of(path, next(iter(records), None))
+    if fmt in (None, "", "auto") and path.suffix.lower() == ".csv":
+        fmt = "mmlu"
+    records: list[Any] = _csv_rows(path) if fmt == "mmlu" else _json_records(path)
+    if fmt in (None, "", "auto"):  # from the first record's keys
+        first = records[0] if records else None
+        if not isinstance(first, dict):
+            raise DatasetError(f"cannot tell the format of {path}; pass --format ({', '.join(LOADERS)})")
+        signs = {name: [set(alt.split("+")) for alt in f.sign.split("|") if alt] for name, f in LOADERS.items()}
+        fmt = next((name for name, alts in signs.items() if any(keys <= set(first) for keys in alts)), None)
+        if fmt is None:
+            raise DatasetError(f"cannot tell the format of {path} from its keys {sorted(first)}; pass --format")
     form = LOADERS[fmt]
     items: dict[str, Item] = {}
     for i, rec in enumerate(records):

@@ -137,19 +137,6 @@ class RunSummary:
         return {**asdict(self), "out": str(self.out)}
 
 
-def _begin(out: Path, manifest: dict[str, Any], *, rerun: bool) -> dict[str, Any]:
-    """The manifest to run under: ``manifest`` for a new run, the stored one for a resume (raises when
-    the settings differ). With ``rerun``, a re-run of every task starts now (``rerun.started``) unless
-    one is under way: it goes on."""
-    old = read_manifest(out)
-    if old is not None:
-        check_manifest(old, manifest, out)
-        manifest = dict(old)
-    if rerun and "rerun" not in manifest:
-        manifest["rerun"] = {"started": now()}
-    return manifest
-
-
 def _resume(
     out: Path, tasks: Sequence[Task], manifest: Mapping[str, Any], *, retry_failed: bool
 ) -> tuple[list[dict[str, Any]], list[Task], dict[tuple[str, str], dict[str, Any]]]:
@@ -193,7 +180,12 @@ def run_eval(
     code = code_state(cfg)
     commit = commit_label(code["commit"], code["dirty"])
     with run_lock(out):
-        manifest = _begin(out, manifest, rerun=cfg.rerun)
+        old_manifest = read_manifest(out)
+        if old_manifest is not None:  # a resume: same settings, and the run goes on under its own manifest
+            check_manifest(old_manifest, manifest, out)
+            manifest = dict(old_manifest)
+        if cfg.rerun and "rerun" not in manifest:  # a re-run of every task starts now, unless one is under way
+            manifest["rerun"] = {"started": now()}
         add_sitting(manifest, code, now())
         tasks = every = build_tasks(dataset, cfg.strategies, cfg.gap)
         manifest["tasks"] = len(tasks)  # the report's progress line and comparable set read these two

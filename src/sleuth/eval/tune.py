@@ -46,11 +46,6 @@ SOURCES = (
 )
 
 
-def default_data_root() -> Path:
-    """``$SLEUTH_DATA_DIR``, else ``shared/data`` beside the checkout."""
-    return settings.data_dir() or REPO.parent / "shared" / "data"
-
-
 def default_published() -> Path:
     return REPO / "docs" / "results"
 
@@ -215,7 +210,7 @@ def tune(
     published_root = published_root or default_published()
     if not published_root.is_dir():
         raise TuneError(f"the published runs are not at {published_root}; give --published DIR (docs/results)")
-    data_root = data_root or default_data_root()
+    data_root = data_root or settings.data_dir() or REPO.parent / "shared" / "data"  # beside the checkout
     configs, skipped = slice_configs(base, 1, data_root, sources)
     for name, why in skipped:
         say(f"skipped {name}: {why}")
