@@ -1,9 +1,5 @@
 """Run strategies over a dataset, resumably: ``sleuth eval --data PATH ...`` (docs/eval.md, "Run directory").
-
-Load and sample the dataset, check or write ``run.json``, read what the results already hold, prepare
-retrieval, ship the remaining (strategy, question) tasks to an executor, then score and append each
-result as it comes back (the single writer) and write the report. A record counts as done unless it
-failed (and ``--retry-failed`` asks for it again) or a re-run is under way and it is older than the re-run.
+The driver ships the tasks not done yet to an executor and is the single writer of their records.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class Verification:
             differ = [c for c in mine if c.verdict == DIFFERS]
             if not differ:
                 continue
-            moves = [c.score_now - c.score_then for c in differ if c.score_now is not None and c.score_then is not None]
+            moves = [c.score_now - (c.score_then or 0.0) for c in differ if c.score_now is not None]
             delta, up, down = sum(moves), sum(m > 0 for m in moves), sum(m < 0 for m in moves)
             text = (
                 f"{len(differ)} of {len(mine)} records differ; mean score {delta / len(mine):+.4f} over the {len(mine)} "

@@ -223,8 +223,7 @@ def first_difference(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | 
 
 
 def now() -> str:
-    """The time a record is finished or a re-run starts (microseconds: a re-run can start in the second
-    its run ended)."""
+    """Now, in microseconds (a re-run can start in the second its run ended)."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
