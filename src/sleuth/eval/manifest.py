@@ -48,9 +48,7 @@ def git_state() -> tuple[str, bool]:
 def commit_label(commit: str, dirty: bool) -> str:
     """What a record names as the code that made it: 12 digits of the commit, ``+dirty`` when the
     package had uncommitted changes; the package version outside a git checkout."""
-    if not commit:
-        return f"sleuth {sleuth.__version__}"
-    return commit[:12] + ("+dirty" if dirty else "")
+    return commit[:12] + ("+dirty" if dirty else "") if commit else f"sleuth {sleuth.__version__}"
 
 
 def prompts_hash(strategy: str) -> str:

@@ -68,12 +68,8 @@ class Sitting:
         current: str | None = None
         for task in todo:
             question = question_of(task[1].id)
-            if (
-                self.deadline is not None
-                and current is not None
-                and question != current
-                and time.monotonic() >= self.deadline
-            ):
+            late = self.deadline is not None and time.monotonic() >= self.deadline
+            if late and current not in (None, question):  # a new question after the time is up
                 self.stopped_before = question
                 return
             current = question

@@ -244,11 +244,8 @@ def write_manifest(out: str | Path, manifest: Mapping[str, Any]) -> None:
 
 def check_manifest(old: Mapping[str, Any], new: Mapping[str, Any], out: str | Path) -> None:
     """Refuse to resume when the comparable parts (``settings``, data hash) differ."""
-    diffs = []
     a, b = old.get("settings") or {}, new.get("settings") or {}
-    for k in sorted(set(a) | set(b)):
-        if a.get(k) != b.get(k):
-            diffs.append(f"{k}: {a.get(k)!r} then, {b.get(k)!r} now")
+    diffs = [f"{k}: {a.get(k)!r} then, {b.get(k)!r} now" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
     da, db = old.get("data") or {}, new.get("data") or {}
     if da.get("sha256") != db.get("sha256"):
         diffs.append("the data file's content changed")
