@@ -112,23 +112,21 @@ def verify_run(
     seed: int = 0,
     strategies: Sequence[str] | None = None,
     qids: Sequence[str] | None = None,
-    data: str | Path | None = None,
-    corpus: str | Path | None = None,
-    index: str | None = None,
-    base_url: str | None = None,
     on_check: Callable[[Check], None] | None = None,
     on_start: Callable[[str, str, int, int], None] | None = None,
+    **moved: str | Path | None,
 ) -> Verification:
     """Re-run ``sample`` records of the run in ``out`` (None: all of its sample) and compare them.
 
-    ``on_start(strategy, qid, i, n)`` is called before the i-th of n re-runs (a RAT task can take
-    minutes), ``on_check(check)`` after each.
+    ``moved``: the run's ``data``, ``corpus``, ``index`` or ``base_url`` where they moved (as for
+    :func:`sleuth.eval.manifest.config_from_manifest`). ``on_start(strategy, qid, i, n)`` is called
+    before the i-th of n re-runs (a RAT task can take minutes), ``on_check(check)`` after each.
     """
     out = Path(out)
     if sample is not None and sample < 1:
         raise EvalError("--sample must be at least 1")
     fixed = {"concurrency": 1, "isolate": True, "llm_cache": False}  # one task at a time, each from scratch
-    manifest, cfg, dataset = stored_run(out, data=data, corpus=corpus, index=index, base_url=base_url, **fixed)
+    manifest, cfg, dataset = stored_run(out, **moved, **fixed)
     unknown = [s for s in strategies or () if s not in cfg.strategies]
     if unknown:
         raise EvalError(f"{', '.join(unknown)} not among the run's strategies ({', '.join(cfg.strategies)})")
