@@ -147,7 +147,6 @@ class ResultsWriter:
     def __init__(self, path: str | Path, on_notice: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self.on_notice = on_notice
-        self.notices: list[str] = []
         self._lock = threading.Lock()
         self._fd = -1
 
@@ -182,7 +181,6 @@ class ResultsWriter:
             f"{len(missing)} of its records that the file now there lacked were appended to it, "
             "and the run goes on there"
         )
-        self.notices.append(msg)
         if self.on_notice is not None:
             self.on_notice(msg)
 
