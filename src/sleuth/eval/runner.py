@@ -201,11 +201,7 @@ def run_eval(
         worker_cfg = worker_config(cfg, plan)
         payloads = ({"strategy": s, "item": it, "config": worker_cfg} for s, it, _ in sitting.tasks(todo))
         items_by_id = {it.id: (it, m) for _, it, m in todo}
-
-        def notice(msg: str) -> None:
-            if console is not None:
-                console.print(f"[yellow]warning: {msg}[/]")
-
+        notice = None if console is None else lambda msg: console.print(f"[yellow]warning: {msg}[/]")
         t0 = time.perf_counter()
         ran = failed = 0
         executor = make_executor(cfg.executor, cfg.concurrency)
