@@ -170,8 +170,7 @@ def comparison_lines(comparisons: Sequence[Comparison]) -> list[str]:
                     for r in c.citations
                 )
             )
-    lines.append("")
-    lines.append(f"{'dataset':<12} {'strategy':<14} {'n':>4}  {'difference [95% CI]':<26} better worse same")
+    lines += ["", f"{'dataset':<12} {'strategy':<14} {'n':>4}  {'difference [95% CI]':<26} better worse same"]
     for c in comparisons:
         if not c.rows:
             lines.append(f"{c.dataset:<12} (no strategy besides {c.baseline or 'the baseline'} to compare)")

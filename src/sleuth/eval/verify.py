@@ -61,11 +61,9 @@ class Verification:
         """Per strategy with a differing record, in words: how many differ, how the scored ones move
         the strategy's mean primary score over its checked records, and how many could not be scored."""
         out: dict[str, str] = {}
-        for name in dict.fromkeys(c.strategy for c in self.checks):
+        for name in dict.fromkeys(c.strategy for c in self.checks if c.verdict == DIFFERS):
             mine = [c for c in self.checks if c.strategy == name]
             differ = [c for c in mine if c.verdict == DIFFERS]
-            if not differ:
-                continue
             moves = [c.score_now - (c.score_then or 0.0) for c in differ if c.score_now is not None]
             delta, up, down = sum(moves), sum(m > 0 for m in moves), sum(m < 0 for m in moves)
             text = (
