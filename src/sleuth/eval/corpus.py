@@ -2,7 +2,7 @@
 of the questions file (or its companion corpus, ``--corpus``, ``--index``) into one index cached by content
 hash under ``$SLEUTH_CACHE_DIR/eval/indexes``, searched in :data:`DEFAULT_SEARCH_MODE` or ``--search-mode``;
 ``distractor`` gives each question an index of its own paragraphs; ``closed`` searches nothing.
-A :class:`RetrievalPlan` is a plain, serialisable description; each worker process opens its retrievers once.
+A :class:`RetrievalPlan` is a small picklable description; each worker process opens its retrievers once.
 """
 
 from __future__ import annotations
