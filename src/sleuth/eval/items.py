@@ -4,7 +4,7 @@ answers, paragraphs and decomposition) and :class:`Dataset` (the items of one fi
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +93,6 @@ class Dataset:
         """A fixed sample: ``limit`` items drawn with ``seed`` (file order kept); no seed: the first ``limit``."""
         items = self.items
         if limit is not None and 0 <= limit < len(items):
-            if seed is None:
-                items = items[:limit]
-            else:
-                idx = sorted(random.Random(seed).sample(range(len(items)), limit))
-                items = [items[i] for i in idx]
-        return Dataset(self.name, self.format, self.path, list(items), self.corpus_path)
+            idx = range(limit) if seed is None else sorted(random.Random(seed).sample(range(len(items)), limit))
+            items = [items[i] for i in idx]
+        return replace(self, items=list(items))

@@ -41,16 +41,14 @@ def build_tasks(dataset: Dataset, strategies: Sequence[str], gap: bool) -> list[
     """Question-major order, so a partial run covers every strategy on the first questions.
 
     A conversation item also gets its baseline tasks (:func:`sleuth.eval.conversations.mode_units`)."""
-    tasks = []
+    tasks: list[Task] = []
     for item in dataset.items:
         units: list[tuple[Item, dict[str, Any]]] = [(item, {"kind": "main"})]
         if is_conversation(item):
             units = [(item, {"kind": "main", "mode": REWRITE}), *mode_units(item)]
         if gap:
             units += [(s, {"kind": "sub", **s.metadata}) for s in sub_items(item)]
-        for unit, meta in units:
-            for strat in strategies:
-                tasks.append((strat, unit, meta))
+        tasks += [(strat, unit, meta) for unit, meta in units for strat in strategies]
     return tasks
 
 
