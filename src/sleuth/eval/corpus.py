@@ -177,14 +177,10 @@ def search_mode(given: str | None, previous: dict[str, Any] | None) -> str | Non
     """The open setting's search mode: ``given`` (``--search-mode``), else the mode of the run being
     resumed (``previous``: its run.json ``settings``; a pooled run recorded without one searched
     lexically), else None (:data:`DEFAULT_SEARCH_MODE`, or a user's ``--index`` in its own default)."""
-    if given:
-        return given
-    if previous and previous.get("setting") == "open":
-        idx = previous.get("index") or {}
-        if idx.get("mode"):
-            return str(idx["mode"])
-        return None if str(idx.get("source", "")).startswith("index ") else "lexical"
-    return None
+    if given or not previous or previous.get("setting") != "open":
+        return given or None
+    idx = previous.get("index") or {}
+    return idx.get("mode") or (None if str(idx.get("source", "")).startswith("index ") else "lexical")
 
 
 def default_mode(pool_chars: int) -> str:
