@@ -90,6 +90,7 @@ def validate(cfg: EvalConfig) -> None:
     """Check ``cfg`` (raises :class:`EvalError`) and replace its strategy aliases by their names."""
     checks = (
         (not cfg.strategies, "give at least one strategy with --strategies"),
+        (cfg.only == [], "--only names no strategy; give some of --strategies, or leave --only out"),
         (cfg.limit is not None and cfg.limit < 1, "--limit must be at least 1"),
         (cfg.concurrency < 1, "--concurrency must be at least 1"),
         (cfg.k < 1, "--k must be at least 1"),
@@ -116,8 +117,6 @@ def validate(cfg: EvalConfig) -> None:
 
 def _only(only: list[str], strategies: list[str]) -> list[str]:
     """``only`` by the names of ``strategies`` (aliases resolved), each one of them."""
-    if not only:
-        raise EvalError("--only names no strategy; give some of --strategies, or leave --only out")
     try:
         names = [s if ":" in s else resolve_name(s) for s in only]
     except ValueError as e:

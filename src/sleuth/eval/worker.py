@@ -192,8 +192,7 @@ def steps_of(result: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
         if ev.get("kind") == "llm":
             steps.append(("llm", (d.get("step", ""), d.get("completion", ""))))
         elif ev.get("kind") == "search":
-            ids = [p.get("id") for p in d.get("passages") or []]
-            steps.append(("search", (d.get("query", ""), ids)))
+            steps.append(("search", (d.get("query", ""), [p.get("id") for p in d.get("passages") or []])))
     return steps
 
 
