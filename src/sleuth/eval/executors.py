@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import Executor as FuturesExecutor
+from itertools import islice
 from typing import Any, Protocol
 
 from sleuth.config import settings
@@ -43,10 +44,7 @@ class PoolExecutor:
         pending: set[Future[dict[str, Any]]] = set()
 
         def fill() -> None:
-            while len(pending) < self.concurrency and not self._stopped:
-                payload = next(it, None)
-                if payload is None:
-                    return
+            for payload in islice(it, 0 if self._stopped else self.concurrency - len(pending)):
                 pending.add(self.pool.submit(fn, payload))
 
         try:
