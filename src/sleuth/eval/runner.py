@@ -107,7 +107,6 @@ def progress_bar(enabled: bool, console: Any) -> Any:
         rp.TimeRemainingColumn(),
         rp.TextColumn("{task.fields[scores]}"),
         console=console,
-        transient=False,
         disable=not enabled,
     )
 

@@ -218,11 +218,10 @@ def resume_command(command: str) -> str:
     sitting may have written into a scratch copy) and no ``--time-limit`` (a sitting's own limit,
     not part of the run's settings)."""
     try:
-        parts = shlex.split(command)
+        args = iter(shlex.split(command))
     except ValueError:
         return command
     out: list[str] = []
-    args = iter(parts)
     for a in args:
         name, eq, _ = a.partition("=")
         if name not in ("--out", "--time-limit"):
