@@ -80,12 +80,6 @@ def _csv_rows(path: Path) -> list[list[str]]:
     return rows
 
 
-def para_id(title: str, text: str) -> str:
-    """A stable id for a paragraph that has none: its title plus a content hash."""
-    h = hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()
-    return f"{title}~{h[:8]}" if title else h[:16]
-
-
 def _dedupe(xs: Any) -> list[str]:
     """The non-empty texts of ``xs`` (one text, or a list of them), each once, in order."""
     return list(dict.fromkeys(str(x) for x in ([xs] if isinstance(xs, str | int | float | bool) else xs) if str(x)))
@@ -117,7 +111,9 @@ def _musique(rec: dict[str, Any], i: int, path: Path) -> Item:
     paras = []
     for p in rec["paragraphs"]:
         title, text = p.get("title", ""), p.get("paragraph_text", p.get("text", ""))
-        paras.append(Paragraph(para_id(title, text), title, text, {"is_supporting": bool(p.get("is_supporting"))}))
+        h = hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()  # a stable id: the title and a content hash
+        pid = f"{title}~{h[:8]}" if title else h[:16]
+        paras.append(Paragraph(pid, title, text, {"is_supporting": bool(p.get("is_supporting"))}))
     sup = [p for p in paras if p.metadata["is_supporting"]]
     by_idx = {p.get("idx", j): paras[j].id for j, p in enumerate(rec["paragraphs"])}
     decomp = [

@@ -148,7 +148,7 @@ def compare(run_dirs: Sequence[Path], order: Sequence[str], baseline: str) -> li
     for d in run_dirs:
         records = read_records(d)
         recs = comparable(records, progress(records, read_manifest(d)))
-        pairs = paired_differences(recs, order, baseline)
+        pairs = paired_differences(recs, order, baseline)  # (baseline, rows)
         out.append(Comparison(d.name, *pairs, _means(recs, order), citation_rows(recs, order)))
         pooled += [{**r, "qid": f"{d.name}/{r['qid']}"} for r in recs]
     if len(run_dirs) > 1:
