@@ -125,31 +125,19 @@ def add_sitting(manifest: dict[str, Any], code: Mapping[str, Any], started: str)
     manifest["sittings"] = [*manifest.get("sittings", []), {"started": started, "commit": label}]
 
 
-def config_from_manifest(
-    manifest: Mapping[str, Any],
-    out: str | Path,
-    *,
-    data: str | Path | None = None,
-    corpus: str | Path | None = None,
-    index: str | None = None,
-    base_url: str | None = None,
-    **kw: Any,
-) -> EvalConfig:
-    """The :class:`EvalConfig` that a run's ``run.json`` records (machine-specific parts overridable;
-    ``base_url`` defaults to the server the run's last sitting asked; ``kw``: more :class:`EvalConfig`
-    fields, e.g. the sitting's ``time_limit``)."""
+def config_from_manifest(manifest: Mapping[str, Any], out: str | Path, **kw: Any) -> EvalConfig:
+    """The :class:`EvalConfig` that a run's ``run.json`` records; ``kw``: fields set otherwise (None: as
+    recorded), e.g. the ``data``, ``corpus``, ``index`` or ``base_url`` where they moved (by default the
+    server the run's last sitting asked) or the sitting's ``time_limit``."""
     s = manifest.get("settings") or {}
     same = ("format", "setting", "strategies", "split", *SAME_IN_SETTINGS)
-    ran_on = ((manifest.get("code") or {}).get("model") or {}).get("base_url")  # the server the run asked
     fields: dict[str, Any] = {
         **{k: s[k] for k in same if k in s},
         "strategy_options": dict(s.get("strategy_options") or {}),
-        "data": str(data if data is not None else (manifest.get("data") or {}).get("path", "")),
+        "data": str((manifest.get("data") or {}).get("path", "")),
         "out": str(out),
         "model": None if s.get("model") in (None, "default") else str(s["model"]),
-        "base_url": base_url or ran_on,
-        "index": index,
-        "corpus": str(corpus) if corpus is not None else None,
+        "base_url": ((manifest.get("code") or {}).get("model") or {}).get("base_url"),  # the server the run asked
         "search_mode": search_mode(None, s),
         "concurrency": int(manifest.get("concurrency") or 1),
         "isolate": bool(manifest.get("isolated_tasks", True)),
@@ -157,7 +145,8 @@ def config_from_manifest(
         "executor": str(manifest.get("executor") or "local"),
         "command": str(manifest.get("command") or ""),
     }
-    return EvalConfig(**{**fields, **kw})
+    moved = {k: str(v) if isinstance(v, Path) else v for k, v in kw.items() if v is not None}
+    return EvalConfig(**{**fields, **moved})
 
 
 def stored_run(out: str | Path, **overrides: Any) -> tuple[dict[str, Any], EvalConfig, Dataset]:

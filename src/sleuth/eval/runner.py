@@ -239,7 +239,7 @@ def rerun_eval(out: str | Path, *, progress: bool = True, console: Any = None, *
     says (``overrides``: ``data``, ``corpus``, ``index``, ``base_url`` where they moved, and
     :class:`EvalConfig` fields such as ``time_limit`` or ``llm_cache``); each new record replaces
     the old one. A re-run stopped early (``time_limit``) goes on where it stopped when asked again."""
-    _, cfg, _ = stored_run(out, **{k: v for k, v in overrides.items() if v is not None}, rerun=True)
+    _, cfg, _ = stored_run(out, **overrides, rerun=True)
     return run_eval(cfg, progress=progress, console=console)
 
 
