@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.eval.datasets import MC, OPEN, YESNO, DatasetError, detect_format, load_dataset
+from sleuth.eval.datasets import MC, OPEN, YESNO, DatasetError, load_dataset
 from sleuth.search.base import Filters
 
 
@@ -104,7 +104,7 @@ def test_detect_format_on_every_shared_file(data_dir: Path) -> None:
         "policy_zh/questions.jsonl": "policy_zh",
     }
     for rel, fmt in expect.items():
-        assert detect_format(data_dir / rel) == fmt, rel
+        assert load_dataset(data_dir / rel).format == fmt, rel
 
 
 def test_any_file_by_path_and_format(tmp_path: Path, data_dir: Path) -> None:

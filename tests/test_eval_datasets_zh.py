@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.eval.corpus import plan_retrieval, pooled_paragraphs
-from sleuth.eval.datasets import DatasetError, detect_format, load_dataset, passage_id
+from sleuth.eval.datasets import DatasetError, load_dataset, passage_id
 
 RECORDS = [
     {
@@ -38,7 +38,7 @@ def _write(tmp_path: Path, records: list[dict]) -> Path:
 
 def test_loads_parts_variants_and_supporting_passages(tmp_path: Path) -> None:
     path = _write(tmp_path, RECORDS)
-    assert detect_format(path) == "rgb_zh"
+    assert load_dataset(path).format == "rgb_zh"
     ds = load_dataset(path)
     assert ds.format == "rgb_zh" and [it.id for it in ds.items] == ["0", "2"]
     it = ds.items[0]

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from sleuth.eval.corpus import DEFAULT_SEARCH_MODE, search_mode
+from sleuth.eval.manifest import config_from_manifest
 from sleuth.eval.runner import EvalConfig, EvalError, run_eval
 from sleuth.eval.store import ManifestMismatch, read_records
-from sleuth.eval.verify import config_from_manifest
 from sleuth.search import Index
 from sleuth.strategies.base import RunState, Strategy
 

@@ -117,7 +117,7 @@ def sleuth_config(model: str, base_url: str, k: int, bench: Benchmark) -> dict[s
             "timeout": 600,
             "extra_body": {"cache_prompt": True},
         },
-        "retrieval": bench.plan.to_dict(),
+        "retrieval": bench.plan,
     }
 
 
@@ -147,7 +147,7 @@ def run_sleuth_row(
             return
         before = proxy.counters()
         t0 = time.perf_counter()
-        rec = run_task({"item": item.to_dict(), "strategy": row.pipeline, "config": config})
+        rec = run_task({"item": item, "strategy": row.pipeline, "config": config})
         seconds = time.perf_counter() - t0
         after = proxy.counters()
         line: dict[str, Any] = {

@@ -132,7 +132,7 @@ def eval_cmd(
     if setting in (None, "open") and index is None and search_mode in (None, "dense", "hybrid") and missing("dense"):
         require("dense", f"--search-mode {search_mode or 'hybrid'} (the default; --search-mode lexical needs none)")
     require_llm(model, base_url, "sleuth eval")
-    from sleuth.eval.runner import USER_ERRORS, EvalConfig, run_eval
+    from sleuth.eval.runner import EvalConfig, run_eval
     from sleuth.strategies.options import OptionsError, parse_opts
 
     try:
@@ -173,7 +173,7 @@ def eval_cmd(
     )
     try:
         summary = run_eval(cfg, progress=not no_progress, console=console_err)
-    except (*USER_ERRORS, ValueError) as e:  # ValueError: e.g. an unknown executor scheme
+    except ValueError as e:  # an EvalError, or e.g. an unknown executor scheme
         raise UserError(str(e)) from e
     _say(summary, json_out, "run the same command")
 
@@ -214,7 +214,7 @@ def rerun_cmd(
     """Make every record of DIR again with the running code, as DIR's run.json says; each new record
     replaces its old one. The response cache answers every prompt that did not change, so only what
     a change touched costs model time; a record re-made wholly from the cache keeps its old timings."""
-    from sleuth.eval.runner import USER_ERRORS, rerun_eval
+    from sleuth.eval.runner import rerun_eval
 
     try:
         summary = rerun_eval(
@@ -228,7 +228,7 @@ def rerun_cmd(
             progress=not no_progress,
             console=console_err,
         )
-    except (*USER_ERRORS, ValueError) as e:
+    except ValueError as e:  # an EvalError, or e.g. an unknown executor scheme
         raise UserError(str(e)) from e
     _say(summary, json_out, f"sleuth eval rerun {run_dir}")
 
@@ -252,11 +252,11 @@ def report_cmd(
     if not results_files(run_dir):
         raise UserError(f"{run_dir} holds no results.jsonl or results.jsonl.gz")
     if rescore:
-        from sleuth.eval.runner import USER_ERRORS, rescore_run
+        from sleuth.eval.runner import EvalError, rescore_run
 
         try:
             n = rescore_run(run_dir)
-        except USER_ERRORS as e:
+        except EvalError as e:
             raise UserError(str(e)) from e
         console.print(f"rescored {n} records")
     path = write_report(run_dir)
@@ -306,7 +306,7 @@ def tune_cmd(
 ) -> None:
     """The quality loop: the changed strategies and a baseline on a fixed tuning slice, with paired
     differences: `sleuth eval tune --strategies self-ask,search-o1 --budget 60m`."""
-    from sleuth.eval.runner import USER_ERRORS, EvalConfig
+    from sleuth.eval.runner import EvalConfig, EvalError
     from sleuth.eval.tune import comparison_lines, tune
 
     if questions is not None and questions < 1:
@@ -340,7 +340,7 @@ def tune_cmd(
             progress_bar=not no_progress,
             console=console_err,
         )
-    except USER_ERRORS as e:
+    except EvalError as e:
         raise UserError(str(e)) from e
     say("")
     say(f"paired differences against {base.strategies[0]} (primary score; 95% paired bootstrap CI):")

@@ -31,7 +31,7 @@ def verify_cmd(
 
     Exit code 0 when every re-run record is the same as the stored one, 1 when one differs.
     """
-    from sleuth.eval.runner import USER_ERRORS
+    from sleuth.eval.runner import EvalError
     from sleuth.eval.verify import SAME, Check, verify_run
 
     # progress goes to stderr even with --json (stdout then holds only the JSON document)
@@ -68,7 +68,7 @@ def verify_cmd(
             on_check=show,
             on_start=starting,
         )
-    except USER_ERRORS as e:
+    except EvalError as e:
         raise UserError(str(e)) from e
     left = ", ".join(f"{n} {why}" for why, n in sorted(ver.not_comparable.items()))
     if not ver.checks:

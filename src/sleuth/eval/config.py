@@ -11,14 +11,14 @@ from typing import Any
 
 from sleuth.eval.corpus import SEARCH_MODES, RetrievalPlan
 from sleuth.eval.datasets import Dataset, load_dataset
+from sleuth.eval.items import EvalError
+from sleuth.eval.metrics import Prices
 from sleuth.eval.splits import MUSIQUE_PARTS, musique_split
 from sleuth.strategies.registry import check_run_options, resolve_name, resolve_strategy_class
 
 SETTINGS = ("open", "distractor", "closed")
-
-
-class EvalError(ValueError):
-    """A mistake in the run's arguments (the CLI turns it into a UserError)."""
+#: the EvalConfig fields stored as they are in run.json's ``settings``
+SAME_IN_SETTINGS = ("limit", "seed", "k", "max_steps", "max_tokens", "gap")
 
 
 @dataclass
@@ -38,9 +38,7 @@ class EvalConfig:
     model: str | None = None
     base_url: str | None = None
     index: str | None = None  # an existing index dir / retriever spec for the open setting
-    # how the open setting searches: lexical | dense | hybrid (None: the resumed run's mode, else
-    # sleuth.eval.corpus.DEFAULT_SEARCH_MODE; a user's --index: its own default)
-    search_mode: str | None = None
+    search_mode: str | None = None  # lexical | dense | hybrid (None: sleuth.eval.corpus.search_mode decides)
     corpus: str | None = None  # a corpus file to pool instead of the dataset's own paragraphs
     split: str | None = None  # MuSiQue's "tuning" or "reporting" half (sleuth.eval.splits); None: the whole file
     gap: bool = False  # also run every decomposition hop (compositionality gap)
@@ -49,24 +47,16 @@ class EvalConfig:
     concurrency: int = 1
     executor: str = "local"
     retry_failed: bool = False
-    # make every task of the run again with the running code (a re-run under way goes on; see
-    # sleuth.eval.runner): the response cache pays for every prompt that did not change
-    rerun: bool = False
-    # run only these of the run's strategies in this sitting (the run, its manifest and its report
-    # keep all of ``strategies``; a later sitting without ``only`` runs the rest): None runs all
-    only: list[str] | None = None
-    # wipe the embedded server's KV cache before each task, so an answer does not depend on
-    # the tasks before it (None: yes when one task runs at a time; see isolated_tasks())
-    isolate: bool | None = None
+    rerun: bool = False  # make every task again with the running code (a re-run under way goes on)
+    only: list[str] | None = None  # run only these of ``strategies`` in this sitting (None: all)
+    isolate: bool = True  # wipe the embedded server's KV cache before each task (see isolated_tasks())
     llm_cache: bool = True  # Sleuth's response cache (a rerun then costs no model time)
-    # a sitting: once this many seconds have passed, start no new question (a composed question
-    # and its hops count as one) and stop when the started one is written; the same command resumes
-    time_limit: float | None = None
+    time_limit: float | None = None  # a sitting: start no new question after this many seconds
     command: str = ""
 
     def isolated_tasks(self) -> bool:
         """Whether tasks are isolated: only possible one at a time (concurrent tasks share slots)."""
-        return self.concurrency == 1 and (self.isolate if self.isolate is not None else True)
+        return self.concurrency == 1 and self.isolate
 
     def run_options(self) -> dict[str, Any]:
         """The options every strategy of the run is built with: ``k``, ``--option``s, step and token caps."""
@@ -75,18 +65,13 @@ class EvalConfig:
 
     def settings(self, dataset: Dataset, plan: RetrievalPlan) -> dict[str, Any]:
         return {
+            **{k: getattr(self, k) for k in SAME_IN_SETTINGS},
+            "strategies": list(self.strategies),
+            "strategy_options": dict(sorted(self.strategy_options.items())),
             "format": dataset.format,
             "setting": plan.setting,
-            "strategies": list(self.strategies),
-            "limit": self.limit,
-            "seed": self.seed,
-            "k": self.k,
-            "max_steps": self.max_steps,
-            "max_tokens": self.max_tokens,
             "model": self.model or "default",
             "index": plan.describe(),
-            "gap": self.gap,
-            "strategy_options": dict(sorted(self.strategy_options.items())),
             **({"split": self.split} if self.split else {}),
         }
 
@@ -103,26 +88,25 @@ def load_sample(cfg: EvalConfig) -> Dataset:
 
 def validate(cfg: EvalConfig) -> None:
     """Check ``cfg`` (raises :class:`EvalError`) and replace its strategy aliases by their names."""
-    if not cfg.strategies:
-        raise EvalError("give at least one strategy with --strategies")
-    if cfg.limit is not None and cfg.limit < 1:
-        raise EvalError("--limit must be at least 1")
-    if cfg.concurrency < 1:
-        raise EvalError("--concurrency must be at least 1")
-    if cfg.k < 1:
-        raise EvalError("--k must be at least 1")
-    if cfg.time_limit is not None and not cfg.time_limit > 0:
-        raise EvalError("--time-limit must be a positive duration")
-    if cfg.setting is not None and cfg.setting not in SETTINGS:
-        raise EvalError(f"--setting must be one of {', '.join(SETTINGS)}")
-    if cfg.split is not None and cfg.split not in MUSIQUE_PARTS:
-        raise EvalError(f"the split must be one of {', '.join(MUSIQUE_PARTS)}")
-    if cfg.search_mode is not None and cfg.search_mode not in SEARCH_MODES:
-        raise EvalError(f"--search-mode must be one of {', '.join(SEARCH_MODES)}")
+    checks = (
+        (not cfg.strategies, "give at least one strategy with --strategies"),
+        (cfg.only == [], "--only names no strategy; give some of --strategies, or leave --only out"),
+        (cfg.limit is not None and cfg.limit < 1, "--limit must be at least 1"),
+        (cfg.concurrency < 1, "--concurrency must be at least 1"),
+        (cfg.k < 1, "--k must be at least 1"),
+        (cfg.time_limit is not None and not cfg.time_limit > 0, "--time-limit must be a positive duration"),
+        (cfg.setting not in (None, *SETTINGS), f"--setting must be one of {', '.join(SETTINGS)}"),
+        (cfg.split not in (None, *MUSIQUE_PARTS), f"the split must be one of {', '.join(MUSIQUE_PARTS)}"),
+        (cfg.search_mode not in (None, *SEARCH_MODES), f"--search-mode must be one of {', '.join(SEARCH_MODES)}"),
+    )
+    for wrong, msg in checks:
+        if wrong:
+            raise EvalError(msg)
     try:
         names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
         check_run_options(names, cfg.run_options())  # as the workers build them: refused before anything runs
-    except ValueError as e:  # an unknown strategy or option, a bad option value
+        Prices.parse(cfg.prices)
+    except ValueError as e:  # an unknown strategy or option, a bad option value or price
         raise EvalError(str(e)) from e
     if len(set(names)) != len(names):
         raise EvalError("a strategy is listed twice in --strategies")
@@ -133,15 +117,11 @@ def validate(cfg: EvalConfig) -> None:
 
 def _only(only: list[str], strategies: list[str]) -> list[str]:
     """``only`` by the names of ``strategies`` (aliases resolved), each one of them."""
-    if not only:
-        raise EvalError("--only names no strategy; give some of --strategies, or leave --only out")
-    names = []
-    for s in only:
-        try:
-            name = s if ":" in s else resolve_name(s)
-        except ValueError as e:
-            raise EvalError(f"--only: {e}") from e
+    try:
+        names = [s if ":" in s else resolve_name(s) for s in only]
+    except ValueError as e:
+        raise EvalError(f"--only: {e}") from e
+    for s, name in zip(only, names, strict=True):
         if name not in strategies:
             raise EvalError(f"--only names {s!r}, which is not one of --strategies ({', '.join(strategies)})")
-        names.append(name)
     return names

@@ -2,7 +2,7 @@
 of the questions file (or its companion corpus, ``--corpus``, ``--index``) into one index cached by content
 hash under ``$SLEUTH_CACHE_DIR/eval/indexes``, searched in :data:`DEFAULT_SEARCH_MODE` or ``--search-mode``;
 ``distractor`` gives each question an index of its own paragraphs; ``closed`` searches nothing.
-A :class:`RetrievalPlan` is a plain, serialisable description; each worker process opens its retrievers once.
+A :class:`RetrievalPlan` is a small picklable description; each worker process opens its retrievers once.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sleuth.config import settings
-from sleuth.eval.datasets import Dataset, Item, Paragraph
+from sleuth.eval.datasets import Dataset, Item, Paragraph, load_dataset
+from sleuth.eval.items import EvalError
 from sleuth.eval.store import write_jsonl
 from sleuth.llm.models import file_sha256
 from sleuth.search.base import SearchError
@@ -34,7 +35,7 @@ DEFAULT_SEARCH_MODE = "hybrid"
 DENSE_DEFAULT_MAX_CHARS = 4_000_000
 
 
-class CorpusError(ValueError):
+class CorpusError(EvalError):
     """The requested retrieval setting cannot be built for this dataset."""
 
 
@@ -58,22 +59,16 @@ def corpus_records(paragraphs: Iterable[Paragraph]) -> list[dict[str, Any]]:
 
 
 def _hash_records(records: list[dict[str, Any]]) -> str:
-    h = hashlib.sha256()
-    for r in records:
-        h.update(json.dumps(r, ensure_ascii=False, sort_keys=True).encode())
-        h.update(b"\n")
-    return h.hexdigest()
+    lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def _file_sha(path: Path) -> str:
     """A file's sha256; for a folder (an index), that of its files' names and sizes."""
     if not path.is_dir():
         return file_sha256(path)
-    h = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(str(f.relative_to(path)).encode())
-        h.update(str(f.stat().st_size).encode())
-    return h.hexdigest()
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return hashlib.sha256("".join(f"{f.relative_to(path)}{f.stat().st_size}" for f in files).encode()).hexdigest()
 
 
 _BUILD_LOCK = threading.Lock()
@@ -115,6 +110,8 @@ class RetrievalPlan:
     corpus_file: str = ""  # open: a corpus file indexed as is
     # open: lexical | dense | hybrid ("": a user's --index searched in its own default mode)
     mode: str = "lexical"
+    #: open, pooled: the records to index, until :meth:`prepare` has built the index (never sent to workers)
+    records: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> dict[str, Any]:
         """What a resume must match (no machine-specific paths).  A lexical run is described as
@@ -124,13 +121,6 @@ class RetrievalPlan:
 
     def manifest(self) -> dict[str, Any]:
         return {**self.describe(), "mode": self.mode or "index default", "spec": self.spec, "passages": self.passages}
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RetrievalPlan:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
     # -- driver side
     def prepare(self, console: Any = None) -> None:
@@ -146,14 +136,12 @@ class RetrievalPlan:
         dense = self.mode in ("dense", "hybrid")
         if console is not None and dense:
             console.print(f"[dim]{self.mode} search: the pool is embedded once (cached for later runs)[/]")
-        records = None if self.corpus_file else getattr(self, "_records_for_open", None)
         inputs = [Path(self.corpus_file)] if self.corpus_file else None
-        self.spec = str(ensure_index(records, inputs, self.key, dense=dense))
-        if not self.passages:
-            try:
-                self.passages = int(_open_cached(self.spec, self.mode).store.count_live())
-            except AttributeError:  # a retriever without a passage store
-                pass
+        self.spec = str(ensure_index(self.records, inputs, self.key, dense=dense))
+        self.records = None
+        if not self.passages:  # a corpus file's passages, counted in its index (a retriever may have no store)
+            store = getattr(_open_cached(self.spec, self.mode), "store", None)
+            self.passages = int(store.count_live()) if store is not None else 0
 
     # -- worker side
     def retriever_for(self, item: Item) -> Any:
@@ -189,14 +177,10 @@ def search_mode(given: str | None, previous: dict[str, Any] | None) -> str | Non
     """The open setting's search mode: ``given`` (``--search-mode``), else the mode of the run being
     resumed (``previous``: its run.json ``settings``; a pooled run recorded without one searched
     lexically), else None (:data:`DEFAULT_SEARCH_MODE`, or a user's ``--index`` in its own default)."""
-    if given:
-        return given
-    if previous and previous.get("setting") == "open":
-        idx = previous.get("index") or {}
-        if idx.get("mode"):
-            return str(idx["mode"])
-        return None if str(idx.get("source", "")).startswith("index ") else "lexical"
-    return None
+    if given or not previous or previous.get("setting") != "open":
+        return given or None
+    idx = previous.get("index") or {}
+    return idx.get("mode") or (None if str(idx.get("source", "")).startswith("index ") else "lexical")
 
 
 def default_mode(pool_chars: int) -> str:
@@ -209,9 +193,8 @@ def plan_retrieval(
 ) -> RetrievalPlan:
     """Decide what to index for ``setting`` (None: open when the dataset has a corpus, else closed);
     ``mode``: how the open setting searches (None: :func:`default_mode` of the pool's size; for a
-    user's ``--index``, the index's own default: hybrid where it has vectors)."""
-    if mode is not None and mode not in SEARCH_MODES:
-        raise CorpusError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
+    user's ``--index``, the index's own default: hybrid where it has vectors). Both are checked by
+    :func:`sleuth.eval.config.validate`."""
     has_paras = any(it.paragraphs for it in dataset.items)
     if setting is None:
         setting = "open" if (index or dataset.corpus_path or has_paras) else "closed"
@@ -224,8 +207,6 @@ def plan_retrieval(
             raise CorpusError(f"{dataset.name} has no per-question paragraphs; use --setting open or closed")
         n = sum(len(it.paragraphs) for it in dataset.items)
         return RetrievalPlan("distractor", source="each question's own paragraphs", key="per-question", passages=n)
-    if setting != "open":
-        raise CorpusError(f"unknown setting {setting!r}; use open, distractor or closed")
     if index:
         return RetrievalPlan(
             "open",
@@ -246,16 +227,12 @@ def plan_retrieval(
     if not has_paras:
         raise CorpusError(f"{dataset.name} has no paragraphs to index; give --corpus FILE or --index DIR")
     # pool the paragraphs of the WHOLE file (not only the sample): the open setting's corpus
-    from sleuth.eval.datasets import load_dataset
-
-    full = load_dataset(dataset.path, dataset.format)
-    records = corpus_records(pooled_paragraphs(full))
-    plan = RetrievalPlan(
+    records = corpus_records(pooled_paragraphs(load_dataset(dataset.path, dataset.format)))
+    return RetrievalPlan(
         "open",
         source=f"all {len(records)} paragraphs of {dataset.name} pooled",
         key="p-" + _hash_records(records)[:24],
         passages=len(records),
         mode=mode or default_mode(sum(len(r["title"]) + len(r["text"]) for r in records)),
+        records=records,
     )
-    plan._records_for_open = records  # type: ignore[attr-defined]
-    return plan

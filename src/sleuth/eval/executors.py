@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import Executor as FuturesExecutor
+from itertools import islice
 from typing import Any, Protocol
 
 from sleuth.config import settings
@@ -24,8 +25,6 @@ LOCAL = "local"
 
 
 class Executor(Protocol):
-    name: str
-
     def map_unordered(self, fn: TaskFn, tasks: Iterable[Payload]) -> Iterator[dict[str, Any]]: ...
 
     def close(self) -> None: ...
@@ -34,8 +33,8 @@ class Executor(Protocol):
 class PoolExecutor:
     """A ``concurrent.futures`` executor with at most ``concurrency`` tasks in flight."""
 
-    def __init__(self, pool: FuturesExecutor, concurrency: int, name: str) -> None:
-        self.pool, self.concurrency, self.name = pool, max(1, int(concurrency)), name
+    def __init__(self, pool: FuturesExecutor, concurrency: int) -> None:
+        self.pool, self.concurrency = pool, max(1, int(concurrency))
         self._stopped = False
 
     def map_unordered(self, fn: TaskFn, tasks: Iterable[Payload]) -> Iterator[dict[str, Any]]:
@@ -45,10 +44,7 @@ class PoolExecutor:
         pending: set[Future[dict[str, Any]]] = set()
 
         def fill() -> None:
-            while len(pending) < self.concurrency and not self._stopped:
-                payload = next(it, None)
-                if payload is None:
-                    return
+            for payload in islice(it, 0 if self._stopped else self.concurrency - len(pending)):
                 pending.add(self.pool.submit(fn, payload))
 
         try:
@@ -93,29 +89,16 @@ class DaskExecutor(PoolExecutor):
                     protocol="tcp",
                     silence_logs=logging.WARNING,
                 )
-            name = f"dask[local {workers}x{threads}]"
-        else:
-            name = f"dask[{address}]"
         try:
-            self.client = Client(
-                address if self.cluster is None else self.cluster, set_as_default=False, timeout=start_timeout
-            )
-        except OSError as e:
+            where = address if self.cluster is None else self.cluster
+            self.client = Client(where, set_as_default=False, timeout=start_timeout)
+        except BaseException as e:
             self._close_cluster()
-            raise ValueError(f"cannot reach the Dask scheduler at {address}: {e}") from e
-        except BaseException:
-            self._close_cluster()
+            if isinstance(e, OSError):
+                raise ValueError(f"cannot reach the Dask scheduler at {address}: {e}") from e
             raise
         # pure=False: the same payload run twice (a retry) must really run twice
-        super().__init__(self.client.get_executor(pure=False), concurrency, name)
-
-    @property
-    def address(self) -> str:
-        return str(self.client.scheduler.address)
-
-    def nthreads(self) -> int:
-        """Worker threads the cluster has right now."""
-        return int(sum(self.client.nthreads().values()))
+        super().__init__(self.client.get_executor(pure=False), concurrency)
 
     def _close_cluster(self) -> None:
         if self.cluster is not None:
@@ -148,7 +131,7 @@ def parse_dask_spec(spec: str) -> str:
 
 ExecutorFactory = Callable[[str, int], Executor]
 _FACTORIES: dict[str, ExecutorFactory] = {
-    "local": lambda spec, n: PoolExecutor(ThreadPoolExecutor(max(1, n), "sleuth-eval"), n, f"local[{max(1, n)}]"),
+    "local": lambda spec, n: PoolExecutor(ThreadPoolExecutor(max(1, n), "sleuth-eval"), n),
     "dask": lambda spec, n: DaskExecutor(parse_dask_spec(spec), n),
 }
 

@@ -3,11 +3,8 @@ answers, paragraphs and decomposition) and :class:`Dataset` (the items of one fi
 
 from __future__ import annotations
 
-import gzip
-import json
 import random
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,12 @@ OPEN, MC, YESNO = "open", "mc", "yesno"
 LETTERS = "ABCD"
 
 
-class DatasetError(ValueError):
+class EvalError(ValueError):
+    """A user's mistake in an evaluation (an argument, a data file, a run directory): the CLI says it in
+    one sentence, without a traceback."""
+
+
+class DatasetError(EvalError):
     """The file cannot be read in the requested format (a user mistake, one sentence)."""
 
 
@@ -29,10 +31,6 @@ class Paragraph:
     title: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Paragraph:
-        return cls(str(d["id"]), str(d.get("title", "")), str(d.get("text", "")), dict(d.get("metadata") or {}))
 
 
 @dataclass
@@ -78,20 +76,6 @@ class Item:
             return f"{self.question} Answer yes or no."
         return self.question
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["filters"] = self.filters.to_dict() if self.filters is not None else None
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Item:
-        d = dict(d)
-        d["paragraphs"] = [Paragraph.from_dict(p) for p in d.get("paragraphs") or []]
-        d["decomposition"] = [SubQuestion(**s) for s in d.get("decomposition") or []]
-        d["filters"] = Filters.from_dict(d["filters"]) if d.get("filters") is not None else None
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in known})
-
 
 @dataclass
 class Dataset:
@@ -109,43 +93,6 @@ class Dataset:
         """A fixed sample: ``limit`` items drawn with ``seed`` (file order kept); no seed: the first ``limit``."""
         items = self.items
         if limit is not None and 0 <= limit < len(items):
-            if seed is None:
-                items = items[:limit]
-            else:
-                idx = sorted(random.Random(seed).sample(range(len(items)), limit))
-                items = [items[i] for i in idx]
-        return Dataset(self.name, self.format, self.path, list(items), self.corpus_path)
-
-
-# --------------------------------------------------------------------------- reading data files
-def read_text(path: Path) -> str:
-    """A data file's text (gzipped or not); :class:`DatasetError` when it cannot be read."""
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return f.read()
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, EOFError) as e:
-        raise DatasetError(f"cannot read {path}: {e}") from e
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL data file, one a line (blank lines skipped)."""
-    for n, line in enumerate(read_text(path).splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"{path}: line {n} is not valid JSON ({e.msg})") from e
-        if not isinstance(rec, dict):
-            raise DatasetError(f"{path}: line {n} is not a JSON object")
-        yield rec
-
-
-def need(rec: dict[str, Any], keys: tuple[str, ...], path: Path, fmt: str) -> None:
-    """A record of format ``fmt`` has ``keys`` (:class:`DatasetError` naming the missing ones)."""
-    missing = [k for k in keys if k not in rec]
-    if missing:
-        raise DatasetError(f"{path} does not look like {fmt}: a record lacks {', '.join(missing)}")
+            idx = range(limit) if seed is None else sorted(random.Random(seed).sample(range(len(items)), limit))
+            items = [items[i] for i in idx]
+        return replace(self, items=list(items))

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import sleuth
-from sleuth.eval.config import EvalConfig, EvalError
+from sleuth.eval.config import SAME_IN_SETTINGS, EvalConfig, EvalError, load_sample
 from sleuth.eval.corpus import RetrievalPlan, search_mode
 from sleuth.eval.datasets import Dataset
+from sleuth.eval.store import MANIFEST, read_manifest
 from sleuth.llm.models import file_sha256
 from sleuth.strategies.registry import check_run_options
 
@@ -33,10 +34,8 @@ def git_state() -> tuple[str, bool]:
     (``("", False)`` for an installed package outside a git checkout)."""
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(PACKAGE), *args], capture_output=True, text=True, timeout=30)
-        if done.returncode:
-            raise OSError(done.stderr.strip())
-        return done.stdout.strip()
+        cmd = ["git", "-C", str(PACKAGE), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout.strip()
 
     try:
         commit = git("rev-parse", "HEAD")
@@ -49,9 +48,7 @@ def git_state() -> tuple[str, bool]:
 def commit_label(commit: str, dirty: bool) -> str:
     """What a record names as the code that made it: 12 digits of the commit, ``+dirty`` when the
     package had uncommitted changes; the package version outside a git checkout."""
-    if not commit:
-        return f"sleuth {sleuth.__version__}"
-    return commit[:12] + ("+dirty" if dirty else "")
+    return commit[:12] + ("+dirty" if dirty else "") if commit else f"sleuth {sleuth.__version__}"
 
 
 def prompts_hash(strategy: str) -> str:
@@ -128,50 +125,43 @@ def add_sitting(manifest: dict[str, Any], code: Mapping[str, Any], started: str)
     manifest["sittings"] = [*manifest.get("sittings", []), {"started": started, "commit": label}]
 
 
-def config_from_manifest(
-    manifest: Mapping[str, Any],
-    out: str | Path,
-    *,
-    data: str | Path | None = None,
-    corpus: str | Path | None = None,
-    index: str | None = None,
-    base_url: str | None = None,
-    **kw: Any,
-) -> EvalConfig:
-    """The :class:`EvalConfig` that a run's ``run.json`` records (machine-specific parts overridable;
-    ``base_url`` defaults to the server the run's last sitting asked; ``kw``: more :class:`EvalConfig`
-    fields, e.g. the sitting's ``time_limit``)."""
+def config_from_manifest(manifest: Mapping[str, Any], out: str | Path, **kw: Any) -> EvalConfig:
+    """The :class:`EvalConfig` that a run's ``run.json`` records; ``kw``: fields set otherwise (None: as
+    recorded), e.g. the ``data``, ``corpus``, ``index`` or ``base_url`` where they moved (by default the
+    server the run's last sitting asked) or the sitting's ``time_limit``."""
     s = manifest.get("settings") or {}
-    model = s.get("model")
-    ran_on = ((manifest.get("code") or {}).get("model") or {}).get("base_url")  # the server the run asked
+    same = ("format", "setting", "strategies", "split", *SAME_IN_SETTINGS)
     fields: dict[str, Any] = {
-        **{k: s.get(k) for k in ("format", "setting", "limit", "seed", "max_steps", "max_tokens", "split")},
+        **{k: s[k] for k in same if k in s},
+        "strategy_options": dict(s.get("strategy_options") or {}),
+        "data": str((manifest.get("data") or {}).get("path", "")),
+        "out": str(out),
+        "model": None if s.get("model") in (None, "default") else str(s["model"]),
+        "base_url": ((manifest.get("code") or {}).get("model") or {}).get("base_url"),  # the server the run asked
+        "search_mode": search_mode(None, s),
         "concurrency": int(manifest.get("concurrency") or 1),
         "isolate": bool(manifest.get("isolated_tasks", True)),
         "prices": manifest.get("prices"),
         "executor": str(manifest.get("executor") or "local"),
         "command": str(manifest.get("command") or ""),
-        **kw,
     }
-    return EvalConfig(
-        data=str(data if data is not None else (manifest.get("data") or {}).get("path", "")),
-        out=str(out),
-        strategies=list(s.get("strategies") or []),
-        k=int(s.get("k") or 5),
-        model=None if model in (None, "default") else str(model),
-        base_url=base_url or ran_on,
-        index=index,
-        corpus=str(corpus) if corpus is not None else None,
-        search_mode=search_mode(None, s),
-        gap=bool(s.get("gap")),
-        strategy_options=dict(s.get("strategy_options") or {}),
-        **fields,
-    )
+    moved = {k: str(v) if isinstance(v, Path) else v for k, v in kw.items() if v is not None}
+    return EvalConfig(**{**fields, **moved})
 
 
-def check_data(manifest: Mapping[str, Any], path: Path) -> None:
-    """Refuse a data file other than the run's: missing, or its sha256 differs (raises :class:`EvalError`)."""
+def stored_run(out: str | Path, **overrides: Any) -> tuple[dict[str, Any], EvalConfig, Dataset]:
+    """A run directory's manifest, the :class:`EvalConfig` it records (``overrides``: as for
+    :func:`config_from_manifest`) and the run's sample, drawn again from the same data file."""
+    manifest = read_manifest(out)
+    if manifest is None:
+        raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
+    cfg = config_from_manifest(manifest, out, **overrides)
+    path = Path(cfg.data)
     if not path.is_file():
         raise EvalError(f"the data file {path} named in run.json is missing; pass --data PATH")
     if file_sha256(path) != (manifest.get("data") or {}).get("sha256"):
         raise EvalError(f"{path} is not the file the run used (its sha256 differs)")
+    dataset = load_sample(cfg)
+    if [it.id for it in dataset.items] != list((manifest.get("data") or {}).get("question_ids") or []):
+        raise EvalError("the sample drawn now is not the run's sample (question ids differ)")
+    return manifest, cfg, dataset

@@ -15,13 +15,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sleuth.eval.items import EvalError
+
 RESULTS = "results.jsonl"
 RESULTS_GZ = "results.jsonl.gz"
 MANIFEST = "run.json"
 LOCK = ".lock"
 
 
-class RunDirBusy(RuntimeError):
+class RunDirBusy(EvalError):
     """Another process is running (or rescoring) in this run directory."""
 
 
@@ -43,7 +45,7 @@ def run_lock(out: str | Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-class ManifestMismatch(RuntimeError):
+class ManifestMismatch(EvalError):
     """The run directory already holds a run with other settings."""
 
 
@@ -52,26 +54,12 @@ def results_files(out: str | Path) -> list[Path]:
     return [p for p in (Path(out) / RESULTS_GZ, Path(out) / RESULTS) if p.is_file()]
 
 
-def has_results(out: str | Path) -> bool:
-    """Whether the run directory holds results (compressed, plain or both)."""
-    return any(p.stat().st_size for p in results_files(out))
-
-
-def _files_of(path: str | Path) -> list[Path]:
-    """A run directory, or one of its results files, stands for all its results files."""
-    path = Path(path)
-    if path.is_dir():
-        return results_files(path)
-    if path.name in (RESULTS, RESULTS_GZ):
-        return results_files(path.parent)
-    return [path] if path.exists() else []
-
-
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The newest complete record of each (strategy, qid) of a run directory, of either of its results
-    files (each reads both, compressed first), or of any other JSONL file (gzip when named ``.gz``)."""
+    """The newest complete record of each (strategy, qid) of a run directory (``path``, or one of its
+    results files: each stands for both, read compressed first)."""
+    path = Path(path)
     latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for f in _files_of(path):
+    for f in results_files(path if path.is_dir() else path.parent):
         for rec in iter_lines(f):
             latest.pop((rec["strategy"], rec["qid"]), None)
             latest[(rec["strategy"], rec["qid"])] = rec
@@ -159,59 +147,44 @@ class ResultsWriter:
     def __init__(self, path: str | Path, on_notice: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self.on_notice = on_notice
-        self.notices: list[str] = []
         self._lock = threading.Lock()
-        self._fd: int | None = None
+        self._fd = -1
 
-    def open(self) -> ResultsWriter:
+    def __enter__(self) -> ResultsWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repair_tail()
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         return self
 
     def _repair_tail(self) -> None:
-        if not self.path.exists():
-            return
-        with open(self.path, "rb+") as f:
-            data = f.read()
-            if not data or data.endswith(b"\n"):
-                return
-            cut = data.rfind(b"\n") + 1  # keep everything up to the last complete line
-            f.truncate(cut)
-            f.flush()
-            os.fsync(f.fileno())
+        data = self.path.read_bytes() if self.path.exists() else b""
+        if data and not data.endswith(b"\n"):
+            with open(self.path, "rb+") as f:
+                f.truncate(data.rfind(b"\n") + 1)  # keep everything up to the last complete line
+                os.fsync(f.fileno())
 
     def _follow(self) -> None:
         """If the path no longer names our file, carry our lines over to the file there (lock held)."""
-        assert self._fd is not None
         mine = os.fstat(self._fd)
-        try:
-            there = os.stat(self.path)
-        except FileNotFoundError:
-            there = None
-        if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+        there = os.stat(self.path) if self.path.exists() else None
+        if there is not None and os.path.samestat(there, mine):
             return
         ours = os.pread(self._fd, mine.st_size, 0)
-        ours = ours[: ours.rfind(b"\n") + 1]
         os.close(self._fd)
-        self._fd = None
         self._repair_tail()
         have = set(self.path.read_bytes().splitlines(keepends=True)) if self.path.exists() else set()
-        missing = [ln for ln in ours.splitlines(keepends=True) if ln not in have]
+        missing = [ln for ln in ours[: ours.rfind(b"\n") + 1].splitlines(keepends=True) if ln not in have]
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         self._write_all(b"".join(missing))
-        what = "replaced" if there is not None else "deleted"
         msg = (
-            f"{self.path} was {what} while this run was writing to it; "
+            f"{self.path} was {'replaced' if there is not None else 'deleted'} while this run was writing to it; "
             f"{len(missing)} of its records that the file now there lacked were appended to it, "
             "and the run goes on there"
         )
-        self.notices.append(msg)
         if self.on_notice is not None:
             self.on_notice(msg)
 
     def _write_all(self, data: bytes) -> None:
-        assert self._fd is not None
         view = memoryview(data)
         while view:
             n = os.write(self._fd, view)
@@ -221,23 +194,13 @@ class ResultsWriter:
     def write(self, record: Mapping[str, Any]) -> None:
         line = _line(record)
         with self._lock:
-            if self._fd is None:
-                raise RuntimeError("ResultsWriter is not open")
             self._follow()
             self._write_all(line)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._fd is not None:
-                self._follow()
-                os.close(self._fd)
-                self._fd = None
-
-    def __enter__(self) -> ResultsWriter:
-        return self.open()
-
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        with self._lock:
+            self._follow()
+            os.close(self._fd)
 
 
 def read_manifest(out: str | Path) -> dict[str, Any] | None:
@@ -255,21 +218,19 @@ def resume_command(command: str) -> str:
     sitting may have written into a scratch copy) and no ``--time-limit`` (a sitting's own limit,
     not part of the run's settings)."""
     try:
-        parts = shlex.split(command)
+        args = iter(shlex.split(command))
     except ValueError:
         return command
     out: list[str] = []
-    i = 0
-    while i < len(parts):
-        a = parts[i]
+    for a in args:
         name, eq, _ = a.partition("=")
-        if name in ("--out", "--time-limit"):
-            if name == "--out":
-                out += ["--out=DIR"] if eq else ["--out", "DIR"]
-            i += 1 if eq else 2
+        if name not in ("--out", "--time-limit"):
+            out.append(a)
             continue
-        out.append(a)
-        i += 1
+        if not eq:
+            next(args, None)  # the option's value
+        if name == "--out":
+            out += ["--out=DIR"] if eq else ["--out", "DIR"]
     return shlex.join(out)
 
 
@@ -280,11 +241,8 @@ def write_manifest(out: str | Path, manifest: Mapping[str, Any]) -> None:
 
 def check_manifest(old: Mapping[str, Any], new: Mapping[str, Any], out: str | Path) -> None:
     """Refuse to resume when the comparable parts (``settings``, data hash) differ."""
-    diffs = []
     a, b = old.get("settings") or {}, new.get("settings") or {}
-    for k in sorted(set(a) | set(b)):
-        if a.get(k) != b.get(k):
-            diffs.append(f"{k}: {a.get(k)!r} then, {b.get(k)!r} now")
+    diffs = [f"{k}: {a.get(k)!r} then, {b.get(k)!r} now" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
     da, db = old.get("data") or {}, new.get("data") or {}
     if da.get("sha256") != db.get("sha256"):
         diffs.append("the data file's content changed")

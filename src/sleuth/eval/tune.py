@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sleuth.config import settings
 from sleuth.eval.config import EvalConfig, EvalError, load_sample, validate
@@ -27,8 +27,7 @@ class TuneError(EvalError):
     """The tuning slice cannot be built or run as asked (one sentence for the CLI)."""
 
 
-@dataclass(frozen=True)
-class TuneSource:
+class TuneSource(NamedTuple):
     """One tuning split: its run directory's name, its file under the data folder, its format and,
     for a file that holds a reporting half too, the split (:func:`sleuth.eval.splits.musique_split`)."""
 
@@ -47,11 +46,6 @@ SOURCES = (
 )
 
 
-def default_data_root() -> Path:
-    """``$SLEUTH_DATA_DIR``, else ``shared/data`` beside the checkout."""
-    return settings.data_dir() or REPO.parent / "shared" / "data"
-
-
 def default_published() -> Path:
     return REPO / "docs" / "results"
 
@@ -68,7 +62,8 @@ def slice_configs(
     for src in sources:
         if src.path == HOTPOTQA_REPORTING or (src.path == MUSIQUE and src.split != "tuning"):
             raise TuneError(f"{src.path} holds reporting questions and is never tuned on without its tuning split")
-        cfg = EvalConfig(
+        cfg = replace(
+            base,
             data=str(data_root / src.path),
             out=str(Path(base.out) / src.name),
             format=src.format,
@@ -77,24 +72,17 @@ def slice_configs(
             strategies=list(base.strategies),
             limit=per_dataset,
             seed=base.seed or 0,
-            k=base.k,
-            model=base.model,
-            base_url=base.base_url,
             rerun=True,  # every task again: the response cache pays for the prompts the change left alone
-            llm_cache=base.llm_cache,
             command=f"{base.command} [tuning slice: {src.name}]" if base.command else "",
         )
-        if not Path(cfg.data).is_file():
-            skipped.append((src.name, f"{cfg.data} does not exist"))
-            continue
-        try:
-            if not load_sample(cfg).items:
-                skipped.append((src.name, "it holds no tuning question"))
-                continue
+        try:  # a missing or unreadable file is skipped, as is one without tuning questions
+            why = "" if load_sample(cfg).items else "it holds no tuning question"
         except DatasetError as e:
-            skipped.append((src.name, str(e)))
-            continue
-        configs.append(cfg)
+            why = str(e)
+        if why:
+            skipped.append((src.name, why))
+        else:
+            configs.append(cfg)
     return configs, skipped
 
 
@@ -160,7 +148,7 @@ def compare(run_dirs: Sequence[Path], order: Sequence[str], baseline: str) -> li
     for d in run_dirs:
         records = read_records(d)
         recs = comparable(records, progress(records, read_manifest(d)))
-        pairs = paired_differences(recs, order, baseline)
+        pairs = paired_differences(recs, order, baseline)  # (baseline, rows)
         out.append(Comparison(d.name, *pairs, _means(recs, order), citation_rows(recs, order)))
         pooled += [{**r, "qid": f"{d.name}/{r['qid']}"} for r in recs]
     if len(run_dirs) > 1:
@@ -182,8 +170,7 @@ def comparison_lines(comparisons: Sequence[Comparison]) -> list[str]:
                     for r in c.citations
                 )
             )
-    lines.append("")
-    lines.append(f"{'dataset':<12} {'strategy':<14} {'n':>4}  {'difference [95% CI]':<26} better worse same")
+    lines += ["", f"{'dataset':<12} {'strategy':<14} {'n':>4}  {'difference [95% CI]':<26} better worse same"]
     for c in comparisons:
         if not c.rows:
             lines.append(f"{c.dataset:<12} (no strategy besides {c.baseline or 'the baseline'} to compare)")
@@ -222,7 +209,7 @@ def tune(
     published_root = published_root or default_published()
     if not published_root.is_dir():
         raise TuneError(f"the published runs are not at {published_root}; give --published DIR (docs/results)")
-    data_root = data_root or default_data_root()
+    data_root = data_root or settings.data_dir() or REPO.parent / "shared" / "data"  # beside the checkout
     configs, skipped = slice_configs(base, 1, data_root, sources)
     for name, why in skipped:
         say(f"skipped {name}: {why}")

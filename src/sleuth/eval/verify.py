@@ -13,12 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sleuth.eval.config import EvalError, load_sample
+from sleuth.eval.config import EvalError
 from sleuth.eval.corpus import plan_retrieval
-from sleuth.eval.manifest import check_data, code_state, commit_label, config_from_manifest
+from sleuth.eval.items import Item
+from sleuth.eval.manifest import code_state, commit_label, stored_run
 from sleuth.eval.metrics import score
 from sleuth.eval.runner import build_tasks
-from sleuth.eval.store import MANIFEST, primary_score, read_manifest, read_records
+from sleuth.eval.store import primary_score, read_records
 from sleuth.eval.worker import first_difference, run_task, worker_config
 from sleuth.strategies.text import clip
 
@@ -60,12 +61,10 @@ class Verification:
         """Per strategy with a differing record, in words: how many differ, how the scored ones move
         the strategy's mean primary score over its checked records, and how many could not be scored."""
         out: dict[str, str] = {}
-        for name in dict.fromkeys(c.strategy for c in self.checks):
+        for name in dict.fromkeys(c.strategy for c in self.checks if c.verdict == DIFFERS):
             mine = [c for c in self.checks if c.strategy == name]
             differ = [c for c in mine if c.verdict == DIFFERS]
-            if not differ:
-                continue
-            moves = [c.score_now - c.score_then for c in differ if c.score_now is not None and c.score_then is not None]
+            moves = [c.score_now - (c.score_then or 0.0) for c in differ if c.score_now is not None]
             delta, up, down = sum(moves), sum(m > 0 for m in moves), sum(m < 0 for m in moves)
             text = (
                 f"{len(differ)} of {len(mine)} records differ; mean score {delta / len(mine):+.4f} over the {len(mine)} "
@@ -80,17 +79,14 @@ class Verification:
         return {**asdict(self), "ok": self.ok}
 
 
-def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any]) -> Check:
+def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any], item: Item) -> Check:
     then, now = rec.get("result"), fresh.get("result")
-    if then is None or now is None:  # a failure on either side: compare status and reason
-        diff = ""
-        if (rec.get("status"), rec.get("reason")) != (fresh.get("status"), fresh.get("reason")):
-            diff = f"then {rec.get('status')} ({rec.get('reason')}), now {fresh.get('status')} ({fresh.get('reason')})"
-            if fresh.get("error"):
-                diff += f": {clip(fresh['error'], 160)}"
-        steps = 0
-    else:
-        diff, steps = first_difference(then, now)
+    diff, steps = first_difference(then, now) if then is not None and now is not None else ("", 0)
+    status = (rec.get("status"), rec.get("reason")), (fresh.get("status"), fresh.get("reason"))
+    if (then is None or now is None) and status[0] != status[1]:  # a failure on either side: status and reason
+        diff = f"then {rec.get('status')} ({rec.get('reason')}), now {fresh.get('status')} ({fresh.get('reason')})"
+        diff += f": {clip(fresh['error'], 160)}" if fresh.get("error") else ""
+    scored = bool(diff) and now is not None
     return Check(
         strategy=str(rec["strategy"]),
         qid=str(rec["qid"]),
@@ -102,6 +98,8 @@ def _compare(rec: Mapping[str, Any], fresh: Mapping[str, Any]) -> Check:
         seconds_now=float(fresh.get("wall_s") or 0.0),
         steps=steps,
         commit=str(rec.get("commit") or rec.get("code") or ""),
+        score_then=primary_score(rec) if scored else None,
+        score_now=primary_score({"scores": score(item, now)}) if scored else None,
     )
 
 
@@ -112,33 +110,24 @@ def verify_run(
     seed: int = 0,
     strategies: Sequence[str] | None = None,
     qids: Sequence[str] | None = None,
-    data: str | Path | None = None,
-    corpus: str | Path | None = None,
-    index: str | None = None,
-    base_url: str | None = None,
     on_check: Callable[[Check], None] | None = None,
     on_start: Callable[[str, str, int, int], None] | None = None,
+    **moved: str | Path | None,
 ) -> Verification:
     """Re-run ``sample`` records of the run in ``out`` (None: all of its sample) and compare them.
 
-    ``on_start(strategy, qid, i, n)`` is called before the i-th of n re-runs (a RAT task can take
-    minutes), ``on_check(check)`` after each.
+    ``moved``: the run's ``data``, ``corpus``, ``index`` or ``base_url`` where they moved (as for
+    :func:`sleuth.eval.manifest.config_from_manifest`). ``on_start(strategy, qid, i, n)`` is called
+    before the i-th of n re-runs (a RAT task can take minutes), ``on_check(check)`` after each.
     """
     out = Path(out)
     if sample is not None and sample < 1:
         raise EvalError("--sample must be at least 1")
-    manifest = read_manifest(out)
-    if manifest is None:
-        raise EvalError(f"{out} has no {MANIFEST}: nothing says how its records were made")
     fixed = {"concurrency": 1, "isolate": True, "llm_cache": False}  # one task at a time, each from scratch
-    cfg = config_from_manifest(manifest, out, data=data, corpus=corpus, index=index, base_url=base_url, **fixed)
+    manifest, cfg, dataset = stored_run(out, **moved, **fixed)
     unknown = [s for s in strategies or () if s not in cfg.strategies]
     if unknown:
         raise EvalError(f"{', '.join(unknown)} not among the run's strategies ({', '.join(cfg.strategies)})")
-    check_data(manifest, Path(cfg.data))
-    dataset = load_sample(cfg)
-    if [it.id for it in dataset.items] != list((manifest.get("data") or {}).get("question_ids") or []):
-        raise EvalError("the sample drawn now is not the run's sample (question ids differ)")
     plan = plan_retrieval(dataset, cfg.setting, index=cfg.index, mode=cfg.search_mode)
     want = (manifest.get("settings") or {}).get("index") or {}
     now = plan.describe()
@@ -149,38 +138,31 @@ def verify_run(
         )
 
     items_by_id = {it.id: it for _, it, _ in build_tasks(dataset, cfg.strategies[:1], cfg.gap)}
-    skipped: Counter[str] = Counter()
-    pool: list[dict[str, Any]] = []
-    for rec in read_records(out):
-        name, qid = rec["strategy"], str(rec["qid"])
-        if (strategies and name not in strategies) or (qids and qid not in qids):
-            continue
-        if qid not in items_by_id:
-            skipped["not in the run's sample"] += 1
-        else:
-            pool.append(rec)
+    asked = [r for r in read_records(out) if r["strategy"] in (strategies or [r["strategy"]])]
+    asked = [r for r in asked if not qids or str(r["qid"]) in qids]
+    pool = [r for r in asked if str(r["qid"]) in items_by_id]
+    left_out = {"not in the run's sample": len(asked) - len(pool)} if len(asked) > len(pool) else {}
     chosen = pool if sample is None or sample >= len(pool) else random.Random(seed).sample(pool, sample)
 
     code = code_state(cfg)
     running = commit_label(code["commit"], code["dirty"])
-    report = Verification(str(out), len(pool), dict(skipped), commit=running)
-    if not manifest.get("isolated_tasks", False):
-        report.warnings.append(
-            "the run did not isolate its tasks (concurrency > 1 or --no-isolate): its answers could depend "
-            "on the tasks before them, so differences are expected"
-        )
     other = Counter(str(r.get("commit") or "an earlier version") for r in chosen if r.get("commit") != running)
-    if other:
-        made = ", ".join(f"{n} by {c}" for c, n in sorted(other.items()))
-        report.warnings.append(
-            f"of the chosen records {made}, not by the running code ({running}): a difference may be the code's"
-        )
+    made = ", ".join(f"{n} by {c}" for c, n in sorted(other.items()))
     cached = sum(1 for r in chosen if int((r.get("scores") or {}).get("cached_llm_calls") or 0))
-    if cached:
-        report.warnings.append(
-            f"{cached} of the chosen records took replies from Sleuth's response cache when they were made, "
-            "so those replies may come from an earlier run with other settings (run with --no-llm-cache to avoid it)"
-        )
+    warnings = [
+        (
+            not manifest.get("isolated_tasks", False),
+            "the run did not isolate its tasks (concurrency > 1 or --no-isolate): its answers could depend "
+            "on the tasks before them, so differences are expected",
+        ),
+        (other, f"of the chosen records {made}, not by the running code ({running}): a difference may be the code's"),
+        (
+            cached,
+            f"{cached} of the chosen records took replies from Sleuth's response cache when they were made, so "
+            "those replies may come from an earlier run with other settings (run with --no-llm-cache to avoid it)",
+        ),
+    ]
+    report = Verification(str(out), len(pool), left_out, warnings=[w for due, w in warnings if due], commit=running)
     if not chosen:
         return report
     plan.prepare()
@@ -189,11 +171,7 @@ def verify_run(
         if on_start is not None:
             on_start(rec["strategy"], str(rec["qid"]), i, len(chosen))
         item = items_by_id[str(rec["qid"])]
-        fresh = run_task({"strategy": rec["strategy"], "item": item.to_dict(), "config": task_cfg})
-        check = _compare(rec, fresh)
-        if check.verdict == DIFFERS and fresh.get("result") is not None:
-            check.score_then = primary_score(rec)
-            check.score_now = primary_score({"scores": score(item, fresh["result"])})
+        check = _compare(rec, run_task({"strategy": rec["strategy"], "item": item, "config": task_cfg}), item)
         report.checks.append(check)
         if on_check is not None:
             on_check(check)

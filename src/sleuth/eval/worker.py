@@ -1,11 +1,9 @@
 """The worker side of a run: one (strategy, question) task in, one record out.
 
-Tasks are plain dicts and :func:`run_task` is a module-level function, so a
-distributed executor can run them in other processes: each process builds its
-LLM, retrievers and strategies once from the task's ``config`` (see
-:func:`worker_config`) and reuses them. :func:`make_record` then turns what a
-worker sends back into the stored record (scores, question, timestamps); the
-driver calls it, as the single writer of the results file.
+Tasks are picklable dicts and :func:`run_task` a module-level function, so a distributed executor can
+run them in other processes: each builds its LLM, retrievers and strategies once from the task's
+``config`` (:func:`worker_config`). The driver, the single writer, makes the stored record
+(:func:`make_record`: scores, question, timestamps) of what a worker sends back.
 """
 
 from __future__ import annotations
@@ -35,8 +33,8 @@ class _LazyLLM:
     """Creates the real LLM (e.g. starts the embedded server) only when a strategy first uses it."""
 
     def __init__(self, model: str | None, base_url: str | None, options: Mapping[str, Any] | None = None) -> None:
-        self._model, self._base_url = model, base_url
-        self._options = dict(options or {})
+        self._model = model
+        self._kw = {**(options or {}), **({"base_url": base_url} if base_url else {})}
         self._llm: Any = None
         self._lock = threading.Lock()
 
@@ -45,10 +43,7 @@ class _LazyLLM:
             if self._llm is None:
                 from sleuth.llm import get_llm
 
-                kw = dict(self._options)
-                if self._base_url:
-                    kw["base_url"] = self._base_url
-                self._llm = get_llm(self._model, **kw)
+                self._llm = get_llm(self._model, **self._kw)
             return self._llm
 
     @property
@@ -58,17 +53,10 @@ class _LazyLLM:
     def reset_prompt_cache(self) -> bool:
         """Wipe the server's KV cache if the LLM exists and can (a model not started yet has none)."""
         with self._lock:
-            llm = self._llm
-        reset = getattr(llm, "reset_prompt_cache", None) if llm is not None else None
+            reset = getattr(self._llm, "reset_prompt_cache", None)
         return bool(reset()) if reset is not None else False
 
-    def complete(self, prompt: str, params: Any = None, *, on_delta: Any = None) -> Any:
-        return self._get().complete(prompt, params, on_delta=on_delta)
-
-    def chat(self, messages: Any, params: Any = None, *, on_delta: Any = None) -> Any:
-        return self._get().chat(messages, params, on_delta=on_delta)
-
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # complete, chat, ...: the real LLM's, started on first use
         if name.startswith("_"):  # private/dunder lookups never start a model
             raise AttributeError(name)
         return getattr(self._get(), name)
@@ -80,7 +68,7 @@ class _Worker:
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.cfg = cfg
         self.llm = _LazyLLM(cfg.get("model"), cfg.get("base_url"), cfg.get("llm_options"))
-        self.plan = RetrievalPlan.from_dict(cfg["retrieval"])
+        self.plan: RetrievalPlan = cfg["retrieval"]
         self._strategies: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -104,10 +92,9 @@ _WORKERS_LOCK = threading.Lock()
 def _worker_for(cfg: Mapping[str, Any]) -> _Worker:
     key = json.dumps(cfg, sort_keys=True, default=str)
     with _WORKERS_LOCK:
-        w = _WORKERS.get(key)
-        if w is None:
-            w = _WORKERS[key] = _Worker(cfg)
-        return w
+        if key not in _WORKERS:
+            _WORKERS[key] = _Worker(cfg)
+        return _WORKERS[key]
 
 
 def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
@@ -118,13 +105,13 @@ def worker_config(cfg: EvalConfig, plan: RetrievalPlan) -> dict[str, Any]:
         "options": cfg.run_options(),
         # parallel slots of the embedded server follow the concurrency
         "llm_options": {"cache": cfg.llm_cache, "n_parallel": cfg.concurrency, "isolated": cfg.isolated_tasks()},
-        "retrieval": plan.to_dict(),
+        "retrieval": plan,  # prepared: its index built, no records left to ship
     }
 
 
 def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
     """Run one (strategy, question) task; never raises: failures come back as records."""
-    item = Item.from_dict(payload["item"])
+    item: Item = payload["item"]
     name = payload["strategy"]
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"strategy": name, "qid": item.id}
@@ -134,20 +121,15 @@ def run_task(payload: Mapping[str, Any]) -> dict[str, Any]:
         if (payload["config"].get("llm_options") or {}).get("isolated"):
             worker.llm.reset_prompt_cache()  # this task starts from an empty KV cache
         result = strat.run(item.prompt(), filters=item.filters, history=item.history or None)
-        rd = result.to_dict()
-        rd["strategy"] = name
-        rec["result"] = rd
+        rd = {**result.to_dict(), "strategy": name}
         reason = rd.get("finish_reason", "")
-        rec["status"] = OK if reason in COMPLETED_REASONS else FAILED
-        rec["reason"] = reason
-        rec["error"] = rd.get("error", "")
+        status = OK if reason in COMPLETED_REASONS else FAILED
+        rec.update(result=rd, status=status, reason=reason, error=rd.get("error", ""))
     except Exception as e:  # one question's failure never stops the run
         from sleuth.strategies.base import BadQuestion
 
-        rec["result"] = None
-        rec["status"] = FAILED
-        rec["reason"] = "bad_input" if isinstance(e, BadQuestion) else "error"
-        rec["error"] = f"{type(e).__name__}: {e}"
+        reason = "bad_input" if isinstance(e, BadQuestion) else "error"
+        rec.update(result=None, status=FAILED, reason=reason, error=f"{type(e).__name__}: {e}")
         rec["traceback"] = traceback.format_exc(limit=6)[-4000:]
     rec["wall_s"] = round(time.perf_counter() - t0, 4)
     return rec
@@ -167,12 +149,10 @@ def make_record(
     model call of the new run came from the response cache and it took the old one's steps, answer and
     finish, the old one's result and seconds are kept (a cached call's seconds are no timing) and
     ``cached`` marks it."""
-    cached = old is not None and same_from_cache(old.get("result"), rec.get("result"))
-    if cached:
-        assert old is not None
-        rec = {**rec, "result": old["result"], "wall_s": old.get("wall_s", 0.0)}
+    if old is not None and same_from_cache(old.get("result"), rec.get("result")):
+        rec = {**rec, "result": old["result"], "wall_s": old.get("wall_s", 0.0), "cached": True}
     result = rec.get("result") or {}
-    ordered = {
+    return {
         "v": SCHEMA,
         "strategy": rec["strategy"],
         "qid": rec["qid"],
@@ -193,12 +173,8 @@ def make_record(
         "commit": commit,
         "finished_at": now(),
         "result": rec.get("result"),
+        **{k: rec[k] for k in ("cached", "traceback") if rec.get(k)},
     }
-    if cached:
-        ordered["cached"] = True
-    if rec.get("traceback"):
-        ordered["traceback"] = rec["traceback"]
-    return ordered
 
 
 def same_from_cache(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | None) -> bool:
@@ -216,18 +192,16 @@ def steps_of(result: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
         if ev.get("kind") == "llm":
             steps.append(("llm", (d.get("step", ""), d.get("completion", ""))))
         elif ev.get("kind") == "search":
-            ids = [p.get("id") for p in d.get("passages") or []]
-            steps.append(("search", (d.get("query", ""), ids)))
+            steps.append(("search", (d.get("query", ""), [p.get("id") for p in d.get("passages") or []])))
     return steps
 
 
 def first_difference(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | None) -> tuple[str, int]:
     """The first way ``fresh`` differs from ``then`` ("" when none) and how many steps were compared."""
     a, b = steps_of(then), steps_of(fresh)
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+    for n, (x, y) in enumerate(zip(a, b, strict=False), 1):
         if x == y:
             continue
-        n = i + 1
         if x[0] != y[0]:
             return f"step {n}: then {x[0]}, now {y[0]}", n
         if x[0] == "llm":
@@ -248,8 +222,7 @@ def first_difference(then: Mapping[str, Any] | None, fresh: Mapping[str, Any] | 
 
 
 def now() -> str:
-    """The time a record is finished or a re-run starts (microseconds: a re-run can start in the second
-    its run ended)."""
+    """Now, in microseconds (a re-run can start in the second its run ended)."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
