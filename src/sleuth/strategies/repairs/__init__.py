@@ -65,7 +65,9 @@ REPAIRS: tuple[Repair, ...] = (
         ("self-ask", "search-o1"),
         "the small model asks the same follow-up or query again and loops until the step limit; the repeat is not "
         "searched again, it gets the earlier answer and a push to something new (a second repeat ends the loop)",
-        "not measured on/off yet",
+        "policy_zh tuning half, 16 questions (--limit 16 --seed 0), Self-Ask and Search-o1: conclusion accuracy the "
+        "same on and off (7 and 2 of 16); it acted on 4 Search-o1 questions, which ended after 5-7 calls instead of "
+        "15 at the step limit, with the same answers: Search-o1's prompt tokens 72,148 -> 29,689",
     ),
     Repair(
         "final_read",
