@@ -1,9 +1,9 @@
 """The short-answer fail-safe: a short answer whose words the run's own texts (the question, the
 long answer, the passages it saw) do not state is not returned, and the long answer stands.
 
-The failure it fixes: a short-answer call that names something the run never saw (a RAG answer
-"... was born in 1916." shortened to an unrelated actor's name). Words are compared in one
-spelling (accents, "U.S." = "US", 1,200 = 1200, "1.4 million", number words and Chinese
+The failure it fixes: a short-answer call that names something the run never saw (on a MuSiQue
+tuning question RAT's extraction gave "JFK Airport", stated by none of the run's texts; gold
+"Stockholm Arlanda Airport"). Words are compared in one spelling (accents, "U.S." = "US", 1,200 = 1200, "1.4 million", number words and Chinese
 numerals, ordinals, months, plurals, shared stems); Chinese by character pairs.
 """
 
@@ -116,8 +116,8 @@ def unsupported_note(
     question: str, short: str, answer: str, passages: Iterable[str], yes_no: bool = False
 ) -> dict[str, Any] | None:
     """The ``short_answer_unsupported`` note when no more than half of ``short``'s words are stated
-    by the question, the long answer or the passages the run saw (a name the model made up: "Tom
-    Cruise" for a reply that says "...was born in 1916."); None when it is supported.  The short
+    by the question, the long answer or the passages the run saw (a name the model made up, such as
+    "JFK Airport" on a MuSiQue tuning question); None when it is supported.  The short
     answer is then not returned: the long answer stands (``refused`` keeps the span)."""
     found, words = support(question, short, answer, list(passages), yes_no)
     if found * 2 > words or not words:
