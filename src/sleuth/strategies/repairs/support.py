@@ -3,8 +3,9 @@ long answer, the passages it saw) do not state is not returned, and the long ans
 
 The failure it fixes: a short-answer call that names something the run never saw (on a MuSiQue
 tuning question RAT's extraction gave "JFK Airport", stated by none of the run's texts; gold
-"Stockholm Arlanda Airport"). Words are compared in one spelling (accents, "U.S." = "US", 1,200 = 1200, "1.4 million", number words and Chinese
-numerals, ordinals, months, plurals, shared stems); Chinese by character pairs.
+"Stockholm Arlanda Airport"). Words are compared in one spelling (accents, "U.S." = "US", 1,200 = 1200,
+"1.4 million", number words and Chinese numerals, ordinals, months, plurals, shared stems); Chinese by
+character pairs.
 """
 
 from __future__ import annotations
