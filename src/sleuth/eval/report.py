@@ -88,8 +88,8 @@ def write_report(out: str | Path, *, plots: bool = True) -> Path:
     records = sorted(read_records(out), key=lambda r: (r["strategy"], str(r["qid"])))
     manifest = read_manifest(out)
     order = ((manifest or {}).get("settings") or {}).get("strategies") or []
-    rows = summarise(comparable(records, progress(records, manifest)), order)
-    written = write_plots(rows, out) if plots and rows else []
+    rows = summarise(comparable(records, progress(records, manifest)), order) if plots else []
+    written = write_plots(rows, out) if rows else []
     path = out / REPORT
     path.write_text(render(records, manifest, written), encoding="utf-8")
     return path
