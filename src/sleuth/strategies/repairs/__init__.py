@@ -82,8 +82,8 @@ REPAIRS: tuple[Repair, ...] = (
         "rule_form",
         ("step-back",),
         "the paper's one answer form over a policy: documents that are rules (clause numbering, normative wording, "
-        "on half the passages found) get the form general rule / specific clause / conclusion, and both quotas "
-        "in context (policy_zh tuning: every question's passages are rule-like)",
+        "on half the passages found) get the prompts general rule / specific clause / conclusion (policy_zh "
+        "tuning: every question's passages are rule-like); the detection runs either way (rerank and verdict read it)",
         "policy_zh tuning half, Step-back with the verdict (which reads only the detection of rules): the paper's "
         "prompts 0.688, the rule form 0.844 (5 better, none worse); without the verdict 0.500 -> 0.469",
     ),
