@@ -129,9 +129,6 @@ def verdict(strategy: Strategy, st: RunState, question: str, context: list[Passa
         polarity={True: "yes", False: "no", None: ""}[said],
         deciding=chosen.name if chosen else "",
     )
-    if conclusion.strip() and unsettled(conclusion):  # "现有材料没有规定": no shown clause covers the asked case
-        decline(strategy, st)
-        return True
     if said is None or chosen is None:
         st.emit("note", type="verdict_undecided", message="the verdict said neither yes nor no; the form answers")
         return False
@@ -167,9 +164,9 @@ def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bo
     """Whether the reply's ``conclusion`` settles the question from the ``shown`` clauses, and why not: ``said``,
     ``invented`` (a number the clauses and question lack), ``restated`` or ``unsupported`` (less than half of its new
     character bigrams and numbers are in the clauses); docs/strategies.md has the tuning figures."""
-    if unsettled(conclusion):
-        return False, "said"
     said = unquoted(conclusion)
+    if not said or _UNSETTLED.match(said):
+        return False, "said"
     said = _REF.sub(" ", said)
     clauses = " ".join(_REF.sub(" ", c.text) for c in shown)
     known = set(_NUMBER.findall(clauses)) | set(_NUMBER.findall(question))
@@ -205,22 +202,11 @@ def answerable(strategy: Strategy, st: RunState, question: str, context: list[Pa
     )
     if ok:
         return conclusion
-    decline(strategy, st)
-    return None
-
-
-def unsettled(conclusion: str) -> bool:
-    """Whether a reply's conclusion says the clauses shown have no rule on what is asked (:data:`_UNSETTLED`)."""
-    said = unquoted(conclusion)
-    return not said or bool(_UNSETTLED.match(said))
-
-
-def decline(strategy: Strategy, st: RunState) -> None:
-    """The accessible clauses do not settle the question: the answer is ``step_back_abstain``, citing nothing."""
     st.emit("note", type="abstained", message="the accessible clauses do not state what the question asks")
     st.result.answer = st.result.short_answer = strategy.prompt(st, "step_back_abstain")
     st.result.citations = []
-    fired(st, "verdict", settled=False)
+    fired(st, "verdict", settled=False)  # the accessible clauses do not settle it
+    return None
 
 
 def _says_nothing(parsed: StepBackAnswer) -> bool:
