@@ -164,9 +164,9 @@ def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bo
     """Whether the reply's ``conclusion`` settles the question from the ``shown`` clauses, and why not: ``said``,
     ``invented`` (a number the clauses and question lack), ``restated`` or ``unsupported`` (less than half of its new
     character bigrams and numbers are in the clauses); docs/strategies.md has the tuning figures."""
-    said = unquoted(conclusion)
-    if not said or _UNSETTLED.match(said):
+    if unsettled(conclusion):
         return False, "said"
+    said = unquoted(conclusion)
     said = _REF.sub(" ", said)
     clauses = " ".join(_REF.sub(" ", c.text) for c in shown)
     known = set(_NUMBER.findall(clauses)) | set(_NUMBER.findall(question))
@@ -185,13 +185,15 @@ def answerable(strategy: Strategy, st: RunState, question: str, context: list[Pa
     (step ``answerable``, :func:`settles`)?  When they are not, the answer is ``step_back_abstain``, citing nothing,
     and ``None`` is returned; when they are, the reply's conclusion.  A question with a yes/no sentence
     ("…需要提前申请吗？要提前几天？") is not asked (``""``): its reply would read as a restatement."""
-    if st.q.asks_yes_no:
+    if st.q.asks_yes_no and not st.q.yes_no:
         return ""
     shown = rank_clauses(question, split_clauses(context), strategy.opts.verdict_clauses, also=abstract)
     if not shown:
         return ""
     basis, conclusion = _ask(strategy, st, "answerable", question, shown)
     ok, why = settles(conclusion, question, shown)
+    if st.q.yes_no and why != "said":  # a yes/no reply ("是") settles unless it says the clauses have nothing
+        ok, why = True, ""
     st.emit(
         "answerable",
         clauses=[x.name for x in shown],
@@ -201,12 +203,18 @@ def answerable(strategy: Strategy, st: RunState, question: str, context: list[Pa
         why=why,
     )
     if ok:
-        return conclusion
+        return "" if st.q.yes_no else conclusion  # a yes/no question is decided by the verdict
     st.emit("note", type="abstained", message="the accessible clauses do not state what the question asks")
     st.result.answer = st.result.short_answer = strategy.prompt(st, "step_back_abstain")
     st.result.citations = []
     fired(st, "verdict", settled=False)  # the accessible clauses do not settle it
     return None
+
+
+def unsettled(conclusion: str) -> bool:
+    """Whether a reply's conclusion says the clauses shown have no rule on what is asked (:data:`_UNSETTLED`)."""
+    said = unquoted(conclusion)
+    return not said or bool(_UNSETTLED.match(said))
 
 
 def _says_nothing(parsed: StepBackAnswer) -> bool:
