@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from sleuth.lang import ABSTAIN, NOTHING, YES_NO_QUESTION, polarity, unquoted
+from sleuth.lang import ABSTAIN, NOTHING, polarity, unquoted
+from sleuth.lang.question import YESNO, answer_type
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.parsing import NO_FIELD, StepBackAnswer
@@ -190,11 +191,13 @@ def answerable(strategy: Strategy, st: RunState, question: str, context: list[Pa
     shown = rank_clauses(question, split_clauses(context), strategy.opts.verdict_clauses, also=abstract)
     if not shown:
         return ""
-    asked = abstract if st.q.yes_no and abstract else question  # a yes/no question: is its principle stated?
+    asked = question
+    if st.q.yes_no:  # is its principle stated? ("无" to a yes/no question reads as a no)
+        if not abstract or answer_type(abstract).kind == YESNO:
+            return ""
+        asked = abstract
     basis, conclusion = _ask(strategy, st, "answerable", asked, shown)
     ok, why = settles(conclusion, asked, shown)
-    if YES_NO_QUESTION.search(asked) and why != "said":  # a yes/no reply ("是") settles unless it says nothing
-        ok, why = True, ""
     st.emit(
         "answerable",
         asked=asked,
