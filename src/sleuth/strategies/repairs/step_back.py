@@ -6,8 +6,9 @@ general documents read again, RAG's way) and, over rules (``rule_form``, :mod:`~
 A yes/no question whose documents are rules is decided in a small step, since the 1.5B model fills the rule-and-clause
 form and then concludes against it ("专门条款：无 / 结论：是"): one short call over the best ``verdict_clauses`` clauses
 names the deciding clause and answers 是 or 不是 (``step_back_verdict``); Sleuth writes the conclusion with the clause
-quoted and cited.  Any other question over rules is first asked whether the clauses settle it (``step_back_answerable``,
-:func:`settles`); when they do not, the answer is the fixed ``step_back_abstain``, citing nothing.
+quoted and cited.  Every question over rules is first asked whether the clauses settle it (``step_back_answerable``,
+:func:`settles`; a yes/no question by its step-back question); when they do not, the answer is the fixed
+``step_back_abstain``, citing nothing.
 """
 
 from __future__ import annotations
@@ -165,9 +166,9 @@ def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bo
     """Whether the reply's ``conclusion`` settles the question from the ``shown`` clauses, and why not: ``said``,
     ``invented`` (a number the clauses and question lack), ``restated`` or ``unsupported`` (less than half of its new
     character bigrams and numbers are in the clauses); docs/strategies.md has the tuning figures."""
-    if unsettled(conclusion):
-        return False, "said"
     said = unquoted(conclusion)
+    if not said or _UNSETTLED.match(said):
+        return False, "said"
     said = _REF.sub(" ", said)
     clauses = " ".join(_REF.sub(" ", c.text) for c in shown)
     known = set(_NUMBER.findall(clauses)) | set(_NUMBER.findall(question))
@@ -182,31 +183,20 @@ def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bo
 
 
 def answerable(strategy: Strategy, st: RunState, question: str, context: list[Passage], abstract: str) -> str | None:
-    """The ``verdict`` repair's check for any other question over rules: are the best clauses of ``context`` enough
-    (step ``answerable``, :func:`settles`)?  When they are not, the answer is ``step_back_abstain``, citing nothing,
-    and ``None`` is returned; when they are, the reply's conclusion.  A question with a yes/no sentence
-    ("…需要提前申请吗？要提前几天？") is not asked (``""``): its reply would read as a restatement."""
-    if st.q.asks_yes_no and not st.q.yes_no:
-        return ""
+    """The ``verdict`` repair's check: do the best clauses of ``context`` settle it (step ``answerable``,
+    :func:`settles`)?  If not, the answer is ``step_back_abstain``, citing nothing (``None``); if so, the reply's
+    conclusion (``""`` for a yes/no question, which the verdict decides).  A yes/no question is checked by its
+    step-back question ("无" to it would read as a no; tuning pur-t8, whose prepayment ratio is in a finance-only
+    file, got 是 from the payment clause), unless that asks yes/no too; a lookup with a yes/no sentence
+    ("…需要提前申请吗？要提前几天？") is not checked: its reply would read as a restatement."""
+    asked = abstract if st.q.yes_no else question  # a yes/no question: is its principle stated?
     shown = rank_clauses(question, split_clauses(context), strategy.opts.verdict_clauses, also=abstract)
-    if not shown:
+    if not shown or not asked or answer_type(asked).kind == YESNO or (st.q.asks_yes_no and not st.q.yes_no):
         return ""
-    asked = question
-    if st.q.yes_no:  # is its principle stated? ("无" to a yes/no question reads as a no)
-        if not abstract or answer_type(abstract).kind == YESNO:
-            return ""
-        asked = abstract
     basis, conclusion = _ask(strategy, st, "answerable", asked, shown)
     ok, why = settles(conclusion, asked, shown)
-    st.emit(
-        "answerable",
-        asked=asked,
-        clauses=[x.name for x in shown],
-        basis=basis[:300],
-        conclusion=conclusion[:300],
-        settled=ok,
-        why=why,
-    )
+    st.emit("answerable", asked=asked, clauses=[x.name for x in shown], basis=basis[:300],
+            conclusion=conclusion[:300], settled=ok, why=why)  # fmt: skip
     if ok:
         return "" if st.q.yes_no else conclusion  # a yes/no question is decided by the verdict
     st.emit("note", type="abstained", message="the accessible clauses do not state what the question asks")
@@ -214,12 +204,6 @@ def answerable(strategy: Strategy, st: RunState, question: str, context: list[Pa
     st.result.citations = []
     fired(st, "verdict", settled=False)  # the accessible clauses do not settle it
     return None
-
-
-def unsettled(conclusion: str) -> bool:
-    """Whether a reply's conclusion says the clauses shown have no rule on what is asked (:data:`_UNSETTLED`)."""
-    said = unquoted(conclusion)
-    return not said or bool(_UNSETTLED.match(said))
 
 
 def _says_nothing(parsed: StepBackAnswer) -> bool:
