@@ -1,8 +1,8 @@
 """Issue 53: every surface gives the reader the same answer text, without the format's scaffold lines.
 
 A real uvicorn server on 127.0.0.1 over the real policy_zh index; the model is scripted with the embedded
-1.5B model's real replies to policy_zh q1 (its step-back question, its answerability reply (shortened), its verdict,
-and RAG's reply as the issue recorded it) and to q5 (its answerability reply), answered by which prompt asks, so the order of calls does not matter."""
+1.5B model's real replies to policy_zh q1 (its step-back question, its verdict, and RAG's reply as the
+issue recorded it) and to q5 (its answerability reply), answered by which prompt asks, so the order of calls does not matter."""
 
 from __future__ import annotations
 
@@ -33,8 +33,6 @@ def _reply(prompt: Any, params: Any) -> str:
         return "行程取消后，退票费用的计算依据是什么？"
     if "结论：<先写" in text:
         return "依据：第十五条\n结论：不是"
-    if "结论：<问题的答案>" in text and "退票费用的计算依据" in text:  # the answerability call on q1's principle
-        return "依据：第十五条\n结论：因公取消行程产生的退票费用，应在退款结算完成后15个自然日内提交报销。"
     if "结论：<问题的答案>" in text:  # the answerability call, on q5 (the model's real reply)
         return "依据：第21条\n结论：无"
     return RAG_REPLY

@@ -71,9 +71,6 @@ def _wiki_index(tmp_path: Path, docs: list[tuple[str, str]]):
     return open_retriever(str(corpus), cache_dir=tmp_path / "idx")
 
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "policy_zh"
-
-
 def _policy(data_dir: Path) -> dict[str, dict]:
     lines = (data_dir / "policy_zh" / "questions.jsonl").read_text("utf-8").splitlines()
     return {json.loads(x)["id"]: json.loads(x) for x in lines}
@@ -476,27 +473,18 @@ def test_an_abstention_with_passages_is_read_again_and_rules_keep_theirs(tmp_pat
 # question and its verdict over the three best clauses
 Q1_STEP_BACK = "行程取消后，退票费用的计算依据是什么？"
 Q1_VERDICT = "依据：第十五条\n结论：不是"
-# its answerability reply to that step-back question (a yes/no question is asked whether its principle is stated)
-Q1_SETTLED = (
-    "依据：第十五条\n结论：因公取消行程产生的退票费用、改签手续费，应在退款结算完成后15个自然日内提交报销，"
-    "计时起点为航空公司或铁路部门退款到账之日。"
-)
 
 
 def test_a_yes_no_policy_question_is_decided_from_its_deciding_clause(data_dir: Path, tmp_path: Path) -> None:
     qs = _policy(data_dir)
     idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
-    llm = ScriptedLLM([Q1_STEP_BACK, Q1_SETTLED, Q1_VERDICT])
+    llm = ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT])
     r = get_strategy("step-back", llm, idx).run(qs["q1"]["question"], filters=_scope(qs["q1"]))
-    # no rule-and-clause form; the answerability check asks the step-back question, which the clauses settle
-    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "answerable", "verdict"]
-    assert "问题：" + Q1_STEP_BACK in str(llm.calls[1].payload)
-    check = r.trace.of("answerable")[0].data
-    assert check["asked"] == Q1_STEP_BACK and check["settled"] is True
+    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "verdict"]  # no rule-and-clause form
     verdict = r.trace.of("verdict")[0].data
     assert verdict["polarity"] == "no" and verdict["deciding"] == "trv-2025-02#0 第十五条"
     assert "trv-2025-02#0 第十五条" in verdict["clauses"]  # the refund clause is among the three shown
-    shown = str(llm.calls[2].payload)
+    shown = str(llm.calls[1].payload)
     assert "第十五条 因公取消行程产生的退票费用" in shown and "[1]" in shown
     assert r.short_answer == "不是"
     assert r.answer.startswith("不是。\n依据：第十五条 因公取消行程产生的退票费用") and "15个自然日" in r.answer
@@ -512,7 +500,7 @@ def test_switching_the_verdict_or_the_rule_form_off_removes_exactly_its_step(dat
     idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
     form = "一般规定：第二条 30个自然日 [3]\n专门条款：第十五条 退款到账后15个自然日内 [1]\n结论：不是，按第十五条。\n简短答案：不是"
     q, scope = qs["q1"]["question"], _scope(qs["q1"])
-    on_llm = ScriptedLLM([Q1_STEP_BACK, Q1_SETTLED, Q1_VERDICT])
+    on_llm = ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT])
     on = get_strategy("step-back", on_llm, idx).run(q, filters=scope)
     llm = ScriptedLLM([Q1_STEP_BACK, form])
     off = get_strategy("step-back", llm, idx, verdict=False).run(q, filters=scope)
@@ -520,17 +508,16 @@ def test_switching_the_verdict_or_the_rule_form_off_removes_exactly_its_step(dat
     assert "verdict" not in [e.data["name"] for e in off.trace.of("repair")]
     assert "verdict" in [e.data["name"] for e in on.trace.of("repair")]
     assert off.trace.of("step_back")[0].data["form"] == "rules" and "专门条款" in str(llm.calls[1].payload)
-    paper_prompts = ScriptedLLM([Q1_STEP_BACK, Q1_SETTLED, Q1_VERDICT])
+    paper_prompts = ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT])
     r = get_strategy("step-back", paper_prompts, idx, rule_form=False).run(q, filters=scope)
-    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "answerable", "verdict"]
-    assert r.answer == on.answer
+    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "verdict"] and r.answer == on.answer
     assert "一般规定" not in str(paper_prompts.calls[0].payload) and "一般规定" in str(on_llm.calls[0].payload)
     assert "rule_form" not in [e.data["name"] for e in r.trace.of("repair")]
     general = ScriptedLLM([Q1_STEP_BACK, "答案：不是 [1]\n简短答案：不是"])
     r = get_strategy("step-back", general, idx, rule_form=False, verdict=False).run(q, filters=scope)
     assert "专门条款" not in str(general.calls[1].payload) and r.short_answer == "不是"
     assert "rule_form" in [e.data["name"] for e in off.trace.of("repair")]
-    wide = get_strategy("step-back", ScriptedLLM([Q1_STEP_BACK, Q1_SETTLED, Q1_VERDICT]), idx, grounding=False).run(
+    wide = get_strategy("step-back", ScriptedLLM([Q1_STEP_BACK, Q1_VERDICT]), idx, grounding=False).run(
         q, filters=scope
     )
     assert wide.answer == on.answer and len(wide.citations) > len(on.citations) == 1
@@ -555,9 +542,9 @@ def test_an_undecided_verdict_leaves_the_question_to_the_rule_form(data_dir: Pat
     qs = _policy(data_dir)
     idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
     form = "一般规定：第二条 30个自然日 [3]\n专门条款：第十五条 退款到账后15个自然日内 [1]\n结论：不是，按第十五条。\n简短答案：不是"
-    llm = ScriptedLLM([Q1_STEP_BACK, Q1_SETTLED, "依据：第十五条\n结论：要看退款时间", form])
+    llm = ScriptedLLM([Q1_STEP_BACK, "依据：第十五条\n结论：要看退款时间", form])
     r = get_strategy("step-back", llm, idx).run(qs["q1"]["question"], filters=_scope(qs["q1"]))
-    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "answerable", "verdict", "answer"]
+    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "verdict", "answer"]
     assert [e.data["type"] for e in r.trace.of("note") if e.data["type"] == "verdict_undecided"]
     assert r.short_answer == "不是" and "简短答案" not in r.answer
 
@@ -566,7 +553,7 @@ def test_the_verdicts_own_marks_number_the_listing_and_never_reach_the_answer(da
     """ "依据：[2]" names the second clause listed; the answer cites that clause's passage by the context's number."""
     qs = _policy(data_dir)
     idx = open_retriever(str(data_dir / "policy_zh" / "corpus.jsonl"), cache_dir=tmp_path)
-    llm = ScriptedLLM([Q1_STEP_BACK, Q1_SETTLED, "依据：[2]\n结论：不是，应按[2]在到账后15日内提交。"])
+    llm = ScriptedLLM([Q1_STEP_BACK, "依据：[2]\n结论：不是，应按[2]在到账后15日内提交。"])
     r = get_strategy("step-back", llm, idx).run(qs["q1"]["question"], filters=_scope(qs["q1"]))
     shown = r.trace.of("verdict")[0].data["clauses"]
     assert r.trace.of("verdict")[0].data["deciding"] == shown[1]
@@ -614,36 +601,6 @@ def test_a_question_the_accessible_clauses_do_not_settle_says_so_and_cites_nothi
         expected=None, answerable=False, answer=r.answer, short=r.short_answer, must=[], must_not=["5%"], violations=bad
     )
     assert score["conclusion"] == 1.0 and bad == []
-
-
-def _bench(qid: str) -> dict:
-    lines = (BENCH / "tuning.jsonl").read_text("utf-8")
-    return next(json.loads(x) for x in lines.splitlines() if json.loads(x)["id"] == qid)
-
-
-def test_a_yes_no_question_whose_principle_the_clauses_do_not_state_says_so(tmp_path: Path) -> None:
-    """benchmarks/data/policy_zh tuning pur-t8 (the prepayment ratio is in a finance-only file), the model's real
-    replies: the answerability check asks the step-back question, the reply says nothing, the answer declines
-    without a verdict. sec-t6, whose step-back question is a yes/no question itself ("无" would read as a no),
-    is not checked: the verdict decides it."""
-    idx = open_retriever(str(BENCH / "corpus.jsonl"), cache_dir=tmp_path)
-    q = _bench("pur-t8")
-    llm = ScriptedLLM(["给供应商的预付款应支付到合同金额的多少比例？", "依据：第二条\n结论：无"])
-    r = get_strategy("step-back", llm, idx).run(q["question"], filters=_scope(q))
-    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "answerable"]
-    assert r.trace.of("answerable")[0].data["why"] == "said"
-    assert r.answer == r.short_answer == "根据现有可查阅的材料无法回答" and r.citations == []
-    assert "fin-prepay-2025" not in json.dumps(r.to_dict(), ensure_ascii=False)
-    q = _bench("sec-t6")
-    llm = ScriptedLLM(["在境外办公，是否可以直接连酒店的公共Wi-Fi访问公司内部系统？", "依据：第二条\n结论：不是"])
-    r = get_strategy("step-back", llm, idx).run(q["question"], filters=_scope(q))
-    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "verdict"] and not r.trace.of("answerable")
-    assert r.short_answer == "不是" and [p.doc_id for p in r.citations] == ["sec-ovs-2025-01"]
-    # the verdict off: no answerability check either (both are the verdict repair's)
-    llm = ScriptedLLM(["给供应商的预付款应支付到合同金额的多少比例？", "一般规定：无\n专门条款：无\n结论：不需要"])
-    q = _bench("pur-t8")
-    r = get_strategy("step-back", llm, idx, verdict=False).run(q["question"], filters=_scope(q))
-    assert [e.data["step"] for e in r.trace.of("llm")] == ["step back", "answer"]
 
 
 def test_a_question_the_clauses_settle_is_answered_by_the_rule_form(data_dir: Path, tmp_path: Path) -> None:

@@ -84,11 +84,11 @@ class StepBack(Strategy):
     def reason(self, question: str, st: RunState, abstract: str, context: list[Passage], form: str) -> None:
         """Step 5: reason from the context in the documents' form."""
         over_rules = form == RULES and context and self.opts.verdict  # the verdict repair's ground
+        if over_rules and st.q.yes_no and verdict(self, st, question, context, abstract):
+            return  # repair: decided from the deciding clause
         settled = answerable(self, st, question, context, abstract) if over_rules else ""  # the reply's conclusion
         if settled is None:
             return  # repair: the accessible clauses do not settle the question; the answer declines
-        if over_rules and st.q.yes_no and verdict(self, st, question, context, abstract):
-            return  # repair: decided from the deciding clause
         template = "step_back_answer_rules" if self.rule_prompts(form) else "step_back_answer"
         docs = format_passages(context, budget=self.context_chars(st)) if context else "(no documents found)"
         prompt = self.prompt(st, template, question=question, step_back=abstract, documents=docs)

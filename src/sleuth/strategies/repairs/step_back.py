@@ -6,9 +6,8 @@ general documents read again, RAG's way) and, over rules (``rule_form``, :mod:`~
 A yes/no question whose documents are rules is decided in a small step, since the 1.5B model fills the rule-and-clause
 form and then concludes against it ("专门条款：无 / 结论：是"): one short call over the best ``verdict_clauses`` clauses
 names the deciding clause and answers 是 or 不是 (``step_back_verdict``); Sleuth writes the conclusion with the clause
-quoted and cited.  Every question over rules is first asked whether the clauses settle it (``step_back_answerable``,
-:func:`settles`; a yes/no question by its step-back question); when they do not, the answer is the fixed
-``step_back_abstain``, citing nothing.
+quoted and cited.  Any other question over rules is first asked whether the clauses settle it (``step_back_answerable``,
+:func:`settles`); when they do not, the answer is the fixed ``step_back_abstain``, citing nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sleuth.lang import ABSTAIN, NOTHING, polarity, unquoted
-from sleuth.lang.question import YESNO, answer_type
 from sleuth.search.base import Passage
 from sleuth.strategies.base import RunState, Strategy
 from sleuth.strategies.parsing import NO_FIELD, StepBackAnswer
@@ -183,22 +181,27 @@ def settles(conclusion: str, question: str, shown: Sequence[Clause]) -> tuple[bo
 
 
 def answerable(strategy: Strategy, st: RunState, question: str, context: list[Passage], abstract: str) -> str | None:
-    """The ``verdict`` repair's check: do the best clauses of ``context`` settle it (step ``answerable``,
-    :func:`settles`)?  If not, the answer is ``step_back_abstain``, citing nothing (``None``); if so, the reply's
-    conclusion (``""`` for a yes/no question, which the verdict decides).  A yes/no question is checked by its
-    step-back question ("无" to it would read as a no; tuning pur-t8, whose prepayment ratio is in a finance-only
-    file, got 是 from the payment clause), unless that asks yes/no too; a lookup with a yes/no sentence
-    ("…需要提前申请吗？要提前几天？") is not checked: its reply would read as a restatement."""
-    asked = abstract if st.q.yes_no else question  # a yes/no question: is its principle stated?
-    shown = rank_clauses(question, split_clauses(context), strategy.opts.verdict_clauses, also=abstract)
-    if not shown or not asked or answer_type(asked).kind == YESNO or (st.q.asks_yes_no and not st.q.yes_no):
+    """The ``verdict`` repair's check for any other question over rules: are the best clauses of ``context`` enough
+    (step ``answerable``, :func:`settles`)?  When they are not, the answer is ``step_back_abstain``, citing nothing,
+    and ``None`` is returned; when they are, the reply's conclusion.  A question with a yes/no sentence
+    ("…需要提前申请吗？要提前几天？") is not asked (``""``): its reply would read as a restatement."""
+    if st.q.asks_yes_no:
         return ""
-    basis, conclusion = _ask(strategy, st, "answerable", asked, shown)
-    ok, why = settles(conclusion, asked, shown)
-    st.emit("answerable", asked=asked, clauses=[x.name for x in shown], basis=basis[:300],
-            conclusion=conclusion[:300], settled=ok, why=why)  # fmt: skip
+    shown = rank_clauses(question, split_clauses(context), strategy.opts.verdict_clauses, also=abstract)
+    if not shown:
+        return ""
+    basis, conclusion = _ask(strategy, st, "answerable", question, shown)
+    ok, why = settles(conclusion, question, shown)
+    st.emit(
+        "answerable",
+        clauses=[x.name for x in shown],
+        basis=basis[:300],
+        conclusion=conclusion[:300],
+        settled=ok,
+        why=why,
+    )
     if ok:
-        return "" if st.q.yes_no else conclusion  # a yes/no question is decided by the verdict
+        return conclusion
     st.emit("note", type="abstained", message="the accessible clauses do not state what the question asks")
     st.result.answer = st.result.short_answer = strategy.prompt(st, "step_back_abstain")
     st.result.citations = []
