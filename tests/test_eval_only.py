@@ -127,3 +127,26 @@ def test_the_strategies_ahead_show_their_citations_where_the_data_has_gold_passa
     assert first.split("|")[2:4] == [" 6 ", " 6 "]  # six questions, every answer cites its first two passages
     assert yes.split("|")[2:5] == [" 6 ", " 0 ", " – "]  # YesMan cites nothing: no precision, recall 0
     assert float(first.split("|")[4]) > 0  # some cited passage is a gold supporting one
+
+
+def test_one_run_holds_a_strategy_and_its_variants(tmp_path: Path, data_dir: Path) -> None:
+    """``--strategies "X,X[k=2]"`` (a comma inside brackets separates nothing): two rows of one run, paired by
+    question in its report, each with its own options in run.json; one spec spelled two ways is one strategy."""
+    from sleuth.cli import main
+
+    out = tmp_path / "v"
+    argv = ["eval", "--data", str(data_dir / "hotpotqa/test.jsonl"), "--setting", "closed", "--limit", "2"]
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--strategies", f"{FIRST},{FIRST}[k=2, delay=0]", "--out", str(out), "--no-progress"])
+    assert not done.value.code
+    variant = f"{FIRST}[k=2,delay=0]"
+    assert {r["strategy"] for r in read_records(out)} == {FIRST, variant} and len(read_records(out)) == 4
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["settings"]["strategies"] == [FIRST, variant]
+    assert manifest["code"]["options"][variant]["k"] == 2 and manifest["code"]["options"][FIRST]["k"] == 5
+    report = (out / "report.md").read_text()
+    assert f"| {variant} |" in report
+    paired = report[report.index("Each variant against its own strategy") :]
+    assert f"| {variant} | 2 |" in paired and "better than its strategy" in paired
+    with pytest.raises(EvalError, match="listed twice"):
+        run_eval(_cfg(data_dir, tmp_path / "twice", strategies=[f"{FIRST}[k=2]", f"{FIRST}[ k = 2 ]"]), progress=False)

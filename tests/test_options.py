@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ from sleuth.strategies import (
     resolve_strategy_class,
 )
 from sleuth.strategies.options import BaselineOptions, SearchO1Options, SelfAskOptions, StepBackOptions
-from sleuth.strategies.registry import check_run_options
+from sleuth.strategies.registry import check_run_options, split_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP_BACK = [
@@ -326,6 +327,23 @@ def test_run_options_go_to_the_strategies_that_have_them() -> None:
         check_run_options(["direct", "step-back"], opts)
     assert resolve_strategy_class("sleuth.strategies.rag:RAG") is STRATEGIES["rag"]
     assert check_run_options(["sleuth.strategies.rag:RAG"], {"k": 2})["sleuth.strategies.rag:RAG"].k == 2
+
+
+def test_a_strategy_spec_carries_its_own_options() -> None:
+    """``self-ask[mode=paper]``: one run holds Self-Ask as published beside Sleuth's, or a repair on and off."""
+    checked = check_run_options(["self-ask", "self-ask[mode=paper]", "rag[k=2,grounding=false]"], {"k": 4})
+    assert checked["self-ask"].mode == "default" and checked["self-ask"].final_read is True
+    paper = checked["self-ask[mode=paper]"]
+    assert paper.mode == "paper" and paper.repairs() == [] and paper.k == 4  # the run's options, then its own
+    assert checked["rag[k=2,grounding=false]"].k == 2 and checked["rag[k=2,grounding=false]"].grounding is False
+    built = build_strategy("self-ask[mode=paper]", None, None, {"k": 4})
+    assert type(built) is STRATEGIES["self-ask"] and built.opts == paper
+    assert split_spec("sleuth.strategies.rag:RAG[k=3]") == ("sleuth.strategies.rag:RAG", {"k": 3})
+    with pytest.raises(OptionsError, match=re.escape("unknown option 'k_stepback' for rag[k_stepback=2]")):
+        check_run_options(["rag[k_stepback=2]"], {})
+    for bad in ("rag[k=2", "rag]", "rag[k=2][k=3]"):
+        with pytest.raises(ValueError, match=re.escape("written name[key=value,...]")):
+            check_run_options([bad], {})
 
 
 # -- HTTP ----------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
@@ -48,8 +49,9 @@ def checked(value: str, what: str) -> str:
 
 
 def comma_list(text: str) -> list[str]:
-    """The items of a comma-separated option ("a, b,,c" -> ["a", "b", "c"])."""
-    return [x.strip() for x in text.split(",") if x.strip()]
+    """The items of a comma-separated option ("a, b,,c" -> ["a", "b", "c"]); a comma inside brackets separates
+    nothing ("rag,self-ask[mode=paper,k=3]" is two items)."""
+    return [x.strip() for x in re.split(r",(?![^\[]*\])", text) if x.strip()]
 
 
 def require_llm(model: str | None, base_url: str | None, what: str) -> None:

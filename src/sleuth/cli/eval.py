@@ -52,7 +52,9 @@ def eval_cmd(
         help="open (pooled index), distractor (each question's own "
         "paragraphs) or closed (no retrieval). Default: open when a corpus exists.",
     ),
-    strategies: str = typer.Option("direct", "--strategies", help="Comma-separated names (or module:Class)."),
+    strategies: str = typer.Option(
+        "direct", "--strategies", help="Comma-separated names (or module:Class); self-ask[mode=paper]: own options."
+    ),
     limit: int = typer.Option(None, "--limit", help="Evaluate a fixed sample of N questions."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed (the sample is fixed by it)."),
     concurrency: int = typer.Option(1, "--concurrency", "-c", help="Questions in flight at once."),

@@ -14,7 +14,7 @@ from sleuth.eval.datasets import Dataset, load_dataset
 from sleuth.eval.items import EvalError
 from sleuth.eval.metrics import Prices
 from sleuth.eval.splits import MUSIQUE_PARTS, musique_split
-from sleuth.strategies.registry import check_run_options, resolve_name, resolve_strategy_class
+from sleuth.strategies.registry import check_run_options, resolve_name, resolve_strategy_class, split_spec
 
 SETTINGS = ("open", "distractor", "closed")
 #: the EvalConfig fields stored as they are in run.json's ``settings``
@@ -103,7 +103,7 @@ def validate(cfg: EvalConfig) -> None:
         if wrong:
             raise EvalError(msg)
     try:
-        names = [s if resolve_strategy_class(s) else resolve_name(s) for s in cfg.strategies]
+        names = [resolve_spec(s) for s in cfg.strategies]
         check_run_options(names, cfg.run_options())  # as the workers build them: refused before anything runs
         Prices.parse(cfg.prices)
     except ValueError as e:  # an unknown strategy or option, a bad option value or price
@@ -115,10 +115,18 @@ def validate(cfg: EvalConfig) -> None:
         cfg.only = _only(cfg.only, names)
 
 
+def resolve_spec(spec: str) -> str:
+    """``spec`` spelled one way: the strategy's name (or ``module:Class``), then its own options, if any
+    (``Self_Ask[Mode=paper]`` -> ``self-ask[mode=paper]``: a record's strategy)."""
+    name, own = split_spec(spec)
+    shown = ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in own.items())
+    return (name if resolve_strategy_class(name) else resolve_name(name)) + (f"[{shown}]" if own else "")
+
+
 def _only(only: list[str], strategies: list[str]) -> list[str]:
     """``only`` by the names of ``strategies`` (aliases resolved), each one of them."""
     try:
-        names = [s if ":" in s else resolve_name(s) for s in only]
+        names = [resolve_spec(s) for s in only]
     except ValueError as e:
         raise EvalError(f"--only: {e}") from e
     for s, name in zip(only, names, strict=True):

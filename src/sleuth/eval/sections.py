@@ -34,6 +34,7 @@ from sleuth.eval.summary import (
     summarise,
     table,
 )
+from sleuth.strategies.registry import split_spec
 
 AHEAD = 5  # questions beyond the common set before a group of strategies gets its own section
 
@@ -201,23 +202,35 @@ def policy_section(records: Records, order: Sequence[str]) -> list[str]:
     )
 
 
+def _variant_rows(records: Records, order: Sequence[str]) -> list[dict[str, Any]]:
+    """Each variant (``self-ask[mode=paper]``) paired against its own strategy, where the run holds both."""
+    pairs = [(v, base) for v in order if "[" in v and (base := split_spec(v)[0]) in order]
+    return [row for v, base in pairs for row in paired_differences(records, [base, v], base)[1]]
+
+
 def _paired_section(records: Records, order: Sequence[str]) -> list[str]:
     baseline, rows = paired_differences(records, order)
     if not rows:
         return []
-    return heading(
-        f"Paired differences against {baseline}",
-        f"Primary score minus {baseline}'s on the same questions: mean with a 95% paired bootstrap CI "
-        f"({BOOTSTRAP} resamples), the questions each side won, and what the strategy spent on those "
-        f"questions as a multiple of {baseline}'s (processed prompt tokens and seconds: what a gain cost). "
-        "An interval that excludes 0 is a difference this sample supports; one that includes 0 is not."
-        + (
-            " **Fewer than 20 paired questions: the percentile bootstrap understates the uncertainty "
-            "at this size; read these rows as description, not evidence.**"
-            if min(r["n"] for r in rows) < 20
-            else ""
-        ),
-    ) + _paired_table(baseline, rows)
+    variants = [f"Each variant against its own strategy (the same columns, that strategy in place of {baseline}):"]
+    variants = ["", *variants, "", *_paired_table("its strategy", vs)] if (vs := _variant_rows(records, order)) else []
+    return (
+        heading(
+            f"Paired differences against {baseline}",
+            f"Primary score minus {baseline}'s on the same questions: mean with a 95% paired bootstrap CI "
+            f"({BOOTSTRAP} resamples), the questions each side won, and what the strategy spent on those "
+            f"questions as a multiple of {baseline}'s (processed prompt tokens and seconds: what a gain cost). "
+            "An interval that excludes 0 is a difference this sample supports; one that includes 0 is not."
+            + (
+                " **Fewer than 20 paired questions: the percentile bootstrap understates the uncertainty "
+                "at this size; read these rows as description, not evidence.**"
+                if min(r["n"] for r in rows) < 20
+                else ""
+            ),
+        )
+        + _paired_table(baseline, rows)
+        + variants
+    )
 
 
 def _citation_section(records: Records, order: Sequence[str]) -> list[str]:

@@ -44,5 +44,4 @@ from sleuth.strategies.step_back import StepBack
 __all__ = ["BAD_INPUT", "ERROR", "FINISHED", "LLM_UNAVAILABLE", "RAG", "RAT", "REPEAT_LIMIT", "SEARCH_UNAVAILABLE"]
 __all__ += ["STEP_LIMIT", "STRATEGIES", "BadQuestion", "ChainOfThought", "Direct", "Event", "OptionsError", "Result"]
 __all__ += ["RunState", "SearchO1", "SelfAsk", "StepBack", "Strategy", "StrategyOptions", "Trace", "UnknownStrategy"]
-__all__ += ["build_strategy", "get_strategy", "parse_opts", "resolve_name", "resolve_strategy_class"]
-__all__ += ["strategy_class"]
+__all__ += ["build_strategy", "get_strategy", "parse_opts", "resolve_name", "resolve_strategy_class", "strategy_class"]

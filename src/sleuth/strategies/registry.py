@@ -4,6 +4,7 @@ building one with options that are checked before anything runs."""
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from sleuth.search.base import Retriever
 from sleuth.strategies.base import Strategy
 from sleuth.strategies.cot import ChainOfThought
 from sleuth.strategies.direct import Direct
-from sleuth.strategies.options import OptionsError, StrategyOptions, unknown_option
+from sleuth.strategies.options import OptionsError, StrategyOptions, parse_opts, unknown_option
 from sleuth.strategies.rag import RAG
 from sleuth.strategies.rat import RAT
 from sleuth.strategies.search_o1 import SearchO1
@@ -36,8 +37,7 @@ class UnknownStrategy(ValueError):
 
 
 def resolve_name(name: str) -> str:
-    key = (name or "").strip().lower()
-    key = _ALIASES.get(key, key)
+    key = _ALIASES.get(k := (name or "").strip().lower(), k)
     if key not in STRATEGIES:
         raise UnknownStrategy(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
     return key
@@ -57,9 +57,16 @@ def resolve_strategy_class(name: str) -> type[Strategy] | None:
     return obj
 
 
+def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``self-ask[mode=paper,final_read=false]``: Self-Ask with its own options (read as ``--opt`` reads them)."""
+    if not (m := re.fullmatch(r"([^\[\]]+)(?:\[([^\[\]]*)\])?", spec)):
+        raise UnknownStrategy(f"{spec!r}: a strategy's own options are written name[key=value,...]")
+    return m[1].strip(), parse_opts(x for x in (m[2] or "").split(",") if x.strip())
+
+
 def strategy_class(spec: str) -> type[Strategy]:
-    """The class of a built-in name (any spelling ``resolve_name`` accepts) or a ``module:Class`` spec."""
-    return resolve_strategy_class(spec) or STRATEGIES[resolve_name(spec)]
+    """The class of a built-in name (any spelling ``resolve_name`` accepts) or a ``module:Class`` spec, and options."""
+    return resolve_strategy_class(name := split_spec(spec)[0]) or STRATEGIES[resolve_name(name)]
 
 
 def get_strategy(name: str, llm: Any, retriever: Retriever | None = None, **opts: Any) -> Strategy:
@@ -69,10 +76,10 @@ def get_strategy(name: str, llm: Any, retriever: Retriever | None = None, **opts
 
 
 # -- options shared by the strategies of an evaluation run ---------------------------------
-def options_for(cls: type[Strategy], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a run's options that ``cls`` takes (every strategy of a run gets the same ``--opt`` list)."""
+def options_for(cls: type[Strategy], options: Mapping[str, Any], spec: str = "") -> dict[str, Any]:
+    """The part of a run's options (the same ``--opt`` list for all) that ``cls`` takes, then ``spec``'s own."""
     names = set(cls.Options.names())
-    return {k: v for k, v in options.items() if k.replace("-", "_") in names}
+    return {**{k: v for k, v in options.items() if k.replace("-", "_") in names}, **split_spec(spec)[1]}
 
 
 def check_run_options(specs: Sequence[str], options: Mapping[str, Any]) -> dict[str, StrategyOptions]:
@@ -83,10 +90,9 @@ def check_run_options(specs: Sequence[str], options: Mapping[str, Any]) -> dict[
     for key in options:
         if key.replace("-", "_") not in valid:
             raise OptionsError(unknown_option(key, valid, ", ".join(specs) or "these strategies"))
-    return {spec: cls.Options.parse(options_for(cls, options), strategy=spec) for spec, cls in classes.items()}
+    return {spec: cls.Options.parse(options_for(cls, options, spec), strategy=spec) for spec, cls in classes.items()}
 
 
 def build_strategy(spec: str, llm: Any, retriever: Retriever | None, options: Mapping[str, Any]) -> Strategy:
-    """A strategy from a name or ``module:Class`` spec, given the run-wide options it takes."""
-    cls = strategy_class(spec)
-    return cls(llm, retriever, **options_for(cls, options))
+    """A strategy from a name or ``module:Class`` spec, given the run-wide options it takes and its own."""
+    return (cls := strategy_class(spec))(llm, retriever, **options_for(cls, options, spec))
