@@ -137,16 +137,17 @@ def test_one_run_holds_a_strategy_and_its_variants(tmp_path: Path, data_dir: Pat
     out = tmp_path / "v"
     argv = ["eval", "--data", str(data_dir / "hotpotqa/test.jsonl"), "--setting", "closed", "--limit", "2"]
     with pytest.raises(SystemExit) as done:
-        main([*argv, "--strategies", f"{FIRST},{FIRST}[k=2, delay=0]", "--out", str(out), "--no-progress"])
+        main([*argv, "--strategies", f"{FIRST},{YES},{FIRST}[k=2, delay=0]", "--out", str(out), "--no-progress"])
     assert not done.value.code
     variant = f"{FIRST}[k=2,delay=0]"
-    assert {r["strategy"] for r in read_records(out)} == {FIRST, variant} and len(read_records(out)) == 4
+    assert {r["strategy"] for r in read_records(out)} == {FIRST, YES, variant} and len(read_records(out)) == 6
     manifest = json.loads((out / "run.json").read_text())
-    assert manifest["settings"]["strategies"] == [FIRST, variant]
+    assert manifest["settings"]["strategies"] == [FIRST, YES, variant]
     assert manifest["code"]["options"][variant]["k"] == 2 and manifest["code"]["options"][FIRST]["k"] == 5
     report = (out / "report.md").read_text()
     assert f"| {variant} |" in report
-    paired = report[report.index("Each variant against its own strategy") :]
+    paired = report[report.index("Each variant against its own strategy") :].split("\n## ")[0]
     assert f"| {variant} | 2 |" in paired and "better than its strategy" in paired
+    assert f"| {YES} |" not in paired  # a variant against its own strategy only
     with pytest.raises(EvalError, match="listed twice"):
         run_eval(_cfg(data_dir, tmp_path / "twice", strategies=[f"{FIRST}[k=2]", f"{FIRST}[ k = 2 ]"]), progress=False)

@@ -205,7 +205,8 @@ def policy_section(records: Records, order: Sequence[str]) -> list[str]:
 def _variant_rows(records: Records, order: Sequence[str]) -> list[dict[str, Any]]:
     """Each variant (``self-ask[mode=paper]``) paired against its own strategy, where the run holds both."""
     pairs = [(v, base) for v in order if "[" in v and (base := split_spec(v)[0]) in order]
-    return [row for v, base in pairs for row in paired_differences(records, [base, v], base)[1]]
+    pair = lambda v, base: [r for r in records if r["strategy"] in (v, base)]  # noqa: E731
+    return [row for v, base in pairs for row in paired_differences(pair(v, base), [base, v], base)[1]]
 
 
 def _paired_section(records: Records, order: Sequence[str]) -> list[str]:
