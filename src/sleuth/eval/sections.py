@@ -205,16 +205,17 @@ def policy_section(records: Records, order: Sequence[str]) -> list[str]:
 def _variant_rows(records: Records, order: Sequence[str]) -> list[dict[str, Any]]:
     """Each variant (``self-ask[mode=paper]``) paired against its own strategy, where the run holds both."""
     pairs = [(v, base) for v in order if "[" in v and (base := split_spec(v)[0]) in order]
-    pair = lambda v, base: [r for r in records if r["strategy"] in (v, base)]  # noqa: E731
-    return [row for v, base in pairs for row in paired_differences(pair(v, base), [base, v], base)[1]]
+    both = [([r for r in records if r["strategy"] in (v, base)], v, base) for v, base in pairs]
+    return [row for recs, v, base in both for row in paired_differences(recs, [base, v], base)[1]]
 
 
 def _paired_section(records: Records, order: Sequence[str]) -> list[str]:
     baseline, rows = paired_differences(records, order)
     if not rows:
         return []
-    variants = [f"Each variant against its own strategy (the same columns, that strategy in place of {baseline}):"]
-    variants = ["", *variants, "", *_paired_table("its strategy", vs)] if (vs := _variant_rows(records, order)) else []
+    vs = _variant_rows(records, order)
+    note = f"Each variant against its own strategy (the same columns, that strategy in place of {baseline}):"
+    variants = ["", note, "", *_paired_table("its strategy", vs)] if vs else []
     return (
         heading(
             f"Paired differences against {baseline}",
