@@ -97,6 +97,8 @@ def test_paired_differences_against_the_baseline() -> None:
                                     ["direct", "cot", "self-ask"])  # fmt: skip
     assert base == "direct" and {r["strategy"]: r["n"] for r in rows} == {"cot": 30, "self-ask": 30}
     assert paired_differences([], ["rag"]) == (None, [])
+    _, rows = paired_differences(recs, ["rag", "cot"])  # only the strategies named, not every one in the records
+    assert [r["strategy"] for r in rows] == ["cot"]
     report = render(recs, {"settings": {"strategies": ["direct", "cot", "rag", "self-ask"]}})
     assert (
         "## Paired differences against rag" in report

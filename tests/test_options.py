@@ -344,6 +344,8 @@ def test_a_strategy_spec_carries_its_own_options() -> None:
     for bad in ("rag[k=2", "rag]", "rag[k=2][k=3]"):
         with pytest.raises(ValueError, match=re.escape("written name[key=value,...]")):
             check_run_options([bad], {})
+    with pytest.raises(OptionsError, match=re.escape("'rag[k=2,x]': 'x' is not of the form key=value")):
+        check_run_options(["rag[k=2,x]"], {})  # the spec named, not --opt
 
 
 # -- HTTP ----------------------------------------------------------------------------------------------

@@ -189,8 +189,7 @@ def render(
         if not base or base == r["name"]:
             continue
         for scope, subset in scopes:
-            sub = [x for x in subset if x["strategy"] in (r["name"], base)]
-            _, diffs = paired_differences(sub, [base, r["name"]], baseline=base)
+            _, diffs = paired_differences(subset, [base, r["name"]], baseline=base)
             for d in diffs:
                 mean, lo, hi = d["diff"]
                 out.append(

@@ -205,8 +205,7 @@ def policy_section(records: Records, order: Sequence[str]) -> list[str]:
 def _variant_rows(records: Records, order: Sequence[str]) -> list[dict[str, Any]]:
     """Each variant (``self-ask[mode=paper]``) paired against its own strategy, where the run holds both."""
     pairs = [(v, base) for v in order if "[" in v and (base := split_spec(v)[0]) in order]
-    both = [([r for r in records if r["strategy"] in (v, base)], v, base) for v, base in pairs]
-    return [row for recs, v, base in both for row in paired_differences(recs, [base, v], base)[1]]
+    return [row for v, base in pairs for row in paired_differences(records, [base, v], base)[1]]
 
 
 def _paired_section(records: Records, order: Sequence[str]) -> list[str]:

@@ -236,9 +236,10 @@ def paired_differences(
     records: Records, order: Sequence[str], baseline: str | None = None
 ) -> tuple[str | None, list[dict[str, Any]]]:
     """Each strategy against a baseline (``rag`` when present, else the first strategy) on the composed questions
-    both answered: the primary score's :func:`paired` difference, and what the strategy spent on those questions
-    as a multiple of the baseline (``tokens_ratio``: processed prompt tokens, ``seconds_ratio``)."""
-    by = {s: {str(r["qid"]): r for r in rs} for s, rs in per_strategy(records, order)}
+    both answered (only the strategies of ``order``, when given): the primary score's :func:`paired` difference, and
+    what the strategy spent on those questions as a multiple of the baseline (``tokens_ratio``: processed prompt
+    tokens, ``seconds_ratio``)."""
+    by = {s: {str(r["qid"]): r for r in rs} for s, rs in per_strategy(records, order) if s in order or not order}
     if baseline is None:
         baseline = "rag" if "rag" in by else next(iter(by), None)
     if baseline not in by:

@@ -272,15 +272,15 @@ def bounds(name: str, cls: type[StrategyOptions] = StrategyOptions) -> tuple[flo
 
 
 # -- --opt key=value ------------------------------------------------------------------------
-def parse_opts(items: Iterable[str]) -> dict[str, Any]:
-    """``--opt key=value`` items as a dict (``-`` in a key reads as ``_``): booleans (any case), ints, floats,
-    other JSON, else the text; a later item overrides an earlier one."""
+def parse_opts(items: Iterable[str], where: str = "--opt") -> dict[str, Any]:
+    """``--opt key=value`` items (or a spec's, ``where`` names it in errors) as a dict (``-`` in a key reads as
+    ``_``): booleans (any case), ints, floats, other JSON, else the text; a later item overrides an earlier one."""
     out: dict[str, Any] = {}
     for raw in items:
         key, sep, text = raw.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key.isidentifier():
-            raise OptionsError(f"--opt {raw!r} is not of the form key=value")
+            raise OptionsError(f"{where} {raw!r} is not of the form key=value")
         out[key] = _value(text.strip())
     return out
 

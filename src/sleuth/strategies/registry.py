@@ -61,7 +61,7 @@ def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``self-ask[mode=paper,final_read=false]``: Self-Ask with its own options (read as ``--opt`` reads them)."""
     if not (m := re.fullmatch(r"([^\[\]]+)(?:\[([^\[\]]*)\])?", spec)):
         raise UnknownStrategy(f"{spec!r}: a strategy's own options are written name[key=value,...]")
-    return m[1].strip(), parse_opts(x for x in (m[2] or "").split(",") if x.strip())
+    return m[1].strip(), parse_opts((x for x in (m[2] or "").split(",") if x.strip()), f"{spec!r}:")
 
 
 def strategy_class(spec: str) -> type[Strategy]:
